@@ -1,0 +1,155 @@
+/* compiler/main.c — the yolocc command line. Parses options, runs the
+ * frontend and prints; the only place that prints errors and picks exit
+ * codes (2 for bad input or usage). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower.h"
+#include "summary.h"
+
+#ifndef YOLOCC_VERSION
+#define YOLOCC_VERSION "0.1.0"
+#endif
+
+enum { EXIT_BAD_INPUT = 2 };
+
+static const char USAGE[] =
+    "usage: yolocc COMMAND MODEL.yaml [options]\n"
+    "\n"
+    "commands:\n"
+    "  summary     per-row table and totals as Ultralytics prints them (--json: an object)\n"
+    "  ir          the forward graph as text\n"
+    "  state-dict  parameter and buffer names and shapes in state_dict order (--json)\n"
+    "\n"
+    "options:\n"
+    "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
+    "  --nc N      number of classes (overrides the file's nc)\n"
+    "  --imgsz N   square input size (default 640)\n"
+    "  --batch N   batch size of the graph (default 1)\n"
+    "  --json      machine-readable output\n"
+    "  --version   print the version\n"
+    "\n"
+    "MODEL.yaml may name a scaled file that does not exist (yolov8n.yaml -> yolov8.yaml, scale n).\n";
+
+typedef struct Options {
+    const char *command, *model;
+    ModelOptions mo;
+    int imgsz, batch;
+    bool json;
+} Options;
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "yolocc: error: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'yolocc --help' for usage)\n");
+    return EXIT_BAD_INPUT;
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, Options *o) {
+    memset(o, 0, sizeof *o);
+    o->imgsz = 640;
+    o->batch = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        long v;
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+        } else if (strcmp(a, "--scale") == 0 || strcmp(a, "--nc") == 0 || strcmp(a, "--imgsz") == 0 || strcmp(a, "--batch") == 0) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", a);
+            const char *val = argv[++i];
+            if (strcmp(a, "--scale") == 0) {
+                if (!*val || strlen(val) > 8) return usage_error("invalid --scale '%s'", val);
+                o->mo.scale = val;
+            } else if (strcmp(a, "--nc") == 0) {
+                if (!parse_int(val, 1, MODEL_MAX_NC, &v)) return usage_error("--nc must be an integer in [1, 100000], got '%s'", val);
+                o->mo.nc = v;
+            } else if (strcmp(a, "--imgsz") == 0) {
+                if (!parse_int(val, 32, 8192, &v)) return usage_error("--imgsz must be an integer in [32, 8192], got '%s'", val);
+                o->imgsz = (int)v;
+            } else {
+                if (!parse_int(val, 1, 4096, &v)) return usage_error("--batch must be an integer in [1, 4096], got '%s'", val);
+                o->batch = (int)v;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else if (!o->command) {
+            o->command = a;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return usage_error("unexpected argument '%s'", a);
+        }
+    }
+    if (!o->command) return usage_error("%s", "no command given");
+    if (strcmp(o->command, "summary") && strcmp(o->command, "ir") && strcmp(o->command, "state-dict"))
+        return usage_error("unknown command '%s'", o->command);
+    if (!o->model) return usage_error("%s", "no model file given");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("yolocc %s\n", YOLOCC_VERSION);
+        return 0;
+    }
+    Options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    Arena arena;
+    arena_init(&arena, (size_t)1 << 32);
+    Diag d;
+    diag_init(&d, o.model);
+    ModelConfig cfg;
+    Model m;
+    ModelSummary s;
+    rc = EXIT_BAD_INPUT;
+    if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, &m, &s, &d)) {
+        char msg[1024];
+        diag_format(&d, msg, sizeof msg);
+        fprintf(stderr, "%s\n", msg);
+        goto out;
+    }
+    if (strcmp(o.command, "summary") == 0) {
+        if (o.json) {
+            char *txt = summary_json(&m, &s);
+            if (!txt) goto oom;
+            puts(txt);
+            free(txt);
+        } else {
+            summary_print_table(stdout, &m, &s);
+        }
+    } else if (strcmp(o.command, "ir") == 0) {
+        graph_print(&m.g, stdout);
+    } else if (o.json) {
+        char *txt = state_dict_json(&m);
+        if (!txt) goto oom;
+        puts(txt);
+        free(txt);
+    } else {
+        state_dict_print(stdout, &m);
+    }
+    rc = fflush(stdout) == 0 ? 0 : 1;
+    if (rc) fprintf(stderr, "yolocc: error: cannot write output\n");
+    goto out;
+oom:
+    fprintf(stderr, "yolocc: error: out of memory\n");
+    rc = 1;
+out:
+    arena_free(&arena);
+    return rc;
+}

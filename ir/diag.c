@@ -1,0 +1,30 @@
+/* ir/diag.c — first-error recording and formatting. */
+#include "diag.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void diag_init(Diag *d, const char *file) {
+    memset(d, 0, sizeof *d);
+    d->file = file;
+}
+
+bool diag_error(Diag *d, Mark at, const char *fmt, ...) {
+    if (d->failed) return false;
+    d->failed = true;
+    d->at = at;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+void diag_format(const Diag *d, char *buf, int n) {
+    const char *f = d->file ? d->file : "<input>";
+    if (d->at.line > 0)
+        snprintf(buf, (size_t)n, "%s:%d:%d: error: %s", f, d->at.line, d->at.col, d->msg);
+    else
+        snprintf(buf, (size_t)n, "%s: error: %s", f, d->msg);
+}

@@ -1,0 +1,26 @@
+/* ir/diag.h — the one error a failing stage reports: where (file, line, column)
+ * and what was expected. Stages record the first error and return; only the
+ * CLI prints and chooses the exit status. */
+#ifndef YOLOCC_DIAG_H
+#define YOLOCC_DIAG_H
+#include <stdbool.h>
+
+typedef struct Mark {
+    int line, col;   /* 1-based; 0 = unknown */
+} Mark;
+
+typedef struct Diag {
+    const char *file;
+    bool failed;
+    Mark at;
+    char msg[512];
+} Diag;
+
+void diag_init(Diag *d, const char *file);
+/* Records the first error only; always returns false so callers can
+ * `return diag_error(...)`. */
+bool diag_error(Diag *d, Mark at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "FILE:LINE:COL: error: MSG" (or "FILE: error: MSG" without a position). */
+void diag_format(const Diag *d, char *buf, int n);
+
+#endif

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/install-deps.sh — installs the Debian packages yolocc builds and
+# tests with, skipping what is already there. Needs root (or sudo) only when
+# something is missing. The CUDA toolkit is expected at /usr/local/cuda and is
+# not needed before the CUDA target exists.
+set -euo pipefail
+
+# header or tool that proves the package is present -> package name
+declare -A NEED=(
+  [/usr/include/yaml.h]=libyaml-dev
+  [/usr/include/cjson/cJSON.h]=libcjson-dev
+  [/usr/include/criterion/criterion.h]=libcriterion-dev
+  [/usr/bin/pkg-config]=pkg-config
+  [/usr/bin/clang]=clang
+)
+missing=()
+for f in "${!NEED[@]}"; do
+  [ -e "$f" ] || missing+=("${NEED[$f]}")
+done
+# libFuzzer's runtime ships with clang's compiler-rt package
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing+=(libclang-rt-dev)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
