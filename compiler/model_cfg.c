@@ -245,11 +245,11 @@ bool model_cfg_parse(Arena *a, const char *name, const char *buf, size_t len, co
     /* display name: the stem with the scale letter after the first digits,
      * as Ultralytics names its files (yolov8 + n -> yolov8n, yolov8-p2 + s -> yolov8s-p2) */
     cfg->name = stem;
-    if (strlen(cfg->scale) == 1 && !model_scale_from_stem(stem)) {
+    if (opt->scale && strlen(cfg->scale) == 1 && !model_scale_from_stem(stem)) {
         const char *p = stem;
         while (*p && !isdigit((unsigned char)*p)) p++;
         while (isdigit((unsigned char)*p)) p++;
-        if (p > stem && isdigit((unsigned char)p[-1])) cfg->name = arena_printf(a, "%.*s%s%s", (int)(p - stem), stem, cfg->scale, p);
+        if (p > stem && isdigit((unsigned char)p[-1]) && !isalpha((unsigned char)*p)) cfg->name = arena_printf(a, "%.*s%s%s", (int)(p - stem), stem, cfg->scale, p);
     }
     if (!cfg->name) return diag_error(d, root->mark, "out of memory");
     return true;

@@ -49,6 +49,7 @@ static bool shape_sane(Graph *g, const Shape *s) {
 
 static int new_tensor(Graph *g, TensorKind kind, Shape s, DType dt, const char *name) {
     if (!shape_sane(g, &s)) return -1;
+    if (g->n_tensors >= GRAPH_MAX_TENSORS) return snprintf(g->err, sizeof g->err, "model too large (more than %d tensors)", GRAPH_MAX_TENSORS), -1;
     if (!arena_grow(g->arena, (void **)&g->tensors, g->n_tensors, &g->cap_tensors, sizeof(Tensor)))
         return snprintf(g->err, sizeof g->err, "out of memory"), -1;
     int id = g->n_tensors++;
@@ -77,6 +78,7 @@ int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *
         return snprintf(g->err, sizeof g->err, "%s: wrong number of inputs (%d) or outputs (%d)", def->name, n_in, n_out), -1;
     for (int i = 0; i < n_in; i++)
         if (in[i] < 0 || in[i] >= g->n_tensors) return snprintf(g->err, sizeof g->err, "%s: bad input tensor", def->name), -1;
+    if (g->n_ops >= GRAPH_MAX_OPS) return snprintf(g->err, sizeof g->err, "model too large (more than %d ops)", GRAPH_MAX_OPS), -1;
     if (!arena_grow(g->arena, (void **)&g->ops, g->n_ops, &g->cap_ops, sizeof(Op))) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
     Op op = {.id = g->n_ops, .kind = kind, .n_in = n_in, .n_out = n_out, .row = row, .scope = scope};
     if (a) op.a = *a;

@@ -8,7 +8,7 @@
 
 #include "arena.h"
 
-enum { IR_MAX_DIMS = 6, IR_MAX_SPLIT = 16, IR_MAX_LEVELS = 8 };
+enum { IR_MAX_DIMS = 6, IR_MAX_SPLIT = 16, IR_MAX_LEVELS = 8, GRAPH_MAX_OPS = 1 << 20, GRAPH_MAX_TENSORS = 1 << 21 };
 
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I64 } DType;
 typedef enum { TK_ACTIVATION, TK_INPUT, TK_PARAM, TK_BUFFER } TensorKind;

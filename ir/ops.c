@@ -166,7 +166,9 @@ static double pool_flops(const Graph *g, const Op *op) { return (double)shape_nu
 
 static bool zeropad_infer(const Graph *g, const Op *op, Shape *out, char *err, int errcap) {
     const Shape *x = IN(0);
-    if (!need_nchw(x, "pad input", err, errcap) || !spatial_ok(&op->a, err, errcap)) return false;
+    if (!need_nchw(x, "pad input", err, errcap)) return false;
+    for (int i = 0; i < 4; i++)
+        if (op->a.pad[i] < 0) FAIL("padding must be >= 0");
     out[0] = shape4(x->d[0], x->d[1], x->d[2] + op->a.pad[0] + op->a.pad[1], x->d[3] + op->a.pad[2] + op->a.pad[3]);
     return true;
 }
