@@ -52,7 +52,7 @@ static bool branches(Builder *b, const char *box_name, const char *cls_name, con
     for (int k = 0; k < 2; k++) {
         if (!mod_enter(b, names[k])) return false;
         for (int i = 0; i < h->nl; i++) {
-            char nm[8];
+            char nm[16];
             snprintf(nm, sizeof nm, "%d", i);
             if (k == 0) box[i] = box_branch(b, nm, xs[i], h);
             else cls[i] = cls_branch(b, nm, xs[i], h);
@@ -128,7 +128,7 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
         int box[IR_MAX_LEVELS], cls[IR_MAX_LEVELS];
         if (mod_enter(b, "one2one_cv2")) {
             for (int i = 0; i < h.nl; i++) {
-                char nm[8];
+                char nm[16];
                 snprintf(nm, sizeof nm, "%d", i);
                 box[i] = box_branch(b, nm, det[i], &h);
             }
@@ -138,7 +138,7 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
         saved = build_begin_copy(b);
         if (mod_enter(b, "one2one_cv3")) {
             for (int i = 0; i < h.nl; i++) {
-                char nm[8];
+                char nm[16];
                 snprintf(nm, sizeof nm, "%d", i);
                 cls[i] = cls_branch(b, nm, det[i], &h);
             }

@@ -262,7 +262,12 @@ def dump(doc):
     head = {k: v for k, v in doc.items() if k != "cases"}
     out = ["{"]
     for k, v in head.items():
-        out.append(f"  {json.dumps(k)}: {json.dumps(v)},")
+        if isinstance(v, list) and v and any(isinstance(x, (str, dict)) for x in v):
+            out.append(f"  {json.dumps(k)}: [")
+            out += [f"    {dumps_compact(x)}" + ("," if j + 1 < len(v) else "") for j, x in enumerate(v)]
+            out.append("  ],")
+        else:
+            out.append(f"  {json.dumps(k)}: {json.dumps(v)},")
     out.append('  "cases": [')
     out.append(",\n".join(dump_case(c) for c in doc["cases"]))
     out.append("  ]")
@@ -329,6 +334,8 @@ def main():
             "layers = len(list(model.modules())) (8.3.63 summary convention); leaf_layers = modules without "
             "children (what later 8.3.x and 8.4 print); summary_line is what this ultralytics version prints",
             "gflops = raw get_flops(model, imgsz) with the thop_version above; gflops_printed = f'{gflops:.1f}'",
+            "thop >= 2.0.16 counts ConvTranspose2d as in_numel*(Cout/g)*k*k (yolov6 changes); thop 2.1.x/2.2.x "
+            "count nearest Upsample as 0 (every model with nn.Upsample changes slightly)",
             "rows: parse_model's verbose table; n = repeats after depth scaling; args = printed string",
             "state_dict only for the first scale of each file at nc=80",
         ],

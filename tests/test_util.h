@@ -1,0 +1,103 @@
+/* tests/test_util.h — helpers shared by the Criterion suites: run the yolocc
+ * binary and capture its output, compile a model in-process, find the
+ * Ultralytics corpus (tests skip cleanly without it). */
+#ifndef YOLOCC_TEST_UTIL_H
+#define YOLOCC_TEST_UTIL_H
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../compiler/lower.h"
+#include "../compiler/summary.h"
+
+typedef struct CliResult {
+    int status;        /* exit status, or -1 if it did not exit normally */
+    char *out, *err;   /* malloc'd, NUL-terminated */
+} CliResult;
+
+static inline char *tu_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (buf) buf[n] = 0;
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static inline const char *tu_bin(void) {
+    const char *b = getenv("YOLOCC_BIN");
+    return b ? b : "build/yolocc";
+}
+
+/* Runs `yolocc ARGS` through the shell; ARGS is trusted test text. */
+static inline CliResult tu_run(const char *args) {
+    char out[] = "/tmp/yolocc-test-out-XXXXXX", err[] = "/tmp/yolocc-test-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0, "mkstemp failed");
+    close(fo);
+    close(fe);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", tu_bin(), args, out, err);
+    int st = system(cmd);
+    CliResult r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, tu_slurp(out, NULL), tu_slurp(err, NULL)};
+    unlink(out);
+    unlink(err);
+    cr_assert(r.out && r.err, "cannot read captured output");
+    return r;
+}
+
+static inline void tu_free(CliResult *r) {
+    free(r->out);
+    free(r->err);
+}
+
+static inline int tu_lines(const char *s) {
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Loads and compiles a model file in-process; fails the test on error. */
+typedef struct Compiled {
+    Arena arena;
+    ModelConfig cfg;
+    Model m;
+    ModelSummary s;
+    Diag d;
+} Compiled;
+
+static inline bool tu_compile(Compiled *c, const char *path, const char *scale, int64_t nc, int imgsz) {
+    arena_init(&c->arena, 0);
+    diag_init(&c->d, path);
+    ModelOptions o = {.scale = scale, .nc = nc};
+    return model_cfg_load(&c->arena, path, &o, &c->cfg, &c->d) && model_compile(&c->arena, &c->cfg, imgsz, 1, &c->m, &c->s, &c->d);
+}
+
+/* Same from YAML text. */
+static inline bool tu_compile_text(Compiled *c, const char *name, const char *yaml, const char *scale, int64_t nc) {
+    arena_init(&c->arena, 0);
+    diag_init(&c->d, name);
+    ModelOptions o = {.scale = scale, .nc = nc};
+    return model_cfg_parse(&c->arena, name, yaml, strlen(yaml), &o, &c->cfg, &c->d) &&
+           model_compile(&c->arena, &c->cfg, 640, 1, &c->m, &c->s, &c->d);
+}
+
+static inline void tu_release(Compiled *c) { arena_free(&c->arena); }
+
+static inline const char *tu_corpus(void) {
+    const char *d = getenv("YOLOCC_CORPUS");
+    if (!d) d = "../shared/reference/ultralytics-cfg";
+    struct stat st;
+    return stat(d, &st) == 0 && S_ISDIR(st.st_mode) ? d : NULL;
+}
+
+#endif
