@@ -141,8 +141,13 @@ int conv2d_leaf(Builder *b, const char *attr, int x, int c2, int kh, int kw, int
 int batchnorm_leaf(Builder *b, const char *attr, int x) {
     if (x < 0 || (attr && !mod_enter(b, attr))) return -1;
     Shape c = shape1(chan(b, x));
-    int in[6] = {x, build_param(b, "weight", c), build_param(b, "bias", c), build_buffer(b, "running_mean", c, DT_F32),
-                 build_buffer(b, "running_var", c, DT_F32), build_buffer(b, "num_batches_tracked", (Shape){0, {0}}, DT_I64)};
+    /* one statement each: state_dict order follows creation order */
+    int in[6] = {x};
+    in[1] = build_param(b, "weight", c);
+    in[2] = build_param(b, "bias", c);
+    in[3] = build_buffer(b, "running_mean", c, DT_F32);
+    in[4] = build_buffer(b, "running_var", c, DT_F32);
+    in[5] = build_buffer(b, "num_batches_tracked", (Shape){0, {0}}, DT_I64);
     /* Ultralytics' initialize_weights sets every BatchNorm2d to these */
     OpAttrs a = {.eps = 1e-3, .momentum = 0.03};
     int y = build_op(b, OP_BATCHNORM, in, 6, &a);

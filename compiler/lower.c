@@ -240,15 +240,12 @@ bool model_build(Arena *a, const ModelConfig *cfg, const BuildOptions *o, const 
         if (!graph_mark_output(&m->g, last->out[i])) return diag_error(d, (Mark){0, 0}, "out of memory");
     if (!build_finish_state(&b)) return false;
     m->layers = b.layers;
-    /* save list: every non -1 'from' entry, modulo the row index, sorted */
+    /* save list: every non -1 'from' entry, modulo the row index, sorted;
+     * Ultralytics keeps duplicates */
     for (int i = 0; i < cfg->n_rows; i++)
         for (int k = 0; k < cfg->rows[i].nfrom; k++) {
             int f = cfg->rows[i].from[k];
-            if (f == -1) continue;
-            int s = ((f % i) + i) % i;
-            bool seen = false;
-            for (int q = 0; q < m->n_save; q++) seen |= m->save[q] == s;
-            if (!seen) m->save[m->n_save++] = s;
+            if (f != -1) m->save[m->n_save++] = ((f % i) + i) % i;
         }
     for (int i = 1; i < m->n_save; i++)
         for (int j = i; j > 0 && m->save[j - 1] > m->save[j]; j--) {

@@ -125,7 +125,9 @@ int rep_vgg_dw(Builder *b, const char *attr, int x) {
     if (x < 0 || !enter_opt(b, attr)) return -1;
     int ed = chan(b, x);
     /* registered: conv (7x7 dw), conv1 (3x3 dw), act (its own SiLU) */
-    int y = add(b, conv_noact(b, "conv", x, ed, 7, ed), conv_noact(b, "conv1", x, ed, 3, ed));
+    int y7 = conv_noact(b, "conv", x, ed, 7, ed);
+    int y3 = conv_noact(b, "conv1", x, ed, 3, ed);
+    int y = add(b, y7, y3);
     y = activation(b, y, ACTM_OWN_SILU);
     exit_opt(b, attr);
     return y;

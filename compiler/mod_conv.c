@@ -95,7 +95,8 @@ bool row_conv_transpose(Builder *b, const RowArgs *a, RowIO *io) {
     int x = io->in[0], c1 = chan(b, x), c2 = (int)arg_int(a, 1, 1), k[2];
     arg_pair(a, 2, 1, k);
     int s = (int)arg_int(a, 3, 1), p = (int)arg_int(a, 4, 0);
-    int in[3] = {x, build_param(b, "weight", shape4(c1, c2, k[0], k[1])), build_param(b, "bias", shape1(c2))};
+    int in[3] = {x, build_param(b, "weight", shape4(c1, c2, k[0], k[1])), -1};
+    in[2] = build_param(b, "bias", shape1(c2));
     OpAttrs at = {.stride = {s, s}, .pad = {p, p, p, p}, .dilation = {1, 1}, .groups = 1};
     return one_out(io, build_op(b, OP_CONV_TRANSPOSE2D, in, 3, &at));
 }

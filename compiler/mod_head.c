@@ -91,7 +91,8 @@ static int decode(Builder *b, const int *levels, const Head *h, int dfl_w, bool 
         OpAttrs da = {.reg_max = h->reg_max};
         dist = build_op(b, OP_DFL, in, 2, &da);
     }
-    int y[2] = {build_op(b, OP_DIST2BBOX, &dist, 1, &d2b), build_op(b, OP_SIGMOID, &parts[1], 1, NULL)};
+    int y[2] = {build_op(b, OP_DIST2BBOX, &dist, 1, &d2b), -1};
+    y[1] = build_op(b, OP_SIGMOID, &parts[1], 1, NULL);
     return concat(b, y, 2);
 }
 
