@@ -6,12 +6,6 @@
 
 #include "modules.h"
 
-static bool one_out(RowIO *io, int t) {
-    io->out[0] = t;
-    io->n_out = 1;
-    return t >= 0;
-}
-
 #define C1_ (chan(b, io->in[0]))
 #define C2_ ((int)arg_int(a, 1, 1))
 #define N_ ((int)arg_int(a, 2, 1))
@@ -88,12 +82,12 @@ bool row_c2psa(Builder *b, const RowArgs *a, RowIO *io) {
         mod_exit(b);
     }
     reg_next(b, 1);
-    return one_out(io, conv_block(b, "cv2", concat(b, parts, 2), C1_, conv_opt(1, 1)));
+    return row_out(io, conv_block(b, "cv2", concat(b, parts, 2), C1_, conv_opt(1, 1)));
 }
 
 bool row_c2fpsa(Builder *b, const RowArgs *a, RowIO *io) {
     if (!need_same_channels(b, C1_, C2_)) return false;
-    return one_out(io, c2f(b, NULL, io->in[0], C2_, N_, false, 1, arg_num(a, 3, 0.5), C2F_PSA, false));
+    return row_out(io, c2f(b, NULL, io->in[0], C2_, N_, false, 1, arg_num(a, 3, 0.5), C2F_PSA, false));
 }
 
 bool row_psa(Builder *b, const RowArgs *a, RowIO *io) {
@@ -105,7 +99,7 @@ bool row_psa(Builder *b, const RowArgs *a, RowIO *io) {
     int y = add(b, parts[1], attention(b, "attn", parts[1], c / 64, 0.5));
     parts[1] = add(b, y, ffn(b, "ffn", y, 2 * c));
     reg_next(b, 1);
-    return one_out(io, conv_block(b, "cv2", concat(b, parts, 2), C1_, conv_opt(1, 1)));
+    return row_out(io, conv_block(b, "cv2", concat(b, parts, 2), C1_, conv_opt(1, 1)));
 }
 
 /* ---- YOLOv10 ---- */
@@ -118,7 +112,7 @@ bool row_scdown(Builder *b, const RowArgs *a, RowIO *io) {
     o.k[1] = k[1];
     o.g = C2_;
     o.act = ACTM_OFF;
-    return one_out(io, conv_block(b, "cv2", y, C2_, o));
+    return row_out(io, conv_block(b, "cv2", y, C2_, o));
 }
 
 int rep_vgg_dw(Builder *b, const char *attr, int x) {
@@ -160,7 +154,7 @@ int cib(Builder *b, const char *attr, int x, int c2, bool shortcut, double e, bo
 
 bool row_c2fcib(Builder *b, const RowArgs *a, RowIO *io) {
     /* C2fCIB(c1, c2, n, shortcut=False, lk=False, g=1, e=0.5) */
-    return one_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, false), (int)arg_int(a, 5, 1), arg_num(a, 6, 0.5), C2F_CIB,
+    return row_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, false), (int)arg_int(a, 5, 1), arg_num(a, 6, 0.5), C2F_CIB,
                            arg_bool(a, 4, false)));
 }
 
@@ -210,5 +204,5 @@ bool row_a2c2f(Builder *b, const RowArgs *a, RowIO *io) {
         int in[2] = {y, gamma};
         y = add(b, x, build_op(b, OP_CHANNEL_SCALE, in, 2, NULL));
     }
-    return one_out(io, y);
+    return row_out(io, y);
 }

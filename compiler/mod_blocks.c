@@ -6,12 +6,6 @@
 
 #include "modules.h"
 
-static bool one_out(RowIO *io, int t) {
-    io->out[0] = t;
-    io->n_out = 1;
-    return t >= 0;
-}
-
 static int hidden(double c, double e) { return (int)(c * e); }
 
 static int conv1x1(Builder *b, const char *attr, int x, int c2) { return conv_block(b, attr, x, c2, conv_opt(1, 1)); }
@@ -151,11 +145,11 @@ bool row_bottleneck(Builder *b, const RowArgs *a, RowIO *io) {
         arg_pair(&ks, 0, 3, k1);
         arg_pair(&ks, 1, 3, k2);
     }
-    return one_out(io, bottleneck(b, NULL, io->in[0], C2_, arg_bool(a, 2, true), (int)arg_int(a, 3, 1), k1, k2, arg_num(a, 5, 0.5), false));
+    return row_out(io, bottleneck(b, NULL, io->in[0], C2_, arg_bool(a, 2, true), (int)arg_int(a, 3, 1), k1, k2, arg_num(a, 5, 0.5), false));
 }
 
 bool row_ghost_bottleneck(Builder *b, const RowArgs *a, RowIO *io) {
-    return one_out(io, ghost_bottleneck(b, NULL, io->in[0], C2_, (int)arg_int(a, 2, 3), (int)arg_int(a, 3, 1)));
+    return row_out(io, ghost_bottleneck(b, NULL, io->in[0], C2_, (int)arg_int(a, 2, 3), (int)arg_int(a, 3, 1)));
 }
 
 bool row_c1(Builder *b, const RowArgs *a, RowIO *io) {
@@ -169,7 +163,7 @@ bool row_c1(Builder *b, const RowArgs *a, RowIO *io) {
         }
         mod_exit(b);
     }
-    return one_out(io, add(b, z, y));
+    return row_out(io, add(b, z, y));
 }
 
 bool row_c2(Builder *b, const RowArgs *a, RowIO *io) {
@@ -187,21 +181,21 @@ bool row_c2(Builder *b, const RowArgs *a, RowIO *io) {
         mod_exit(b);
     }
     reg_next(b, 1);
-    return one_out(io, conv1x1(b, "cv2", concat(b, parts, 2), C2_));
+    return row_out(io, conv1x1(b, "cv2", concat(b, parts, 2), C2_));
 }
 
 bool row_c2f(Builder *b, const RowArgs *a, RowIO *io) {
-    return one_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, false), (int)arg_int(a, 4, 1), arg_num(a, 5, 0.5), C2F_PLAIN, false));
+    return row_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, false), (int)arg_int(a, 4, 1), arg_num(a, 5, 0.5), C2F_PLAIN, false));
 }
 
 bool row_c3k2(Builder *b, const RowArgs *a, RowIO *io) {
     /* C3k2(c1, c2, n, c3k=False, e=0.5, g=1, shortcut=True) */
-    return one_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 6, true), (int)arg_int(a, 5, 1), arg_num(a, 4, 0.5), C2F_C3K2,
+    return row_out(io, c2f(b, NULL, io->in[0], C2_, N_, arg_bool(a, 6, true), (int)arg_int(a, 5, 1), arg_num(a, 4, 0.5), C2F_C3K2,
                            arg_bool(a, 3, false)));
 }
 
 static bool row_c3_variant(Builder *b, const RowArgs *a, RowIO *io, int variant) {
-    return one_out(io, c3(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, true), (int)arg_int(a, 4, 1), arg_num(a, 5, 0.5), variant, 3));
+    return row_out(io, c3(b, NULL, io->in[0], C2_, N_, arg_bool(a, 3, true), (int)arg_int(a, 4, 1), arg_num(a, 5, 0.5), variant, 3));
 }
 bool row_c3(Builder *b, const RowArgs *a, RowIO *io) { return row_c3_variant(b, a, io, C3_PLAIN); }
 bool row_c3x(Builder *b, const RowArgs *a, RowIO *io) { return row_c3_variant(b, a, io, C3_X); }
@@ -230,7 +224,7 @@ bool row_bottleneck_csp(Builder *b, const RowArgs *a, RowIO *io) {
     int y = batchnorm_leaf(b, "bn", concat(b, cat, 2));
     y = activation(b, y, ACTM_OWN_SILU);
     reg_next(b, 3);
-    return one_out(io, conv1x1(b, "cv4", y, C2_));
+    return row_out(io, conv1x1(b, "cv4", y, C2_));
 }
 
 static int maxpool_same(Builder *b, int x, int k) {
@@ -255,7 +249,7 @@ bool row_spp(Builder *b, const RowArgs *a, RowIO *io) {
         mod_exit(b);
     }
     reg_next(b, 1);
-    return one_out(io, conv1x1(b, "cv2", concat(b, cat, nk + 1), C2_));
+    return row_out(io, conv1x1(b, "cv2", concat(b, cat, nk + 1), C2_));
 }
 
 bool row_sppf(Builder *b, const RowArgs *a, RowIO *io) {
@@ -266,5 +260,5 @@ bool row_sppf(Builder *b, const RowArgs *a, RowIO *io) {
     for (int i = 1; i < 4; i++) cat[i] = maxpool_same(b, cat[i - 1], k);
     int out = conv1x1(b, "cv2", concat(b, cat, 4), C2_);
     mod_count(b); /* m */
-    return one_out(io, out);
+    return row_out(io, out);
 }

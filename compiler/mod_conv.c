@@ -6,12 +6,6 @@
 
 #include "modules.h"
 
-static bool one_out(RowIO *io, int t) {
-    io->out[0] = t;
-    io->n_out = 1;
-    return t >= 0;
-}
-
 static int gcd(int a, int b) {
     while (b) {
         int t = a % b;
@@ -72,7 +66,7 @@ bool row_conv(Builder *b, const RowArgs *a, RowIO *io) {
     o.d = (int)arg_int(a, 6, 1);
     /* Ultralytics tests `act is True`: any other value means no activation */
     if (a->n > 7 && !(a->v[7].kind == V_BOOL && a->v[7].b)) o.act = ACTM_OFF;
-    return one_out(io, conv_block(b, NULL, io->in[0], (int)arg_int(a, 1, 1), o));
+    return row_out(io, conv_block(b, NULL, io->in[0], (int)arg_int(a, 1, 1), o));
 }
 
 bool row_dwconv(Builder *b, const RowArgs *a, RowIO *io) {
@@ -80,7 +74,7 @@ bool row_dwconv(Builder *b, const RowArgs *a, RowIO *io) {
     arg_pair(a, 2, 1, k);
     if (k[0] != k[1]) return build_fail(b, "DWConv needs a square kernel");
     ActMode act = a->n > 5 && !(a->v[5].kind == V_BOOL && a->v[5].b) ? ACTM_OFF : ACTM_DEFAULT;
-    return one_out(io, dwconv(b, NULL, io->in[0], (int)arg_int(a, 1, 1), k[0], (int)arg_int(a, 3, 1), (int)arg_int(a, 4, 1), act));
+    return row_out(io, dwconv(b, NULL, io->in[0], (int)arg_int(a, 1, 1), k[0], (int)arg_int(a, 3, 1), (int)arg_int(a, 4, 1), act));
 }
 
 bool row_ghostconv(Builder *b, const RowArgs *a, RowIO *io) {
@@ -88,7 +82,7 @@ bool row_ghostconv(Builder *b, const RowArgs *a, RowIO *io) {
     arg_pair(a, 2, 1, k);
     if (k[0] != k[1]) return build_fail(b, "GhostConv needs a square kernel");
     ActMode act = a->n > 5 && !(a->v[5].kind == V_BOOL && a->v[5].b) ? ACTM_OFF : ACTM_DEFAULT;
-    return one_out(io, ghostconv(b, NULL, io->in[0], (int)arg_int(a, 1, 1), k[0], (int)arg_int(a, 3, 1), (int)arg_int(a, 4, 1), act));
+    return row_out(io, ghostconv(b, NULL, io->in[0], (int)arg_int(a, 1, 1), k[0], (int)arg_int(a, 3, 1), (int)arg_int(a, 4, 1), act));
 }
 
 bool row_conv_transpose(Builder *b, const RowArgs *a, RowIO *io) {
@@ -98,13 +92,13 @@ bool row_conv_transpose(Builder *b, const RowArgs *a, RowIO *io) {
     int in[3] = {x, build_param(b, "weight", shape4(c1, c2, k[0], k[1])), -1};
     in[2] = build_param(b, "bias", shape1(c2));
     OpAttrs at = {.stride = {s, s}, .pad = {p, p, p, p}, .dilation = {1, 1}, .groups = 1};
-    return one_out(io, build_op(b, OP_CONV_TRANSPOSE2D, in, 3, &at));
+    return row_out(io, build_op(b, OP_CONV_TRANSPOSE2D, in, 3, &at));
 }
 
 bool row_concat(Builder *b, const RowArgs *a, RowIO *io) {
     int64_t dim = arg_int(a, 0, 1);
     if (dim != 1 && dim != -3) return build_fail(b, "only channel concatenation (dimension 1) is supported, got %lld", (long long)dim);
-    return one_out(io, concat(b, io->in, io->n_in));
+    return row_out(io, concat(b, io->in, io->n_in));
 }
 
 bool row_upsample(Builder *b, const RowArgs *a, RowIO *io) {
@@ -121,7 +115,7 @@ bool row_upsample(Builder *b, const RowArgs *a, RowIO *io) {
         at.out_hw[0] = (int)(s->d[2] * (int64_t)f);
         at.out_hw[1] = (int)(s->d[3] * (int64_t)f);
     }
-    return one_out(io, build_op(b, OP_RESIZE_NEAREST, &x, 1, &at));
+    return row_out(io, build_op(b, OP_RESIZE_NEAREST, &x, 1, &at));
 }
 
 bool row_maxpool(Builder *b, const RowArgs *a, RowIO *io) {
@@ -135,7 +129,7 @@ bool row_maxpool(Builder *b, const RowArgs *a, RowIO *io) {
     at.pad[2] = at.pad[3] = p[1];
     arg_pair(a, 3, 1, at.dilation);
     if (arg_bool(a, 4, false) || arg_bool(a, 5, false)) return build_fail(b, "return_indices and ceil_mode are not supported");
-    return one_out(io, build_op(b, OP_MAXPOOL2D, io->in, 1, &at));
+    return row_out(io, build_op(b, OP_MAXPOOL2D, io->in, 1, &at));
 }
 
 bool row_zeropad(Builder *b, const RowArgs *a, RowIO *io) {
@@ -150,16 +144,16 @@ bool row_zeropad(Builder *b, const RowArgs *a, RowIO *io) {
     } else {
         at.pad[0] = at.pad[1] = at.pad[2] = at.pad[3] = (int)arg_int(a, 0, 0);
     }
-    return one_out(io, build_op(b, OP_ZEROPAD2D, io->in, 1, &at));
+    return row_out(io, build_op(b, OP_ZEROPAD2D, io->in, 1, &at));
 }
 
 bool row_identity(Builder *b, const RowArgs *a, RowIO *io) {
     (void)b;
     (void)a;
-    return one_out(io, io->in[0]);
+    return row_out(io, io->in[0]);
 }
 
 bool row_batchnorm(Builder *b, const RowArgs *a, RowIO *io) {
     (void)a;
-    return one_out(io, batchnorm_leaf(b, NULL, io->in[0]));
+    return row_out(io, batchnorm_leaf(b, NULL, io->in[0]));
 }

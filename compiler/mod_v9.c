@@ -4,12 +4,6 @@
 
 #include "modules.h"
 
-static bool one_out(RowIO *io, int t) {
-    io->out[0] = t;
-    io->n_out = 1;
-    return t >= 0;
-}
-
 #define C1_ (chan(b, io->in[0]))
 #define C2_ ((int)arg_int(a, 1, 1))
 
@@ -41,7 +35,7 @@ static bool elan(Builder *b, const RowArgs *a, RowIO *io, int n) {
             return false;
         }
     }
-    return one_out(io, conv_k(b, "cv4", concat(b, ys, 4), C2_, 1, 1, -1));
+    return row_out(io, conv_k(b, "cv4", concat(b, ys, 4), C2_, 1, 1, -1));
 }
 
 bool row_repncspelan4(Builder *b, const RowArgs *a, RowIO *io) { return elan(b, a, io, (int)arg_int(a, 4, 1)); }
@@ -54,7 +48,7 @@ static int avgpool2_s1(Builder *b, int x) {
 }
 
 bool row_aconv(Builder *b, const RowArgs *a, RowIO *io) {
-    return one_out(io, conv_k(b, "cv1", avgpool2_s1(b, io->in[0]), C2_, 3, 2, 1));
+    return row_out(io, conv_k(b, "cv1", avgpool2_s1(b, io->in[0]), C2_, 3, 2, 1));
 }
 
 bool row_adown(Builder *b, const RowArgs *a, RowIO *io) {
@@ -64,7 +58,7 @@ bool row_adown(Builder *b, const RowArgs *a, RowIO *io) {
     out[0] = conv_k(b, "cv1", parts[0], c, 3, 2, 1);
     OpAttrs mp = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
     out[1] = conv_k(b, "cv2", build_op(b, OP_MAXPOOL2D, &parts[1], 1, &mp), c, 1, 1, 0);
-    return one_out(io, concat(b, out, 2));
+    return row_out(io, concat(b, out, 2));
 }
 
 bool row_sppelan(Builder *b, const RowArgs *a, RowIO *io) {
@@ -76,7 +70,7 @@ bool row_sppelan(Builder *b, const RowArgs *a, RowIO *io) {
         OpAttrs at = {.kernel = {k, k}, .stride = {1, 1}, .pad = {k / 2, k / 2, k / 2, k / 2}, .dilation = {1, 1}};
         ys[i] = build_op(b, OP_MAXPOOL2D, &ys[i - 1], 1, &at);
     }
-    return one_out(io, conv_k(b, "cv5", concat(b, ys, 4), C2_, 1, 1, -1));
+    return row_out(io, conv_k(b, "cv5", concat(b, ys, 4), C2_, 1, 1, -1));
 }
 
 bool row_cblinear(Builder *b, const RowArgs *a, RowIO *io) {
@@ -118,5 +112,5 @@ bool row_cbfuse(Builder *b, const RowArgs *a, RowIO *io) {
         b->g->ops[b->g->n_ops - 1].functional = true;
         sum = sum < 0 ? r : add(b, sum, r);
     }
-    return one_out(io, sum < 0 ? t : add(b, sum, t));
+    return row_out(io, sum < 0 ? t : add(b, sum, t));
 }

@@ -41,6 +41,13 @@ typedef struct RowIO {
 
 typedef bool (*RowBuildFn)(Builder *b, const RowArgs *a, RowIO *io);
 
+/* A row with one output tensor t; false if building it failed. */
+static inline bool row_out(RowIO *io, int t) {
+    io->out[0] = t;
+    io->n_out = 1;
+    return t >= 0;
+}
+
 typedef struct ModuleDef {
     const char *name;       /* as written in YAML */
     const char *pytype;     /* as Ultralytics prints it */
