@@ -10,8 +10,8 @@ CFLAGS  ?= -O2 -g
 LIBS    := -lyaml -lcjson -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c))
-HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h)
+LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c runtime/*.c)
+HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h)
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
 
@@ -56,23 +56,22 @@ test: $(BUILD)/.deps
 	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/run_tests
 	YOLOCC_BIN=$(BUILD)/san/yolocc YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 \
 	  $(BUILD)/san/run_tests --jobs=2 $(TEST_ARGS)
-	$(MAKE) fuzz-run FUZZ_SECONDS=$${FUZZ_SECONDS:-30}
+	$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
-# libFuzzer harness for the frontend (YAML -> verified IR), seeded with models/ and tests/bad/.
+# libFuzzer harnesses: every tests/fuzz/fuzz_NAME.c becomes build/fuzz/fuzz_NAME;
+# scripts/fuzz.sh seeds and runs each for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 30
-$(BUILD)/fuzz/fuzz_frontend: tests/fuzz/fuzz_frontend.c $(LIB_SRC) $(HDRS)
+FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HDRS)
 	@mkdir -p $(dir $@)
 	clang $(WARN) $(DEFS) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  tests/fuzz/fuzz_frontend.c $(LIB_SRC) -o $@ $(LIBS)
+	  $< $(LIB_SRC) -o $@ $(LIBS)
 
-fuzz: $(BUILD)/fuzz/fuzz_frontend
+fuzz: $(FUZZERS)
 
-fuzz-run: $(BUILD)/fuzz/fuzz_frontend
-	@mkdir -p $(BUILD)/fuzz/corpus
-	cp -f models/*.yaml tests/bad/*.yaml $(BUILD)/fuzz/corpus/ 2>/dev/null || true
-	$(BUILD)/fuzz/fuzz_frontend -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-	  -print_final_stats=1 $(BUILD)/fuzz/corpus 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|Done|==.*ERROR|SUMMARY)" ; \
-	  test $${PIPESTATUS[0]} -eq 0
+fuzz-run: $(FUZZERS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) ./scripts/fuzz.sh $(FUZZERS)
 
 clean:
 	rm -rf $(BUILD)

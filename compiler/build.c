@@ -13,7 +13,7 @@ typedef struct StateKey {
 } StateKey;
 
 bool build_fail(Builder *b, const char *fmt, ...) {
-    char msg[400];
+    char msg[900];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -90,7 +90,7 @@ static int key_cmp(const void *pa, const void *pb) {
 }
 
 bool build_finish_state(Builder *b) {
-    qsort(b->keys, (size_t)b->n_keys, sizeof(StateKey), key_cmp);
+    if (b->n_keys) qsort(b->keys, (size_t)b->n_keys, sizeof(StateKey), key_cmp);
     b->g->state = arena_array(b->a, (size_t)b->n_keys + 1, sizeof(int));
     if (!b->g->state) return build_fail(b, "out of memory");
     for (int i = 0; i < b->n_keys; i++) b->g->state[i] = b->keys[i].tensor;
@@ -149,7 +149,7 @@ int batchnorm_leaf(Builder *b, const char *attr, int x) {
     in[4] = build_buffer(b, "running_var", c, DT_F32);
     in[5] = build_buffer(b, "num_batches_tracked", (Shape){0, {0}}, DT_I64);
     /* Ultralytics' initialize_weights sets every BatchNorm2d to these */
-    OpAttrs a = {.eps = 1e-3, .momentum = 0.03};
+    OpAttrs a = {.eps = 1e-3, .momentum = 0.03, .training = !b->eval};
     int y = build_op(b, OP_BATCHNORM, in, 6, &a);
     if (attr) mod_exit(b);
     return y;

@@ -167,7 +167,7 @@ static bool build_row(Builder *b, const ModelRow *r, RowState *st, Model *m) {
     if (inserted < 0) return false;
     m->legacy = legacy;
     RowArgs ra = {args.v, args.n};
-    if (!module_check_args(b, def, &ra, inserted, r->args_mark)) return false;
+    if (!module_check_args(b, def, &ra, inserted, def->kind == RK_HEAD, r->args_mark)) return false;
     Value shown = {.kind = V_LIST, .n = args.n, .items = args.v};
     char repr[512];
     if (!value_repr(&shown, repr, sizeof repr)) snprintf(repr + sizeof repr - 5, 5, "...]");
@@ -289,7 +289,7 @@ bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, Model
     if (imgsz < 1 || imgsz > 8192) return diag_error(d, (Mark){0, 0}, "--imgsz must be in [1, 8192], got %d", imgsz);
     s->imgsz = (imgsz + gs - 1) / gs * gs;
     if (s->imgsz != imgsz)
-        fprintf(stderr, "warning: --imgsz=%d must be a multiple of max stride %d, updating to %d\n", imgsz, gs, s->imgsz);
+        diag_warn(d, "--imgsz=%d must be a multiple of max stride %d, updating to %d", imgsz, gs, s->imgsz);
     BuildOptions to = {.imgsz = s->imgsz, .batch = batch};
     if (!model_build(a, cfg, &to, s->strides, s->nstrides, train, d)) return false;
     train->nstrides = s->nstrides;

@@ -43,7 +43,7 @@ typedef struct Options {
 static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "yolocc: error: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run 'yolocc --help' for usage)\n");
+    fprintf(stderr, " (see yolocc --help)\n");
     return EXIT_BAD_INPUT;
 }
 
@@ -72,7 +72,7 @@ static int parse_args(int argc, char **argv, Options *o) {
                 if (!*val || strlen(val) > 8) return usage_error("invalid --scale '%s'", val);
                 o->mo.scale = val;
             } else if (strcmp(a, "--nc") == 0) {
-                if (!parse_int(val, 1, MODEL_MAX_NC, &v)) return usage_error("--nc must be an integer in [1, 100000], got '%s'", val);
+                if (!parse_int(val, 1, MODEL_MAX_NC, &v)) return usage_error("--nc must be an integer in [1, 65536], got '%s'", val);
                 o->mo.nc = v;
             } else if (strcmp(a, "--imgsz") == 0) {
                 if (!parse_int(val, 32, 8192, &v)) return usage_error("--imgsz must be an integer in [32, 8192], got '%s'", val);
@@ -119,11 +119,12 @@ int main(int argc, char **argv) {
     ModelSummary s;
     rc = EXIT_BAD_INPUT;
     if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, &m, &s, &d)) {
-        char msg[1024];
+        char msg[2048];
         diag_format(&d, msg, sizeof msg);
         fprintf(stderr, "%s\n", msg);
         goto out;
     }
+    fputs(d.warnings, stderr);
     if (strcmp(o.command, "summary") == 0) {
         if (o.json) {
             char *txt = summary_json(&m, &s);

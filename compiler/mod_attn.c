@@ -178,10 +178,10 @@ bool row_a2c2f(Builder *b, const RowArgs *a, RowIO *io) {
     double mlp_ratio = arg_num(a, 6, 2.0);
     int c_ = (int)(C2_ * arg_num(a, 7, 0.5));
     if (c_ % 32) return build_fail(b, "hidden channels int(c2*e) = %d must be a multiple of 32", c_);
-    if (n > 1024) return build_fail(b, "too many repeats");
+    if (n + 1 > IR_MAX_SPLIT) return build_fail(b, "%d repeats: at most %d are supported (its concat joins repeats + 1 tensors)", n, IR_MAX_SPLIT - 1);
     /* registered: cv1, cv2, gamma (own parameter, listed first), m */
     int gamma = a2 && residual ? build_param(b, "gamma", shape1(C2_)) : -1;
-    int ys[1 + 1024 + 1], ny = 1;
+    int ys[IR_MAX_SPLIT], ny = 1;
     ys[0] = conv_block(b, "cv1", x, c_, conv_opt(1, 1));
     reg_next(b, 2);
     if (mod_enter(b, "m")) {

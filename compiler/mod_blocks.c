@@ -111,8 +111,9 @@ int c2f(Builder *b, const char *attr, int x, int c2, int n, bool shortcut, int g
     if (x < 0 || !enter_opt(b, attr)) return -1;
     /* registered: cv1, cv2, m; forward: cv1, chunk, m..., cv2(cat) */
     int c = hidden(c2, e);
-    int ys[2 + 1024 + 1], ny = 0;
-    if (n > 1024) return build_fail(b, "too many repeats");
+    int ys[IR_MAX_SPLIT], ny = 0;
+    /* the final concat joins n + 2 tensors */
+    if (n + 2 > IR_MAX_SPLIT) return build_fail(b, "%d repeats: at most %d are supported (its concat joins repeats + 2 tensors)", n, IR_MAX_SPLIT - 2);
     int y = conv1x1(b, "cv1", x, 2 * c);
     if (!chunk2(b, y, ys)) return -1;
     ny = 2;

@@ -116,7 +116,7 @@ static bool read_scales(Arena *a, const YNode *root, const ModelOptions *opt, co
     }
     if (!want[0]) {
         pick = 0;
-        fprintf(stderr, "warning: no model scale passed. Assuming scale='%s'.\n", scales->keys[0]->str);
+        diag_warn(d, "no model scale passed. Assuming scale='%s'.", scales->keys[0]->str);
     } else if (pick < 0) {
         char keys[256] = "";
         for (int i = 0; i < scales->n; i++)
@@ -274,7 +274,7 @@ bool model_cfg_load(Arena *a, const char *requested, const ModelOptions *opt, Mo
             const char *hit = strstr(stem, pat);
             if (hit && snprintf(renamed, sizeof renamed, "%.*s%.*s%c%c-p6%s%s", (int)dirlen, requested, (int)(hit - stem), stem, pat[5], *s,
                                 hit + 7, ext) < (int)sizeof renamed) {
-                fprintf(stderr, "warning: renaming %s to %s\n", requested, renamed);
+                diag_warn(d, "renaming %s to %s", requested, renamed);
                 path = arena_strdup(a, renamed);
                 stem = stem_of(a, path);
             }

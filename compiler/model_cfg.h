@@ -10,7 +10,7 @@
 #include "value.h"
 #include "yaml_doc.h"
 
-enum { MODEL_MAX_ROWS = 1024, MODEL_MAX_FROM = 64, MODEL_MAX_REPEATS = 1000, MODEL_MAX_NC = 100000 };
+enum { MODEL_MAX_ROWS = 1024, MODEL_MAX_FROM = 64, MODEL_MAX_REPEATS = 1000, MODEL_MAX_NC = 65536 };
 
 typedef enum { ACT_NONE, ACT_SILU, ACT_RELU, ACT_LEAKY_RELU, ACT_HARDSWISH, ACT_GELU, ACT_SIGMOID } ActKind;
 
@@ -51,7 +51,7 @@ typedef struct ModelOptions {
 } ModelOptions;
 
 /* Applies the Ultralytics name rules to `requested` and reads the file.
- * Prints warnings (assumed scale, P6 rename) to stderr. */
+ * Warnings (assumed scale, P6 rename) are queued in d. */
 bool model_cfg_load(Arena *a, const char *requested, const ModelOptions *opt, ModelConfig *cfg, Diag *d);
 /* Same, from a buffer (fuzzing, tests); `name` is used for the scale rule. */
 bool model_cfg_parse(Arena *a, const char *name, const char *buf, size_t len, const ModelOptions *opt, ModelConfig *cfg, Diag *d);

@@ -142,17 +142,19 @@ static const char *type_words(char t) {
     }
 }
 
-bool module_check_args(Builder *b, const ModuleDef *def, const RowArgs *a, int inserted, Mark args_mark) {
+bool module_check_args(Builder *b, const ModuleDef *def, const RowArgs *a, int inserted, int appended, Mark args_mark) {
     ArgSpec spec[16];
     int n = parse_spec(def->ctor, spec, 16), required = 0;
     for (int i = 0; i < n; i++) required += !spec[i].optional;
     if (a->n < required || a->n > n) {
+        /* in YAML terms: without the arguments parse_model inserts or appends */
+        int hi = n - inserted - appended, lo = required - inserted - appended, found = a->n - inserted - appended;
         char names[256] = "";
-        for (int i = inserted; i < n; i++) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i > inserted ? ", " : "", spec[i].name);
-        int lo = required - inserted < 0 ? 0 : required - inserted;
+        for (int i = inserted; i < n - appended; i++) snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i > inserted ? ", " : "", spec[i].name);
+        if (lo < 0) lo = 0;
         b->mark = args_mark;
-        if (lo == n - inserted) return build_fail(b, "expects %d argument%s [%s], found %d", lo, lo == 1 ? "" : "s", names, a->n - inserted);
-        return build_fail(b, "expects %d to %d arguments [%s], found %d", lo, n - inserted, names, a->n - inserted);
+        if (lo == hi) return build_fail(b, "expects %d argument%s [%s], found %d", lo, lo == 1 ? "" : "s", names, found);
+        return build_fail(b, "expects %d to %d arguments [%s], found %d", lo, hi, names, found);
     }
     for (int i = 0; i < a->n; i++) {
         if (type_ok(spec[i].type, &a->v[i])) continue;

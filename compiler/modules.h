@@ -65,9 +65,9 @@ typedef struct ModuleDef {
 const ModuleDef *module_find(const char *name);
 /* A comma-separated list of supported names, for error messages. */
 const char *module_names(void);
-/* Checks ctor args (types, count) against def->ctor; `inserted` is how many
- * leading args were added by rewriting, for messages in YAML terms. */
-bool module_check_args(Builder *b, const ModuleDef *def, const RowArgs *a, int inserted, Mark args_mark);
+/* Checks ctor args (types, count) against def->ctor; `inserted` leading and
+ * `appended` trailing args were added by rewriting (messages use YAML terms). */
+bool module_check_args(Builder *b, const ModuleDef *def, const RowArgs *a, int inserted, int appended, Mark args_mark);
 
 /* ctor argument readers (types are checked already) */
 int64_t arg_int(const RowArgs *a, int i, int64_t dflt);

@@ -15,7 +15,8 @@ const char *value_kind_name(VKind k) {
 
 Value value_int(int64_t i, Mark m) { return (Value){.kind = V_INT, .i = i, .mark = m}; }
 Value value_float(double f, Mark m) { return (Value){.kind = V_FLOAT, .f = f, .mark = m}; }
-Value value_bool(bool b, Mark m) { return (Value){.kind = V_BOOL, .b = b, .mark = m}; }
+/* Python bools are ints: .i holds 0/1 so integer readers see them too */
+Value value_bool(bool b, Mark m) { return (Value){.kind = V_BOOL, .b = b, .i = b, .mark = m}; }
 Value value_none(Mark m) { return (Value){.kind = V_NONE, .mark = m}; }
 
 bool value_is_int(const Value *v) { return v->kind == V_INT || v->kind == V_BOOL; }

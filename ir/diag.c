@@ -21,6 +21,20 @@ bool diag_error(Diag *d, Mark at, const char *fmt, ...) {
     return false;
 }
 
+void diag_warn(Diag *d, const char *fmt, ...) {
+    size_t used = strlen(d->warnings);
+    if (used + 16 >= sizeof d->warnings) return;
+    memcpy(d->warnings + used, "warning: ", 9);
+    used += 9;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->warnings + used, sizeof d->warnings - used - 1, fmt, ap);
+    va_end(ap);
+    used = strlen(d->warnings);
+    d->warnings[used] = '\n';
+    d->warnings[used + 1] = 0;
+}
+
 void diag_format(const Diag *d, char *buf, int n) {
     const char *f = d->file ? d->file : "<input>";
     if (d->at.line > 0)

@@ -85,7 +85,7 @@ int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *
     op.in = arena_array(g->arena, (size_t)n_in, sizeof(int));
     op.out = arena_array(g->arena, (size_t)n_out, sizeof(int));
     if (!op.in || !op.out) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    memcpy(op.in, in, (size_t)n_in * sizeof(int));
+    if (n_in) memcpy(op.in, in, (size_t)n_in * sizeof(int));
     Shape shapes[IR_MAX_SPLIT];
     char why[200];
     if (!def->infer(g, &op, shapes, why, sizeof why)) return snprintf(g->err, sizeof g->err, "%s: %s", def->name, why), -1;

@@ -8,7 +8,7 @@
 
 #include "arena.h"
 
-enum { IR_MAX_DIMS = 6, IR_MAX_SPLIT = 16, IR_MAX_LEVELS = 8, GRAPH_MAX_OPS = 1 << 20, GRAPH_MAX_TENSORS = 1 << 21 };
+enum { IR_MAX_DIMS = 6, IR_MAX_SPLIT = 64, IR_MAX_LEVELS = 8, GRAPH_MAX_OPS = 1 << 20, GRAPH_MAX_TENSORS = 1 << 21 };
 
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I64 } DType;
 typedef enum { TK_ACTIVATION, TK_INPUT, TK_PARAM, TK_BUFFER } TensorKind;
@@ -44,8 +44,12 @@ typedef struct OpAttrs {
     int heads, key_dim, head_dim, area;
     int nlevels, level_hw[IR_MAX_LEVELS][2], reg_max;
     bool xywh;
+    bool training;      /* batchnorm: batch statistics and running-stat update */
+    int act_op;         /* activation_bwd: the forward activation's OpKind */
+    int nc, topk;       /* detect_loss */
+    double gains[3];    /* detect_loss: box, cls, dfl */
     double eps, momentum, alpha, scale, strides[IR_MAX_LEVELS];
-    Shape shape;        /* reshape target */
+    Shape shape;        /* reshape target; the input shape a backward op restores */
 } OpAttrs;
 
 typedef struct Op {
@@ -98,6 +102,10 @@ typedef struct OpDef {
     /* Multiply-accumulates as ultralytics-thop counts them for the module
      * that issues this op (Ultralytics' GFLOPs convention). */
     double (*thop_macs)(const Graph *g, const Op *op);
+    /* Gradient rule: appends ops computing the gradient of each input from
+     * dy[i], the gradient of output i (-1: none reaches it). Sets dx[i]
+     * (-1: no gradient). NULL: the op passes no gradient. False with g->err. */
+    bool (*grad)(Graph *g, const Op *op, const int *dy, int *dx);
 } OpDef;
 
 const OpDef *op_def(OpKind k);

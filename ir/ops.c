@@ -1,14 +1,9 @@
 /* ir/ops.c — the op registry: for every primitive op its input arity, shape
  * rule, FLOP rule and Ultralytics-thop MAC rule, defined once here.
  * (Gradient rules join this table with autodiff.) Must not know modules. */
-#include <stdio.h>
 #include <string.h>
 
-#include "ir.h"
-
-#define IN(i) (&g->tensors[op->in[i]].shape)
-#define OUT0 (&g->tensors[op->out[0]].shape)
-#define FAIL(...) return (snprintf(err, (size_t)errcap, __VA_ARGS__), false)
+#include "ops_impl.h"
 
 static int64_t conv_out(int64_t in, int pad_total, int dil, int k, int stride) {
     int64_t eff = (int64_t)dil * (k - 1) + 1;
@@ -45,7 +40,7 @@ static bool conv2d_infer(const Graph *g, const Op *op, Shape *out, char *err, in
     out[0] = shape4(x->d[0], co, h, wd);
     return true;
 }
-static double conv_macs(const Graph *g, const Op *op) {
+double conv_macs(const Graph *g, const Op *op) {
     const Shape *w = IN(1);
     return (double)shape_numel(OUT0) * (double)(IN(0)->d[1] / op->a.groups) * (double)(w->d[2] * w->d[3]);
 }
@@ -69,13 +64,18 @@ static bool convt_infer(const Graph *g, const Op *op, Shape *out, char *err, int
     return true;
 }
 
-/* ---- batchnorm: x[N,C,...], weight, bias, running_mean, running_var [C], num_batches_tracked [] ---- */
+/* ---- batchnorm: x[N,C,...], weight, bias, running_mean, running_var [C],
+ * num_batches_tracked [] -> y, mean [C], invstd [C]. In training mode mean and
+ * invstd are the batch statistics (saved for backward) and the running
+ * statistics are updated in place; in eval mode they come from the running
+ * statistics. ---- */
 static bool bn_infer(const Graph *g, const Op *op, Shape *out, char *err, int errcap) {
     const Shape *x = IN(0);
     if (x->nd < 2) FAIL("batchnorm input needs a channel dimension");
     for (int i = 1; i <= 4; i++)
         if (IN(i)->nd != 1 || IN(i)->d[0] != x->d[1]) FAIL("batchnorm parameter %d must have %lld elements", i, (long long)x->d[1]);
     out[0] = *x;
+    out[1] = out[2] = shape1(x->d[1]);
     return true;
 }
 static double bn_thop(const Graph *g, const Op *op) { return 4.0 * (double)shape_numel(IN(0)); }
@@ -87,9 +87,9 @@ static bool same_infer(const Graph *g, const Op *op, Shape *out, char *err, int 
     out[0] = *IN(0);
     return true;
 }
-static double zero(const Graph *g, const Op *op) { (void)g; (void)op; return 0; }
-static double per_out_1(const Graph *g, const Op *op) { return (double)shape_numel(OUT0); }
-static double per_out_4(const Graph *g, const Op *op) { return 4.0 * (double)shape_numel(OUT0); }
+double zero_cost(const Graph *g, const Op *op) { (void)g; (void)op; return 0; }
+double per_out_1(const Graph *g, const Op *op) { return (double)shape_numel(OUT0); }
+double per_out_4(const Graph *g, const Op *op) { return 4.0 * (double)shape_numel(OUT0); }
 
 static bool chscale_infer(const Graph *g, const Op *op, Shape *out, char *err, int errcap) {
     if (IN(0)->nd < 2 || IN(1)->nd != 1 || IN(1)->d[0] != IN(0)->d[1]) FAIL("channel_scale needs a [C] scale for a [N, C, ...] input");
@@ -222,29 +222,48 @@ static bool dist2bbox_infer(const Graph *g, const Op *op, Shape *out, char *err,
 }
 
 static const OpDef REGISTRY[OP_COUNT] = {
-    [OP_CONV2D] = {"conv2d", 2, 3, 1, conv2d_infer, conv_flops, conv_macs},
-    [OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, convt_infer, conv_flops, conv_macs},
-    [OP_BATCHNORM] = {"batchnorm", 6, 6, 1, bn_infer, per_out_4, bn_thop},
-    [OP_SILU] = {"silu", 1, 1, 1, same_infer, per_out_4, zero},
-    [OP_RELU] = {"relu", 1, 1, 1, same_infer, per_out_1, zero},
-    [OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, same_infer, per_out_1, zero},
-    [OP_HARDSWISH] = {"hardswish", 1, 1, 1, same_infer, per_out_4, zero},
-    [OP_GELU] = {"gelu", 1, 1, 1, same_infer, per_out_4, zero},
-    [OP_SIGMOID] = {"sigmoid", 1, 1, 1, same_infer, per_out_4, zero},
-    [OP_ADD] = {"add", 2, 2, 1, same_infer, per_out_1, zero},
-    [OP_CHANNEL_SCALE] = {"channel_scale", 2, 2, 1, chscale_infer, per_out_1, zero},
-    [OP_CONCAT] = {"concat", 1, 64, 1, concat_infer, zero, zero},
-    [OP_SPLIT] = {"split", 1, 1, -1, split_infer, zero, zero},
-    [OP_RESHAPE] = {"reshape", 1, 1, 1, reshape_infer, zero, zero},
-    [OP_RESIZE_NEAREST] = {"resize_nearest", 1, 1, 1, resize_infer, zero, resize_thop},
-    [OP_MAXPOOL2D] = {"maxpool2d", 1, 1, 1, pool_infer, pool_flops, zero},
-    [OP_AVGPOOL2D] = {"avgpool2d", 1, 1, 1, pool_infer, pool_flops, zero},
-    [OP_ZEROPAD2D] = {"zeropad2d", 1, 1, 1, zeropad_infer, zero, zero},
-    [OP_ATTENTION] = {"attention", 1, 1, 2, attention_infer, attention_flops, zero},
-    [OP_DFL] = {"dfl", 2, 2, 1, dfl_infer, dfl_flops, dfl_thop},
-    [OP_DIST2BBOX] = {"dist2bbox", 1, 1, 1, dist2bbox_infer, per_out_4, zero},
+    /* name, inputs min..max, outputs, shape, FLOPs, thop MACs, gradient rule */
+    [OP_CONV2D] = {"conv2d", 2, 3, 1, conv2d_infer, conv_flops, conv_macs, conv2d_grad},
+    [OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, convt_infer, conv_flops, conv_macs, conv_transpose2d_grad},
+    [OP_BATCHNORM] = {"batchnorm", 6, 6, 3, bn_infer, per_out_4, bn_thop, batchnorm_grad},
+    [OP_SILU] = {"silu", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
+    [OP_RELU] = {"relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
+    [OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
+    [OP_HARDSWISH] = {"hardswish", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
+    [OP_GELU] = {"gelu", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
+    [OP_SIGMOID] = {"sigmoid", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
+    [OP_ADD] = {"add", 2, 2, 1, same_infer, per_out_1, zero_cost, add_grad},
+    [OP_CHANNEL_SCALE] = {"channel_scale", 2, 2, 1, chscale_infer, per_out_1, zero_cost, channel_scale_grad},
+    [OP_CONCAT] = {"concat", 1, IR_MAX_SPLIT, 1, concat_infer, zero_cost, zero_cost, concat_grad},
+    [OP_SPLIT] = {"split", 1, 1, -1, split_infer, zero_cost, zero_cost, split_grad},
+    [OP_RESHAPE] = {"reshape", 1, 1, 1, reshape_infer, zero_cost, zero_cost, reshape_grad},
+    [OP_RESIZE_NEAREST] = {"resize_nearest", 1, 1, 1, resize_infer, zero_cost, resize_thop, resize_nearest_grad},
+    [OP_MAXPOOL2D] = {"maxpool2d", 1, 1, 1, pool_infer, pool_flops, zero_cost, maxpool2d_grad},
+    [OP_AVGPOOL2D] = {"avgpool2d", 1, 1, 1, pool_infer, pool_flops, zero_cost, avgpool2d_grad},
+    [OP_ZEROPAD2D] = {"zeropad2d", 1, 1, 1, zeropad_infer, zero_cost, zero_cost, zeropad2d_grad},
+    [OP_ATTENTION] = {"attention", 1, 1, 2, attention_infer, attention_flops, zero_cost, attention_grad},
+    /* eval-mode box decode: never differentiated */
+    [OP_DFL] = {"dfl", 2, 2, 1, dfl_infer, dfl_flops, dfl_thop, NULL},
+    [OP_DIST2BBOX] = {"dist2bbox", 1, 1, 1, dist2bbox_infer, per_out_4, zero_cost, NULL},
     /* identity forward; blocks the gradient (v10Detect's one2one branch) */
-    [OP_DETACH] = {"detach", 1, 1, 1, same_infer, zero, zero},
+    [OP_DETACH] = {"detach", 1, 1, 1, same_infer, zero_cost, zero_cost, NULL},
+    /* backward ops: their own gradients are never needed */
+    [OP_CONV2D_DGRAD] = {"conv2d_dgrad", 2, 2, 1, restore_shape_infer, dgrad_flops, zero_cost, NULL},
+    [OP_CONV2D_WGRAD] = {"conv2d_wgrad", 2, 2, 1, restore_shape_infer, wgrad_flops, zero_cost, NULL},
+    [OP_BIAS_GRAD] = {"bias_grad", 1, 1, 1, per_channel_infer, in0_numel_4, zero_cost, NULL},
+    [OP_BATCHNORM_BWD] = {"batchnorm_bwd", 5, 5, 3, bn_bwd_infer, in0_numel_4, zero_cost, NULL},
+    [OP_ACTIVATION_BWD] = {"activation_bwd", 2, 2, 1, like_second_infer, in0_numel_4, zero_cost, NULL},
+    [OP_CHANNEL_DOT] = {"channel_dot", 2, 2, 1, per_channel_infer, in0_numel_4, zero_cost, NULL},
+    [OP_ZEROS] = {"zeros", 0, 0, 1, zeros_infer, zero_cost, zero_cost, NULL},
+    [OP_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", 1, 1, 1, resize_bwd_infer, in0_numel_4, zero_cost, NULL},
+    [OP_MAXPOOL2D_BWD] = {"maxpool2d_bwd", 2, 2, 1, like_second_infer, in0_numel_4, zero_cost, NULL},
+    [OP_AVGPOOL2D_BWD] = {"avgpool2d_bwd", 1, 1, 1, restore_shape_infer, in0_numel_4, zero_cost, NULL},
+    [OP_CROP2D] = {"crop2d", 1, 1, 1, crop_infer, zero_cost, zero_cost, NULL},
+    [OP_ATTENTION_BWD] = {"attention_bwd", 3, 3, 1, attention_bwd_infer, attention_bwd_flops, zero_cost, NULL},
+    /* Ultralytics v8DetectionLoss; inputs: levels..., boxes, counts */
+    [OP_DETECT_LOSS] = {"detect_loss", 3, 10, 2, detect_loss_infer, in0_numel_4, zero_cost, detect_loss_grad},
+    [OP_DETECT_LOSS_BWD] = {"detect_loss_bwd", 4, 11, -1, detect_loss_bwd_infer, in0_numel_4, zero_cost, NULL},
 };
+
 
 const OpDef *op_def(OpKind k) { return k >= 0 && k < OP_COUNT ? &REGISTRY[k] : NULL; }
