@@ -74,7 +74,7 @@ int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *
     const OpDef *def = op_def(kind);
     if (!def) return snprintf(g->err, sizeof g->err, "unknown op %d", (int)kind), -1;
     if (def->n_out >= 0) n_out = def->n_out;
-    if (n_in < def->min_in || n_in > def->max_in || n_out < 1 || n_out > IR_MAX_SPLIT)
+    if (n_in < def->min_in || n_in > def->max_in || n_out < (def->n_out == 0 ? 0 : 1) || n_out > IR_MAX_SPLIT)
         return snprintf(g->err, sizeof g->err, "%s: wrong number of inputs (%d) or outputs (%d)", def->name, n_in, n_out), -1;
     for (int i = 0; i < n_in; i++)
         if (in[i] < 0 || in[i] >= g->n_tensors) return snprintf(g->err, sizeof g->err, "%s: bad input tensor", def->name), -1;
@@ -83,7 +83,7 @@ int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *
     Op op = {.id = g->n_ops, .kind = kind, .n_in = n_in, .n_out = n_out, .row = row, .scope = scope};
     if (a) op.a = *a;
     op.in = arena_array(g->arena, (size_t)n_in, sizeof(int));
-    op.out = arena_array(g->arena, (size_t)n_out, sizeof(int));
+    op.out = arena_array(g->arena, (size_t)n_out + 1, sizeof(int));
     if (!op.in || !op.out) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
     if (n_in) memcpy(op.in, in, (size_t)n_in * sizeof(int));
     Shape shapes[IR_MAX_SPLIT];
@@ -126,6 +126,7 @@ bool graph_verify(const Graph *g, char *err, int errcap) {
         const Tensor *t = &g->tensors[i];
         if (t->id != i) { snprintf(err, (size_t)errcap, "tensor %d has id %d", i, t->id); goto done; }
         defined[i] = t->kind != TK_ACTIVATION;
+        if (t->kind == TK_OPTIM && !t->name) { snprintf(err, (size_t)errcap, "optimizer state %%%d has no name", i); goto done; }
         if ((t->kind == TK_PARAM || t->kind == TK_BUFFER) && !t->name) { snprintf(err, (size_t)errcap, "state tensor %%%d has no name", i); goto done; }
     }
     for (int o = 0; o < g->n_ops; o++) {
@@ -135,6 +136,8 @@ bool graph_verify(const Graph *g, char *err, int errcap) {
         for (int i = 0; i < op->n_in; i++) {
             int t = op->in[i];
             if (t < 0 || t >= g->n_tensors || !defined[t]) { snprintf(err, (size_t)errcap, "op %d (%s) reads %%%d before it is produced", o, def->name, t); goto done; }
+            TensorKind k = g->tensors[t].kind;
+            if (i < 32 && (def->mutates >> i & 1) && k != TK_PARAM && k != TK_BUFFER && k != TK_OPTIM) { snprintf(err, (size_t)errcap, "op %d (%s) updates %%%d, which is not state", o, def->name, t); goto done; }
         }
         Shape shapes[IR_MAX_SPLIT];
         char why[200];

@@ -11,7 +11,9 @@
 enum { IR_MAX_DIMS = 6, IR_MAX_SPLIT = 64, IR_MAX_LEVELS = 8, GRAPH_MAX_OPS = 1 << 20, GRAPH_MAX_TENSORS = 1 << 21 };
 
 typedef enum { DT_F32, DT_F16, DT_BF16, DT_I64 } DType;
-typedef enum { TK_ACTIVATION, TK_INPUT, TK_PARAM, TK_BUFFER } TensorKind;
+/* TK_OPTIM: optimizer state (momentum, Adam moments): persistent like
+ * parameters but not part of the model's state_dict. */
+typedef enum { TK_ACTIVATION, TK_INPUT, TK_PARAM, TK_BUFFER, TK_OPTIM } TensorKind;
 
 typedef struct Shape {
     int nd;
@@ -48,6 +50,9 @@ typedef struct OpAttrs {
     int act_op;         /* activation_bwd: the forward activation's OpKind */
     int nc, topk;       /* detect_loss */
     double gains[3];    /* detect_loss: box, cls, dfl */
+    int group;          /* optimizer steps: parameter group (0 biases, 1 weights, 2 BN weights) */
+    bool nesterov;
+    double weight_decay, beta2, max_norm;
     double eps, momentum, alpha, scale, strides[IR_MAX_LEVELS];
     Shape shape;        /* reshape target; the input shape a backward op restores */
 } OpAttrs;
@@ -94,7 +99,7 @@ const char *dtype_name(DType dt);
 typedef struct OpDef {
     const char *name;
     int min_in, max_in;     /* input count bounds */
-    int n_out;              /* fixed output count, or -1: given by the caller */
+    int n_out;              /* fixed output count (0: only updates state), or -1: given by the caller */
     /* Fills out[0..n_out) from the inputs; false with err on a mismatch. */
     bool (*infer)(const Graph *g, const Op *op, Shape *out, char *err, int errcap);
     /* Forward floating-point operations (multiply-add = 2). */
@@ -106,6 +111,10 @@ typedef struct OpDef {
      * dy[i], the gradient of output i (-1: none reaches it). Sets dx[i]
      * (-1: no gradient). NULL: the op passes no gradient. False with g->err. */
     bool (*grad)(Graph *g, const Op *op, const int *dy, int *dx);
+    /* bit i: input i is state updated in place (running statistics,
+     * parameters and optimizer state); the memory plan must order it after
+     * every read of the old value */
+    unsigned mutates;
 } OpDef;
 
 const OpDef *op_def(OpKind k);

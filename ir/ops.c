@@ -225,7 +225,8 @@ static const OpDef REGISTRY[OP_COUNT] = {
     /* name, inputs min..max, outputs, shape, FLOPs, thop MACs, gradient rule */
     [OP_CONV2D] = {"conv2d", 2, 3, 1, conv2d_infer, conv_flops, conv_macs, conv2d_grad},
     [OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, convt_infer, conv_flops, conv_macs, conv_transpose2d_grad},
-    [OP_BATCHNORM] = {"batchnorm", 6, 6, 3, bn_infer, per_out_4, bn_thop, batchnorm_grad},
+    /* training mode updates running_mean, running_var, num_batches_tracked */
+    [OP_BATCHNORM] = {"batchnorm", 6, 6, 3, bn_infer, per_out_4, bn_thop, batchnorm_grad, .mutates = 0x38},
     [OP_SILU] = {"silu", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
     [OP_RELU] = {"relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
     [OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
@@ -263,6 +264,11 @@ static const OpDef REGISTRY[OP_COUNT] = {
     /* Ultralytics v8DetectionLoss; inputs: levels..., boxes, counts */
     [OP_DETECT_LOSS] = {"detect_loss", 3, 10, 2, detect_loss_infer, in0_numel_4, zero_cost, detect_loss_grad},
     [OP_DETECT_LOSS_BWD] = {"detect_loss_bwd", 4, 11, -1, detect_loss_bwd_infer, in0_numel_4, zero_cost, NULL},
+    /* optimizer (passes/optimizer.c): clip coefficient over all gradients,
+     * then one in-place update per parameter */
+    [OP_GRAD_CLIP] = {"grad_clip", 1, 1 << 16, 2, grad_clip_infer, in_numel_2, zero_cost, NULL},
+    [OP_SGD_STEP] = {"sgd_step", 6, 6, 0, sgd_step_infer, in0_numel_4, zero_cost, NULL, .mutates = 0x5},
+    [OP_ADAMW_STEP] = {"adamw_step", 8, 8, 0, adamw_step_infer, in0_numel_4, zero_cost, NULL, .mutates = 0xD},
 };
 
 

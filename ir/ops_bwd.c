@@ -1,6 +1,6 @@
 /* ir/ops_bwd.c — shape and FLOP rules of the backward ops that gradient rules
- * emit (conv dgrad/wgrad, BN backward, activation backward, ...) and of the
- * detection-loss op. Registered in ops.c; kernels live in runtime/. */
+ * emit (conv dgrad/wgrad, BN backward, activation backward, ...), of the
+ * detection-loss op and of the optimizer ops. Registered in ops.c; kernels live in runtime/. */
 #include "ops_impl.h"
 
 /* Backward ops that recreate a forward input's shape carry it in a.shape. */
@@ -119,4 +119,42 @@ COST_FN(attention_bwd_flops) {
     const OpAttrs *a = &op->a;
     double per_area = (double)(x->d[2] * x->d[3]) / a->area;
     return 2.5 * (double)x->d[0] * a->heads * a->area * per_area * per_area * (2.0 * a->key_dim + 2.0 * a->head_dim + 5.0);
+}
+
+/* grad_clip(grads...) -> coef [1] = min(1, max_norm / (norm + 1e-6)), norm [1] */
+INFER_FN(grad_clip_infer) {
+    (void)g;
+    if (op->a.max_norm <= 0) FAIL("max_norm must be positive");
+    out[0] = out[1] = shape1(1);
+    return true;
+}
+
+COST_FN(in_numel_2) {
+    double n = 0;
+    for (int i = 0; i < op->n_in; i++) n += 2.0 * (double)shape_numel(IN(i));
+    return n;
+}
+
+/* inputs [first] = per-group learning rates [3], then scalars up to last */
+static bool lrs_and_scalars(const Graph *g, const Op *op, int first, int last, char *err, int errcap) {
+    if (shape_numel(IN(first)) != 3) FAIL("the learning rates must have one entry per group (3)");
+    for (int i = first + 1; i <= last; i++)
+        if (shape_numel(IN(i)) != 1) FAIL("operand %d must be a scalar", i);
+    return true;
+}
+
+/* sgd_step(param, grad, momentum_buf, lrs [3], momentum [1], clip_coef [1]) */
+INFER_FN(sgd_step_infer) {
+    (void)out;
+    if (!shape_eq(IN(0), IN(1)) || !shape_eq(IN(0), IN(2))) FAIL("param, grad and momentum buffer must match");
+    if (op->a.group < 0 || op->a.group > 2) FAIL("parameter group must be 0..2");
+    return lrs_and_scalars(g, op, 3, 5, err, errcap);
+}
+
+/* adamw_step(param, grad, m, v, lrs [3], beta1 [1], step [1], clip_coef [1]) */
+INFER_FN(adamw_step_infer) {
+    (void)out;
+    if (!shape_eq(IN(0), IN(1)) || !shape_eq(IN(0), IN(2)) || !shape_eq(IN(0), IN(3))) FAIL("param, grad and moments must match");
+    if (op->a.group < 0 || op->a.group > 2) FAIL("parameter group must be 0..2");
+    return lrs_and_scalars(g, op, 4, 7, err, errcap);
 }

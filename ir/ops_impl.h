@@ -34,6 +34,10 @@ COST_FN(dgrad_flops);
 COST_FN(wgrad_flops);
 COST_FN(in0_numel_4);
 COST_FN(attention_bwd_flops);
+COST_FN(in_numel_2);
+INFER_FN(grad_clip_infer);
+INFER_FN(sgd_step_infer);
+INFER_FN(adamw_step_infer);
 
 /* gradient rules (grad.c) */
 GRAD_FN(conv2d_grad);

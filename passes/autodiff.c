@@ -1,0 +1,102 @@
+/* passes/autodiff.c — reverse-mode differentiation over the IR: the loss op,
+ * then every op's gradient rule from last to first, summing the gradients of
+ * tensors read by several ops. Only tensors that depend on a trainable
+ * parameter get gradients. */
+#include "autodiff.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
+    memset(tg, 0, sizeof *tg);
+    if (g->n_outputs != ls->nlevels || ls->nlevels < 1 || ls->nlevels > IR_MAX_LEVELS)
+        return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
+    if (g->n_inputs < 1) return snprintf(g->err, sizeof g->err, "no image input"), false;
+    tg->images = g->inputs[0];
+    int64_t batch = g->tensors[tg->images].shape.d[0];
+    tg->boxes = graph_add_input(g, "boxes", (Shape){3, {batch, ls->max_boxes, 5}}, DT_F32);
+    tg->counts = graph_add_input(g, "counts", shape1(batch), DT_I64);
+    tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
+    if (tg->boxes < 0 || tg->counts < 0 || tg->grad_seed < 0) return false;
+    tg->n_forward_ops = g->n_ops;
+
+    OpAttrs la = {.nc = ls->nc, .reg_max = ls->reg_max, .nlevels = ls->nlevels, .topk = ls->topk};
+    memcpy(la.gains, ls->gains, sizeof la.gains);
+    int in[IR_MAX_LEVELS + 2];
+    for (int i = 0; i < ls->nlevels; i++) {
+        const Shape *s = &g->tensors[g->outputs[i]].shape;
+        in[i] = g->outputs[i];
+        la.level_hw[i][0] = (int)s->d[2];
+        la.level_hw[i][1] = (int)s->d[3];
+        la.strides[i] = ls->strides[i];
+    }
+    in[ls->nlevels] = tg->boxes;
+    in[ls->nlevels + 1] = tg->counts;
+    int loss_op = graph_add_op(g, OP_DETECT_LOSS, in, ls->nlevels + 2, &la, 2, -1, "loss");
+    if (loss_op < 0) return false;
+    tg->loss = g->ops[loss_op].out[0];
+    tg->items = g->ops[loss_op].out[1];
+
+    /* which tensors depend on a trainable parameter */
+    int n_fwd_tensors = g->n_tensors;
+    Arena *a = g->arena;
+    bool *needs = arena_array(a, (size_t)n_fwd_tensors, sizeof(bool));
+    int *acc = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
+    if (!needs || !acc) return snprintf(g->err, sizeof g->err, "out of memory"), false;
+    for (int t = 0; t < n_fwd_tensors; t++) {
+        needs[t] = g->tensors[t].kind == TK_PARAM && !g->tensors[t].frozen;
+        acc[t] = -1;
+    }
+    for (int o = 0; o <= loss_op; o++) {
+        const Op *op = &g->ops[o];
+        bool any = false;
+        for (int i = 0; i < op->n_in; i++) any |= needs[op->in[i]];
+        any &= op_def(op->kind)->grad != NULL;
+        for (int i = 0; i < op->n_out; i++) needs[op->out[i]] = any;
+    }
+    acc[tg->loss] = tg->grad_seed;
+
+    /* reverse sweep: when an op is reached, every reader of its outputs has
+     * already added its contribution to acc[] */
+    for (int o = loss_op; o >= 0; o--) {
+        Op op = g->ops[o]; /* copy: emitting ops may move g->ops */
+        const OpDef *def = op_def(op.kind);
+        int dy[IR_MAX_SPLIT], dx[IR_MAX_SPLIT + IR_MAX_LEVELS];
+        bool any = false;
+        for (int i = 0; i < op.n_out; i++) any |= (dy[i] = acc[op.out[i]]) >= 0;
+        if (!any || !def->grad) continue;
+        for (int i = 0; i < op.n_in; i++) dx[i] = needs[op.in[i]] ? 0 : -1;
+        if (!def->grad(g, &op, dy, dx)) {
+            char why[sizeof g->err];
+            memcpy(why, g->err, sizeof why);
+            return snprintf(g->err, sizeof g->err, "gradient of %s (%.60s): %.150s", def->name, op.scope ? op.scope : "", why), false;
+        }
+        for (int i = 0; i < op.n_in; i++) {
+            int t = op.in[i];
+            if (dx[i] < 0 || !needs[t]) continue;
+            if (acc[t] < 0) {
+                acc[t] = dx[i];
+                continue;
+            }
+            int sum_in[2] = {acc[t], dx[i]};
+            int id = graph_add_op(g, OP_ADD, sum_in, 2, NULL, 1, op.row, op.scope);
+            if (id < 0) return false;
+            acc[t] = g->ops[id].out[0];
+        }
+    }
+
+    tg->n_grad_of = n_fwd_tensors;
+    tg->grad_of = acc;
+    /* a trainable parameter no path reaches still gets an (all-zero) gradient */
+    for (int t = 0; t < n_fwd_tensors; t++) {
+        if (g->tensors[t].kind != TK_PARAM || g->tensors[t].frozen || acc[t] >= 0) continue;
+        OpAttrs z = {.shape = g->tensors[t].shape};
+        int id = graph_add_op(g, OP_ZEROS, NULL, 0, &z, 1, -1, g->tensors[t].name);
+        if (id < 0) return false;
+        acc[t] = g->ops[id].out[0];
+    }
+    /* keep only parameter gradients: grad_of answers "where is dL/dp" */
+    for (int t = 0; t < n_fwd_tensors; t++)
+        if (g->tensors[t].kind != TK_PARAM) acc[t] = -1;
+    return graph_mark_output(g, tg->loss) && graph_mark_output(g, tg->items);
+}

@@ -1,0 +1,30 @@
+/* passes/autodiff.h — turns a training-mode forward graph into the training
+ * graph: detection loss on the head outputs, then the backward pass built
+ * from each op's gradient rule (fan-out gradients summed). The optimizer
+ * update is appended by optimizer.c. Knows no kernels. */
+#ifndef YOLOCC_AUTODIFF_H
+#define YOLOCC_AUTODIFF_H
+#include "../ir/ir.h"
+
+typedef struct LossSpec {
+    int nc, reg_max, max_boxes;
+    int nlevels;
+    double strides[IR_MAX_LEVELS];
+    int topk;
+    double gains[3];        /* box, cls, dfl */
+} LossSpec;
+
+typedef struct TrainingGraph {
+    int images, boxes, counts, grad_seed;   /* inputs */
+    int loss, items;                        /* total (what backward starts from) and logged items */
+    int n_forward_ops;                      /* ops before the loss */
+    int *grad_of;                           /* per tensor id: its gradient tensor, or -1 */
+    int n_grad_of;
+} TrainingGraph;
+
+/* g: forward graph in training mode whose outputs are the head levels.
+ * Adds inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised),
+ * counts [B] and grad_seed [1] (1, or the fp16 loss scale). */
+bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg);
+
+#endif

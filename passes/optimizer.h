@@ -1,0 +1,29 @@
+/* passes/optimizer.h — appends the optimizer step to a training graph:
+ * gradient-norm clipping over all gradients, then one in-place update per
+ * trainable parameter, with Ultralytics' three parameter groups. The trainer
+ * feeds the per-group learning rates, momentum and step count as inputs. */
+#ifndef YOLOCC_OPTIMIZER_H
+#define YOLOCC_OPTIMIZER_H
+#include "autodiff.h"
+
+typedef enum { OPT_SGD, OPT_ADAMW } OptimKind;
+
+typedef struct OptimSpec {
+    OptimKind kind;
+    double weight_decay;    /* group 1 only (already scaled by the trainer) */
+    double max_norm;        /* 10 */
+    bool nesterov;          /* SGD: Ultralytics uses Nesterov */
+} OptimSpec;
+
+typedef struct OptimGraph {
+    int lrs, momentum, step;    /* inputs: lr per group [3], momentum / beta1 [1], step count t >= 1 [1] */
+    int clip_coef, grad_norm;   /* outputs */
+    int n_in_group[3];          /* trainable tensors per group */
+} OptimGraph;
+
+/* Group of a parameter: 0 if its name contains "bias", 2 if it is a
+ * BatchNorm weight, else 1 (Ultralytics' build_optimizer). */
+int optimizer_param_group(const Graph *g, int param);
+bool optimizer_build(Graph *g, const TrainingGraph *tg, const OptimSpec *o, OptimGraph *og);
+
+#endif
