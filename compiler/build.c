@@ -101,6 +101,12 @@ bool build_finish_state(Builder *b) {
 int build_param(Builder *b, const char *leaf, Shape s) { return state(b, TK_PARAM, leaf, s, DT_F32); }
 int build_buffer(Builder *b, const char *leaf, Shape s, DType dt) { return state(b, TK_BUFFER, leaf, s, dt); }
 
+void build_init(Builder *b, int t, InitKind k, double arg) {
+    if (t < 0) return;
+    b->g->tensors[t].init = k;
+    b->g->tensors[t].init_arg = arg;
+}
+
 bool build_op_n(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a, int n_out, int *outs) {
     for (int i = 0; i < n_in; i++)
         if (in[i] < 0) return false;  /* an earlier step failed and reported */
@@ -131,7 +137,12 @@ int conv2d_leaf(Builder *b, const char *attr, int x, int c2, int kh, int kw, int
         return -1;
     }
     int in[3] = {x, build_param(b, "weight", shape4(c2, c1 / g, kh, kw)), -1};
-    if (bias) in[2] = build_param(b, "bias", shape1(c2));
+    if (b->trunc_normal_convs) build_init(b, in[1], INIT_TRUNC_NORMAL, 0.02);
+    else build_init(b, in[1], INIT_KAIMING_UNIFORM, 0);
+    if (bias) {
+        in[2] = build_param(b, "bias", shape1(c2));
+        build_init(b, in[2], INIT_BIAS_UNIFORM, (double)(c1 / g) * kh * kw);
+    }
     OpAttrs a = {.stride = {s, s}, .pad = {ph, ph, pw, pw}, .dilation = {d, d}, .groups = g};
     int y = build_op(b, OP_CONV2D, in, bias ? 3 : 2, &a);
     mod_exit(b);
@@ -148,6 +159,9 @@ int batchnorm_leaf(Builder *b, const char *attr, int x) {
     in[3] = build_buffer(b, "running_mean", c, DT_F32);
     in[4] = build_buffer(b, "running_var", c, DT_F32);
     in[5] = build_buffer(b, "num_batches_tracked", (Shape){0, {0}}, DT_I64);
+    /* weight 1, running_var 1; bias, running_mean and the counter stay 0 */
+    build_init(b, in[1], INIT_CONST, 1.0);
+    build_init(b, in[4], INIT_CONST, 1.0);
     /* Ultralytics' initialize_weights sets every BatchNorm2d to these */
     OpAttrs a = {.eps = 1e-3, .momentum = 0.03, .training = !b->eval};
     int y = build_op(b, OP_BATCHNORM, in, 6, &a);

@@ -51,6 +51,7 @@ typedef struct Builder {
     uint64_t shared_counted[2];
     int nstrides;
     double strides[IR_MAX_LEVELS];
+    bool trunc_normal_convs;    /* inside an ABlock: its Conv2d weights use trunc_normal(0.02) */
 } Builder;
 
 /* Records "row I (MODULE): MSG" at the row's position; returns false. */
@@ -73,6 +74,8 @@ void build_end_copy(Builder *b, int saved);
 bool build_finish_state(Builder *b);
 
 int  build_param(Builder *b, const char *leaf, Shape s);
+/* Records how a fresh model initialises state tensor t. */
+void build_init(Builder *b, int t, InitKind k, double arg);
 int  build_buffer(Builder *b, const char *leaf, Shape s, DType dt);
 /* Appends an op; returns output 0 (or -1). Errors name the row. */
 int  build_op(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a);

@@ -165,8 +165,12 @@ int abl_block(Builder *b, const char *attr, int x, int heads, double mlp_ratio, 
     int dim = chan(b, x);
     if (heads < 1) return build_fail(b, "ABlock needs at least one head (%d channels)", dim), -1;
     int head_dim = dim / heads;
+    /* ABlock._init_weights: every Conv2d inside gets trunc_normal(std=0.02) */
+    bool outer = b->trunc_normal_convs;
+    b->trunc_normal_convs = true;
     int y = add(b, x, attention_core(b, "attn", x, heads, head_dim, head_dim, area, 7));
     y = add(b, y, ffn(b, "mlp", y, (int)(dim * mlp_ratio)));
+    b->trunc_normal_convs = outer;
     exit_opt(b, attr);
     return y;
 }
@@ -181,6 +185,7 @@ bool row_a2c2f(Builder *b, const RowArgs *a, RowIO *io) {
     if (n + 1 > IR_MAX_SPLIT) return build_fail(b, "%d repeats: at most %d are supported (its concat joins repeats + 1 tensors)", n, IR_MAX_SPLIT - 1);
     /* registered: cv1, cv2, gamma (own parameter, listed first), m */
     int gamma = a2 && residual ? build_param(b, "gamma", shape1(C2_)) : -1;
+    build_init(b, gamma, INIT_CONST, 0.01);
     int ys[IR_MAX_SPLIT], ny = 1;
     ys[0] = conv_block(b, "cv1", x, c_, conv_opt(1, 1));
     reg_next(b, 2);

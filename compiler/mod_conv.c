@@ -91,6 +91,9 @@ bool row_conv_transpose(Builder *b, const RowArgs *a, RowIO *io) {
     int s = (int)arg_int(a, 3, 1), p = (int)arg_int(a, 4, 0);
     int in[3] = {x, build_param(b, "weight", shape4(c1, c2, k[0], k[1])), -1};
     in[2] = build_param(b, "bias", shape1(c2));
+    /* PyTorch's fan_in for a transposed conv weight [Ci, Co/g, k, k] is dim 1 x k x k */
+    build_init(b, in[1], INIT_KAIMING_UNIFORM, 0);
+    build_init(b, in[2], INIT_BIAS_UNIFORM, (double)c2 * k[0] * k[1]);
     OpAttrs at = {.stride = {s, s}, .pad = {p, p, p, p}, .dilation = {1, 1}, .groups = 1};
     return row_out(io, build_op(b, OP_CONV_TRANSPOSE2D, in, 3, &at));
 }

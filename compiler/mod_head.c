@@ -1,6 +1,7 @@
 /* compiler/mod_head.c — detection heads: Detect (legacy or depthwise class
  * branch), v10Detect (adds deep-copied one2one branches on detached
  * features), DFL, and the eval-mode box decode (semantics §7). */
+#include <math.h>
 #include <stdio.h>
 
 #include "modules.h"
@@ -11,19 +12,33 @@ typedef struct Head {
     bool legacy, light_cls;
 } Head;
 
+/* DetectionModel.bias_init: the final conv bias of the box branch is 1, of the
+ * class branch ln(5 / nc / (640 / stride)^2) (stride known after the probe). */
+static void bias_init(Builder *b, int y, double value) {
+    if (y < 0) return;
+    const Op *op = &b->g->ops[b->g->tensors[y].producer];
+    build_init(b, op->in[2], INIT_CONST, value);
+}
+
+static double cls_bias(const Builder *b, const Head *h, int level) {
+    double s = level < b->nstrides ? b->strides[level] : 0;
+    return s > 0 ? log(5.0 / h->nc / ((640.0 / s) * (640.0 / s))) : 0;
+}
+
 /* Sequential(Conv(x, c2, 3), Conv(c2, c2, 3), Conv2d(c2, 4*reg_max, 1)) */
 static int box_branch(Builder *b, const char *name, int x, const Head *h) {
     if (x < 0 || !mod_enter(b, name)) return -1;
     int y = conv_block(b, "0", x, h->c2, conv_opt(3, 1));
     y = conv_block(b, "1", y, h->c2, conv_opt(3, 1));
     y = conv2d_leaf(b, "2", y, 4 * h->reg_max, 1, 1, 1, 0, 0, 1, 1, true);
+    bias_init(b, y, 1.0);
     mod_exit(b);
     return y;
 }
 
 /* legacy: Sequential(Conv(x, c3, 3), Conv(c3, c3, 3), Conv2d(c3, nc, 1));
  * else:   Sequential(Sequential(DW 3x3, Conv 1x1) x2, Conv2d(c3, nc, 1)) */
-static int cls_branch(Builder *b, const char *name, int x, const Head *h) {
+static int cls_branch(Builder *b, const char *name, int x, const Head *h, int level) {
     if (x < 0 || !mod_enter(b, name)) return -1;
     int y = x;
     if (h->legacy && !h->light_cls) {
@@ -41,6 +56,7 @@ static int cls_branch(Builder *b, const char *name, int x, const Head *h) {
         }
     }
     y = conv2d_leaf(b, "2", y, h->nc, 1, 1, 1, 0, 0, 1, 1, true);
+    bias_init(b, y, cls_bias(b, h, level));
     mod_exit(b);
     return y;
 }
@@ -55,7 +71,7 @@ static bool branches(Builder *b, const char *box_name, const char *cls_name, con
             char nm[16];
             snprintf(nm, sizeof nm, "%d", i);
             if (k == 0) box[i] = box_branch(b, nm, xs[i], h);
-            else cls[i] = cls_branch(b, nm, xs[i], h);
+            else cls[i] = cls_branch(b, nm, xs[i], h, i);
         }
         mod_exit(b);
     }
@@ -115,6 +131,7 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
             if (!mod_enter(b, "conv")) return false;
             dfl_w = build_param(b, "weight", shape4(1, h.reg_max, 1, 1));
             if (dfl_w >= 0) b->g->tensors[dfl_w].frozen = true;
+            build_init(b, dfl_w, INIT_ARANGE, 0);
             mod_exit(b);
         }
         mod_exit(b);
@@ -141,7 +158,7 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
             for (int i = 0; i < h.nl; i++) {
                 char nm[16];
                 snprintf(nm, sizeof nm, "%d", i);
-                cls[i] = cls_branch(b, nm, det[i], &h);
+                cls[i] = cls_branch(b, nm, det[i], &h, i);
             }
             mod_exit(b);
         }

@@ -20,6 +20,13 @@ typedef struct Shape {
     int64_t d[IR_MAX_DIMS];
 } Shape;
 
+/* How a fresh model initialises a state tensor (PyTorch / Ultralytics):
+ * conv weights kaiming-uniform a=sqrt(5), i.e. U(-b, b) with b = 1/sqrt(fan_in),
+ * fan_in = d1*d2*d3; conv biases U(-b, b) with the weight's fan_in (init_arg);
+ * constants (BN, Detect bias_init, A2C2f gamma); DFL bins 0..n-1; ABlock convs
+ * truncated normal (std init_arg, cut at +-2). */
+typedef enum { INIT_NONE, INIT_KAIMING_UNIFORM, INIT_BIAS_UNIFORM, INIT_CONST, INIT_ARANGE, INIT_TRUNC_NORMAL } InitKind;
+
 typedef struct Tensor {
     int id;
     TensorKind kind;
@@ -28,6 +35,8 @@ typedef struct Tensor {
     const char *name;   /* state_dict key for params/buffers, else NULL */
     int producer;       /* op id, or -1 for inputs, params and buffers */
     bool frozen;        /* parameter without gradient (DFL) */
+    InitKind init;      /* state tensors: how a fresh model fills them */
+    double init_arg;    /* INIT_BIAS_UNIFORM: fan_in; INIT_CONST: value; INIT_TRUNC_NORMAL: std */
 } Tensor;
 
 typedef enum {
