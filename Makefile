@@ -7,10 +7,10 @@ BUILD   ?= build
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS  ?= -O2 -g
-LIBS    := -lyaml -lcjson -lm
+LIBS    := -lyaml -lcjson -lz -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c runtime/*.c)
+LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c))
 HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h)
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
@@ -20,7 +20,7 @@ SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
 
 .PHONY: all deps demo test check fuzz fuzz-run clean
 
-all: $(BUILD)/yolocc
+all: $(BUILD)/yolocc $(BUILD)/yolort
 
 $(BUILD)/.deps: scripts/install-deps.sh
 	@mkdir -p $(BUILD)
@@ -43,6 +43,12 @@ $(BUILD)/yolocc: $(OBJ) $(BUILD)/obj/compiler/main.o
 $(BUILD)/san/yolocc: $(SAN_OBJ) $(BUILD)/san/compiler/main.o
 	$(CC) $(SAN) $^ -o $@ $(LIBS)
 
+$(BUILD)/yolort: $(OBJ) $(BUILD)/obj/runtime/yolort_main.o
+	$(CC) $(CFLAGS) $^ -o $@ $(LIBS)
+
+$(BUILD)/san/yolort: $(SAN_OBJ) $(BUILD)/san/runtime/yolort_main.o
+	$(CC) $(SAN) $^ -o $@ $(LIBS)
+
 $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) tests/test_util.h $(HDRS)
 	$(CC) $(WARN) $(DEFS) -O1 -g $(SAN) $(TEST_SRC) $(SAN_OBJ) -o $@ $(LIBS) -lcriterion
 
@@ -53,8 +59,9 @@ demo: $(BUILD)/.deps
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps
-	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/run_tests
-	YOLOCC_BIN=$(BUILD)/san/yolocc YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 \
+	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/yolort $(BUILD)/san/run_tests $(BUILD)/yolocc $(BUILD)/yolort
+	YOLOCC_BIN=$(BUILD)/san/yolocc YOLORT_BIN=$(BUILD)/san/yolort YOLOCC_FAST_BIN=$(BUILD)/yolocc YOLORT_FAST_BIN=$(BUILD)/yolort \
+	  YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 \
 	  $(BUILD)/san/run_tests --jobs=2 $(TEST_ARGS)
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
@@ -70,7 +77,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HDRS)
 
 fuzz: $(FUZZERS)
 
-fuzz-run: $(FUZZERS)
+fuzz-run: $(FUZZERS) $(BUILD)/yolocc
 	FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) ./scripts/fuzz.sh $(FUZZERS)
 
 clean:

@@ -6,8 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/plan_read.h"
+#include "inspect.h"
 #include "lower.h"
+#include "plan_write.h"
 #include "summary.h"
+#include "train_compile.h"
 
 #ifndef YOLOCC_VERSION
 #define YOLOCC_VERSION "0.1.0"
@@ -16,14 +20,21 @@
 enum { EXIT_BAD_INPUT = 2 };
 
 static const char USAGE[] =
-    "usage: yolocc COMMAND MODEL.yaml [options]\n"
+    "usage: yolocc MODEL.yaml -o FILE.plan [options]   compile the training step into a plan\n"
+    "       yolocc COMMAND MODEL.yaml [options]\n"
+    "       yolocc inspect FILE.plan [--json]\n"
     "\n"
     "commands:\n"
     "  summary     per-row table and totals as Ultralytics prints them (--json: an object)\n"
     "  ir          the forward graph as text\n"
     "  state-dict  parameter and buffer names and shapes in state_dict order (--json)\n"
+    "  inspect     what a plan file holds: model, sections, tensors, ops (--json)\n"
     "\n"
     "options:\n"
+    "  -o FILE     write the training plan to FILE (atomically)\n"
+    "  --optimizer sgd|adamw   (plan; default sgd)\n"
+    "  --weight-decay X        group-1 weight decay (plan; default 0.0005)\n"
+    "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
     "  --nc N      number of classes (overrides the file's nc)\n"
     "  --imgsz N   square input size (default 640)\n"
@@ -34,9 +45,11 @@ static const char USAGE[] =
     "MODEL.yaml may name a scaled file that does not exist (yolov8n.yaml -> yolov8.yaml, scale n).\n";
 
 typedef struct Options {
-    const char *command, *model;
+    const char *command, *model, *output;
     ModelOptions mo;
-    int imgsz, batch;
+    int imgsz, batch, max_boxes;
+    OptimKind optimizer;
+    double weight_decay;
     bool json;
 } Options;
 
@@ -60,11 +73,29 @@ static int parse_args(int argc, char **argv, Options *o) {
     memset(o, 0, sizeof *o);
     o->imgsz = 640;
     o->batch = 1;
+    o->max_boxes = 300;
+    o->weight_decay = 0.0005;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long v;
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", a);
+            const char *val = argv[++i];
+            char *end;
+            if (strcmp(a, "-o") == 0) {
+                o->output = val;
+            } else if (strcmp(a, "--optimizer") == 0) {
+                if (strcmp(val, "sgd") && strcmp(val, "SGD") && strcmp(val, "adamw") && strcmp(val, "AdamW")) return usage_error("--optimizer must be sgd or adamw, got '%s'", val);
+                o->optimizer = (val[0] == 's' || val[0] == 'S') ? OPT_SGD : OPT_ADAMW;
+            } else if (strcmp(a, "--weight-decay") == 0) {
+                o->weight_decay = strtod(val, &end);
+                if (end == val || *end || !(o->weight_decay >= 0 && o->weight_decay < 1)) return usage_error("--weight-decay must be a number in [0, 1), got '%s'", val);
+            } else {
+                if (!parse_int(val, 1, 4096, &v)) return usage_error("--max-boxes must be an integer in [1, 4096], got '%s'", val);
+                o->max_boxes = (int)v;
+            }
         } else if (strcmp(a, "--scale") == 0 || strcmp(a, "--nc") == 0 || strcmp(a, "--imgsz") == 0 || strcmp(a, "--batch") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
@@ -92,9 +123,16 @@ static int parse_args(int argc, char **argv, Options *o) {
         }
     }
     if (!o->command) return usage_error("%s", "no command given");
-    if (strcmp(o->command, "summary") && strcmp(o->command, "ir") && strcmp(o->command, "state-dict"))
+    if (o->output && !o->model) {
+        /* yolocc MODEL.yaml -o FILE.plan */
+        o->model = o->command;
+        o->command = "compile";
+        return 0;
+    }
+    if (strcmp(o->command, "summary") && strcmp(o->command, "ir") && strcmp(o->command, "state-dict") && strcmp(o->command, "inspect"))
         return usage_error("unknown command '%s'", o->command);
-    if (!o->model) return usage_error("%s", "no model file given");
+    if (!o->model) return usage_error("%s", strcmp(o->command, "inspect") ? "no model file given" : "no plan file given");
+    if (o->output) return usage_error("%s", "-o compiles a plan: yolocc MODEL.yaml -o FILE.plan");
     return 0;
 }
 
@@ -110,6 +148,7 @@ int main(int argc, char **argv) {
     Options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
+    if (strcmp(o.command, "inspect") == 0) return inspect_main(o.model, o.json);
     Arena arena;
     arena_init(&arena, (size_t)1 << 32);
     Diag d;
@@ -118,6 +157,26 @@ int main(int argc, char **argv) {
     Model m;
     ModelSummary s;
     rc = EXIT_BAD_INPUT;
+    if (strcmp(o.command, "compile") == 0) {
+        TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay};
+        TrainCompiled tc = {0};
+        char err[512];
+        if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
+            char msg[2048];
+            diag_format(&d, msg, sizeof msg);
+            fprintf(stderr, "%s\n", msg);
+        } else if (!plan_write(o.output, &tc.m.g, tc.meta_json, err, sizeof err)) {
+            fprintf(stderr, "yolocc: error: %s\n", err);
+            rc = 1;
+        } else {
+            fputs(d.warnings, stderr);
+            printf("%s: %s, imgsz %d, batch %d: %d tensors, %d ops, %lld parameters -> %s\n", cfg.path, cfg.name, tc.s.imgsz, o.batch, tc.m.g.n_tensors,
+                   tc.m.g.n_ops, (long long)tc.s.parameters, o.output);
+            rc = 0;
+        }
+        free(tc.meta_json);
+        goto out;
+    }
     if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, &m, &s, &d)) {
         char msg[2048];
         diag_format(&d, msg, sizeof msg);

@@ -153,8 +153,8 @@ static bool pool_infer(const Graph *g, const Op *op, Shape *out, char *err, int 
     if (!need_nchw(x, "pool input", err, errcap) || !spatial_ok(a, err, errcap)) return false;
     for (int i = 0; i < 2; i++) {
         if (a->kernel[i] < 1) FAIL("pool kernel must be >= 1");
-        int eff = a->dilation[i] * (a->kernel[i] - 1) + 1;
-        if (2 * a->pad[2 * i] > eff) FAIL("pool padding %d is more than half the kernel %d", a->pad[2 * i], a->kernel[i]);
+        int64_t eff = (int64_t)a->dilation[i] * (a->kernel[i] - 1) + 1;
+        if (2 * (int64_t)a->pad[2 * i] > eff) FAIL("pool padding %d is more than half the kernel %d", a->pad[2 * i], a->kernel[i]);
     }
     int64_t h = conv_out(x->d[2], a->pad[0] + a->pad[1], a->dilation[0], a->kernel[0], a->stride[0]);
     int64_t w = conv_out(x->d[3], a->pad[2] + a->pad[3], a->dilation[1], a->kernel[1], a->stride[1]);
@@ -223,52 +223,52 @@ static bool dist2bbox_infer(const Graph *g, const Op *op, Shape *out, char *err,
 
 static const OpDef REGISTRY[OP_COUNT] = {
     /* name, inputs min..max, outputs, shape, FLOPs, thop MACs, gradient rule */
-    [OP_CONV2D] = {"conv2d", 2, 3, 1, conv2d_infer, conv_flops, conv_macs, conv2d_grad},
-    [OP_CONV_TRANSPOSE2D] = {"conv_transpose2d", 2, 3, 1, convt_infer, conv_flops, conv_macs, conv_transpose2d_grad},
+    [OP_CONV2D] = {.name = "conv2d", .min_in = 2, .max_in = 3, .n_out = 1, .infer = conv2d_infer, .flops = conv_flops, .thop_macs = conv_macs, .grad = conv2d_grad},
+    [OP_CONV_TRANSPOSE2D] = {.name = "conv_transpose2d", .min_in = 2, .max_in = 3, .n_out = 1, .infer = convt_infer, .flops = conv_flops, .thop_macs = conv_macs, .grad = conv_transpose2d_grad},
     /* training mode updates running_mean, running_var, num_batches_tracked */
-    [OP_BATCHNORM] = {"batchnorm", 6, 6, 3, bn_infer, per_out_4, bn_thop, batchnorm_grad, .mutates = 0x38},
-    [OP_SILU] = {"silu", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
-    [OP_RELU] = {"relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
-    [OP_LEAKY_RELU] = {"leaky_relu", 1, 1, 1, same_infer, per_out_1, zero_cost, activation_grad},
-    [OP_HARDSWISH] = {"hardswish", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
-    [OP_GELU] = {"gelu", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
-    [OP_SIGMOID] = {"sigmoid", 1, 1, 1, same_infer, per_out_4, zero_cost, activation_grad},
-    [OP_ADD] = {"add", 2, 2, 1, same_infer, per_out_1, zero_cost, add_grad},
-    [OP_CHANNEL_SCALE] = {"channel_scale", 2, 2, 1, chscale_infer, per_out_1, zero_cost, channel_scale_grad},
-    [OP_CONCAT] = {"concat", 1, IR_MAX_SPLIT, 1, concat_infer, zero_cost, zero_cost, concat_grad},
-    [OP_SPLIT] = {"split", 1, 1, -1, split_infer, zero_cost, zero_cost, split_grad},
-    [OP_RESHAPE] = {"reshape", 1, 1, 1, reshape_infer, zero_cost, zero_cost, reshape_grad},
-    [OP_RESIZE_NEAREST] = {"resize_nearest", 1, 1, 1, resize_infer, zero_cost, resize_thop, resize_nearest_grad},
-    [OP_MAXPOOL2D] = {"maxpool2d", 1, 1, 1, pool_infer, pool_flops, zero_cost, maxpool2d_grad},
-    [OP_AVGPOOL2D] = {"avgpool2d", 1, 1, 1, pool_infer, pool_flops, zero_cost, avgpool2d_grad},
-    [OP_ZEROPAD2D] = {"zeropad2d", 1, 1, 1, zeropad_infer, zero_cost, zero_cost, zeropad2d_grad},
-    [OP_ATTENTION] = {"attention", 1, 1, 2, attention_infer, attention_flops, zero_cost, attention_grad},
+    [OP_BATCHNORM] = {.name = "batchnorm", .min_in = 6, .max_in = 6, .n_out = 3, .infer = bn_infer, .flops = per_out_4, .thop_macs = bn_thop, .grad = batchnorm_grad, .mutates = 0x38},
+    [OP_SILU] = {.name = "silu", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_RELU] = {.name = "relu", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_1, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_LEAKY_RELU] = {.name = "leaky_relu", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_1, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_HARDSWISH] = {.name = "hardswish", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_GELU] = {.name = "gelu", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_SIGMOID] = {.name = "sigmoid", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = activation_grad},
+    [OP_ADD] = {.name = "add", .min_in = 2, .max_in = 2, .n_out = 1, .infer = same_infer, .flops = per_out_1, .thop_macs = zero_cost, .grad = add_grad},
+    [OP_CHANNEL_SCALE] = {.name = "channel_scale", .min_in = 2, .max_in = 2, .n_out = 1, .infer = chscale_infer, .flops = per_out_1, .thop_macs = zero_cost, .grad = channel_scale_grad},
+    [OP_CONCAT] = {.name = "concat", .min_in = 1, .max_in = IR_MAX_SPLIT, .n_out = 1, .infer = concat_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = concat_grad},
+    [OP_SPLIT] = {.name = "split", .min_in = 1, .max_in = 1, .n_out = -1, .infer = split_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = split_grad},
+    [OP_RESHAPE] = {.name = "reshape", .min_in = 1, .max_in = 1, .n_out = 1, .infer = reshape_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = reshape_grad},
+    [OP_RESIZE_NEAREST] = {.name = "resize_nearest", .min_in = 1, .max_in = 1, .n_out = 1, .infer = resize_infer, .flops = zero_cost, .thop_macs = resize_thop, .grad = resize_nearest_grad},
+    [OP_MAXPOOL2D] = {.name = "maxpool2d", .min_in = 1, .max_in = 1, .n_out = 1, .infer = pool_infer, .flops = pool_flops, .thop_macs = zero_cost, .grad = maxpool2d_grad},
+    [OP_AVGPOOL2D] = {.name = "avgpool2d", .min_in = 1, .max_in = 1, .n_out = 1, .infer = pool_infer, .flops = pool_flops, .thop_macs = zero_cost, .grad = avgpool2d_grad},
+    [OP_ZEROPAD2D] = {.name = "zeropad2d", .min_in = 1, .max_in = 1, .n_out = 1, .infer = zeropad_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = zeropad2d_grad},
+    [OP_ATTENTION] = {.name = "attention", .min_in = 1, .max_in = 1, .n_out = 2, .infer = attention_infer, .flops = attention_flops, .thop_macs = zero_cost, .grad = attention_grad},
     /* eval-mode box decode: never differentiated */
-    [OP_DFL] = {"dfl", 2, 2, 1, dfl_infer, dfl_flops, dfl_thop, NULL},
-    [OP_DIST2BBOX] = {"dist2bbox", 1, 1, 1, dist2bbox_infer, per_out_4, zero_cost, NULL},
+    [OP_DFL] = {.name = "dfl", .min_in = 2, .max_in = 2, .n_out = 1, .infer = dfl_infer, .flops = dfl_flops, .thop_macs = dfl_thop, .grad = NULL},
+    [OP_DIST2BBOX] = {.name = "dist2bbox", .min_in = 1, .max_in = 1, .n_out = 1, .infer = dist2bbox_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = NULL},
     /* identity forward; blocks the gradient (v10Detect's one2one branch) */
-    [OP_DETACH] = {"detach", 1, 1, 1, same_infer, zero_cost, zero_cost, NULL},
+    [OP_DETACH] = {.name = "detach", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = NULL},
     /* backward ops: their own gradients are never needed */
-    [OP_CONV2D_DGRAD] = {"conv2d_dgrad", 2, 2, 1, restore_shape_infer, dgrad_flops, zero_cost, NULL},
-    [OP_CONV2D_WGRAD] = {"conv2d_wgrad", 2, 2, 1, restore_shape_infer, wgrad_flops, zero_cost, NULL},
-    [OP_BIAS_GRAD] = {"bias_grad", 1, 1, 1, per_channel_infer, in0_numel_4, zero_cost, NULL},
-    [OP_BATCHNORM_BWD] = {"batchnorm_bwd", 5, 5, 3, bn_bwd_infer, in0_numel_4, zero_cost, NULL},
-    [OP_ACTIVATION_BWD] = {"activation_bwd", 2, 2, 1, like_second_infer, in0_numel_4, zero_cost, NULL},
-    [OP_CHANNEL_DOT] = {"channel_dot", 2, 2, 1, per_channel_infer, in0_numel_4, zero_cost, NULL},
-    [OP_ZEROS] = {"zeros", 0, 0, 1, zeros_infer, zero_cost, zero_cost, NULL},
-    [OP_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", 1, 1, 1, resize_bwd_infer, in0_numel_4, zero_cost, NULL},
-    [OP_MAXPOOL2D_BWD] = {"maxpool2d_bwd", 2, 2, 1, like_second_infer, in0_numel_4, zero_cost, NULL},
-    [OP_AVGPOOL2D_BWD] = {"avgpool2d_bwd", 1, 1, 1, restore_shape_infer, in0_numel_4, zero_cost, NULL},
-    [OP_CROP2D] = {"crop2d", 1, 1, 1, crop_infer, zero_cost, zero_cost, NULL},
-    [OP_ATTENTION_BWD] = {"attention_bwd", 3, 3, 1, attention_bwd_infer, attention_bwd_flops, zero_cost, NULL},
+    [OP_CONV2D_DGRAD] = {.name = "conv2d_dgrad", .min_in = 2, .max_in = 2, .n_out = 1, .infer = restore_shape_infer, .flops = dgrad_flops, .thop_macs = zero_cost, .grad = NULL},
+    [OP_CONV2D_WGRAD] = {.name = "conv2d_wgrad", .min_in = 2, .max_in = 2, .n_out = 1, .infer = restore_shape_infer, .flops = wgrad_flops, .thop_macs = zero_cost, .grad = NULL},
+    [OP_BIAS_GRAD] = {.name = "bias_grad", .min_in = 1, .max_in = 1, .n_out = 1, .infer = per_channel_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_BATCHNORM_BWD] = {.name = "batchnorm_bwd", .min_in = 5, .max_in = 5, .n_out = 3, .infer = bn_bwd_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_ACTIVATION_BWD] = {.name = "activation_bwd", .min_in = 2, .max_in = 2, .n_out = 1, .infer = like_second_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_CHANNEL_DOT] = {.name = "channel_dot", .min_in = 2, .max_in = 2, .n_out = 1, .infer = per_channel_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_ZEROS] = {.name = "zeros", .min_in = 0, .max_in = 0, .n_out = 1, .infer = zeros_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = NULL},
+    [OP_RESIZE_NEAREST_BWD] = {.name = "resize_nearest_bwd", .min_in = 1, .max_in = 1, .n_out = 1, .infer = resize_bwd_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_MAXPOOL2D_BWD] = {.name = "maxpool2d_bwd", .min_in = 2, .max_in = 2, .n_out = 1, .infer = like_second_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_AVGPOOL2D_BWD] = {.name = "avgpool2d_bwd", .min_in = 1, .max_in = 1, .n_out = 1, .infer = restore_shape_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
+    [OP_CROP2D] = {.name = "crop2d", .min_in = 1, .max_in = 1, .n_out = 1, .infer = crop_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = NULL},
+    [OP_ATTENTION_BWD] = {.name = "attention_bwd", .min_in = 3, .max_in = 3, .n_out = 1, .infer = attention_bwd_infer, .flops = attention_bwd_flops, .thop_macs = zero_cost, .grad = NULL},
     /* Ultralytics v8DetectionLoss; inputs: levels..., boxes, counts */
-    [OP_DETECT_LOSS] = {"detect_loss", 3, 10, 2, detect_loss_infer, in0_numel_4, zero_cost, detect_loss_grad},
-    [OP_DETECT_LOSS_BWD] = {"detect_loss_bwd", 4, 11, -1, detect_loss_bwd_infer, in0_numel_4, zero_cost, NULL},
+    [OP_DETECT_LOSS] = {.name = "detect_loss", .min_in = 3, .max_in = 10, .n_out = 2, .infer = detect_loss_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = detect_loss_grad},
+    [OP_DETECT_LOSS_BWD] = {.name = "detect_loss_bwd", .min_in = 4, .max_in = 11, .n_out = -1, .infer = detect_loss_bwd_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL},
     /* optimizer (passes/optimizer.c): clip coefficient over all gradients,
      * then one in-place update per parameter */
-    [OP_GRAD_CLIP] = {"grad_clip", 1, 1 << 16, 2, grad_clip_infer, in_numel_2, zero_cost, NULL},
-    [OP_SGD_STEP] = {"sgd_step", 6, 6, 0, sgd_step_infer, in0_numel_4, zero_cost, NULL, .mutates = 0x5},
-    [OP_ADAMW_STEP] = {"adamw_step", 8, 8, 0, adamw_step_infer, in0_numel_4, zero_cost, NULL, .mutates = 0xD},
+    [OP_GRAD_CLIP] = {.name = "grad_clip", .min_in = 1, .max_in = 1 << 16, .n_out = 2, .infer = grad_clip_infer, .flops = in_numel_2, .thop_macs = zero_cost, .grad = NULL},
+    [OP_SGD_STEP] = {.name = "sgd_step", .min_in = 6, .max_in = 6, .n_out = 0, .infer = sgd_step_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL, .mutates = 0x5},
+    [OP_ADAMW_STEP] = {.name = "adamw_step", .min_in = 8, .max_in = 8, .n_out = 0, .infer = adamw_step_infer, .flops = in0_numel_4, .thop_macs = zero_cost, .grad = NULL, .mutates = 0xD},
 };
 
 

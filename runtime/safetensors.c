@@ -529,7 +529,7 @@ static bool check_unique(const char *const *names, const size_t *at, int n, cons
     qsort(v, (size_t)n, sizeof *v, cmp_name_at);
     for (int i = 1; i < n; i++)
         if (strcmp(v[i - 1].name, v[i].name) == 0) {
-            fail(err, errcap, "byte %zu: duplicate %s name '%s' (first at byte %zu)", AT(v[i].at), kind, show(v[i].name).s, AT(v[i - 1].at));
+            fail(err, errcap, "byte %zu: duplicate %s '%s' (first at byte %zu)", AT(v[i].at), kind, show(v[i].name).s, AT(v[i - 1].at));
             free(v);
             return false;
         }
@@ -615,7 +615,7 @@ static bool parse_owned(unsigned char *buf, size_t size, StFile *out, char *err,
         const char **names = malloc(((size_t)out->n + 1) * sizeof *names);
         ok = names != NULL || fail(err, errcap, "out of memory checking tensor names");
         for (int i = 0; ok && i < out->n; i++) names[i] = out->tensors[i].name;
-        ok = ok && check_unique(names, r.tensor_at, out->n, "tensor", err, errcap) &&
+        ok = ok && check_unique(names, r.tensor_at, out->n, "tensor name", err, errcap) &&
              check_unique(out->meta_keys, r.meta_at, out->n_meta, "metadata key", err, errcap) && check_coverage(out, r.data_size, err, errcap);
         free(names);
     }

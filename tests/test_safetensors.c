@@ -578,6 +578,7 @@ Test(safetensors, write_rejects_bad_items) {
         {{{"rank9", ST_F32, 9, s9, x}}, 1, NULL, "rank 9"},
         {{{"noshape", ST_F32, 1, NULL, x}}, 1, NULL, "shape is missing"},
         {{{"huge", ST_F32, 2, huge, x}}, 1, NULL, "too many elements"},
+        {{{"bytes", ST_F32, 1, huge, x}}, 1, NULL, "byte size overflows"},
         {{{"nodata", ST_F32, 1, s2, NULL}}, 1, NULL, "data is NULL"},
         {{{"dtype", (StDType)42, 1, s2, x}}, 1, NULL, "invalid dtype"},
         {{{"a", ST_F32, 1, s2, x}}, 1, dup_meta, "duplicate metadata key 'k'"},
@@ -608,11 +609,11 @@ Test(safetensors, accepts_whitespace_padding_and_empty_tensors) {
     expect_good("{\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]},\"\\u0061\\n\\ud83d\\ude00\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_"
                 "offsets\":[0,1]}}",
                 2, 2);
-    Bytes b = make_file("{\"\\u00e9\\/\":{\"dtype\":\"I8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
+    Bytes b = make_file("{\"\\u00e9\\/\\u20ac\":{\"dtype\":\"I8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1);
     StFile f;
     char err[256];
     cr_assert(st_parse(b.p, b.n, &f, err, sizeof err), "%s", err);
-    cr_expect(st_find(&f, "\xc3\xa9/"), "escaped name not decoded");
+    cr_expect(st_find(&f, "\xc3\xa9/\xe2\x82\xac"), "escaped name not decoded");
     cr_expect_neq((const void *)f.buf, (const void *)b.p, "st_parse must copy the buffer");
     st_free(&f);
     free(b.p);
@@ -663,6 +664,7 @@ Test(safetensors, header_not_json) {
     expect_bad("{\"a\xff\":1}", 0, "byte 11: header is not valid UTF-8");
     expect_bad("{\"\xed\xa0\x80\":1}", 0, "header is not valid UTF-8");   /* UTF-8-encoded surrogate */
     expect_bad("{\"\\ud800x\":1}", 0, "unpaired UTF-16 surrogate");
+    expect_bad("{\"\\udc00\":1}", 0, "unpaired UTF-16 surrogate");
     expect_bad("{\"a\\u0000b\":1}", 0, "\\u0000 (NUL) in a string is not supported");
     expect_bad("{\"a\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}", 1, "number with a leading zero");
     expect_bad("{\"a\":{\"dtype\":\"U8\",\"shape\":[1.],\"data_offsets\":[0,1]}}", 1, "malformed number");
@@ -683,7 +685,7 @@ Test(safetensors, header_not_an_object) {
 Test(safetensors, duplicate_names) {
     expect_bad("{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2,
                "byte 61: duplicate tensor name 'w' (first at byte 9)");
-    expect_bad("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "duplicate metadata key name 'k'");
+    expect_bad("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "byte 33: duplicate metadata key 'k' (first at byte 25)");
     expect_bad("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "byte 27: duplicate \"__metadata__\" (first at byte 9)");
     expect_bad("{\"w\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "tensor 'w': duplicate field 'dtype'");
 }
@@ -817,6 +819,14 @@ Test(safetensors, read_errors_name_the_path) {
     cr_expect(!st_read(path, &f, err, sizeof err));
     cr_expect(strncmp(err, path, strlen(path)) == 0 && strstr(err, ": tensor 'w': shape [3] of F32 needs 12 bytes"), "%s", err);
     cr_expect(is_empty(&f));
+    /* over 16 GiB is refused from its size alone (a sparse file: no disk used) */
+    snprintf(path, sizeof path, "%s/huge.safetensors", dir);
+    FILE *huge = fopen(path, "wb");
+    cr_assert(huge && fclose(huge) == 0 && truncate(path, (off_t)ST_MAX_FILE + 1) == 0, "cannot make a sparse file: %s", strerror(errno));
+    cr_expect(!st_read(path, &f, err, sizeof err));
+    cr_expect(strstr(err, ": file is 17179869185 bytes, over the 17179869184-byte limit"), "%s", err);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/bad.safetensors", dir);
     /* a tiny err buffer truncates, NULL is allowed */
     char small[8];
     cr_expect(!st_read(path, &f, small, sizeof small));

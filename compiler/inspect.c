@@ -1,0 +1,104 @@
+/* compiler/inspect.c — plan contents: META, tensor and op counts by kind,
+ * the runtime's inputs and outputs. */
+#include "inspect.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../runtime/plan_read.h"
+
+static const char *KIND_NAMES[] = {"activations", "inputs", "parameters", "buffers", "optimizer_state"};
+
+static cJSON *shape_array(const Shape *s) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < s->nd; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)s->d[i]));
+    return a;
+}
+
+static cJSON *build_report(const char *path, const Plan *p) {
+    const Graph *g = &p->g;
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "file", path);
+    cJSON_AddNumberToObject(r, "bytes", (double)p->file_bytes);
+    cJSON_AddItemToObject(r, "meta", cJSON_Duplicate(p->meta, true));
+    int64_t count[5] = {0}, numel[5] = {0}, bytes[5] = {0};
+    for (int i = 0; i < g->n_tensors; i++) {
+        const Tensor *t = &g->tensors[i];
+        count[t->kind]++;
+        numel[t->kind] += shape_numel(&t->shape);
+        bytes[t->kind] += shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : t->dtype == DT_F32 ? 4 : 2);
+    }
+    cJSON *tensors = cJSON_AddObjectToObject(r, "tensors");
+    for (int k = 0; k < 5; k++) {
+        cJSON *e = cJSON_AddObjectToObject(tensors, KIND_NAMES[k]);
+        cJSON_AddNumberToObject(e, "count", (double)count[k]);
+        cJSON_AddNumberToObject(e, "elements", (double)numel[k]);
+        cJSON_AddNumberToObject(e, "bytes", (double)bytes[k]);
+    }
+    int by_kind[OP_COUNT] = {0};
+    for (int o = 0; o < g->n_ops; o++) by_kind[g->ops[o].kind]++;
+    cJSON *ops = cJSON_AddObjectToObject(r, "ops");
+    cJSON_AddNumberToObject(ops, "total", g->n_ops);
+    cJSON *bk = cJSON_AddObjectToObject(ops, "by_kind");
+    for (int k = 0; k < OP_COUNT; k++)
+        if (by_kind[k]) cJSON_AddNumberToObject(bk, op_def((OpKind)k)->name, by_kind[k]);
+    cJSON *in = cJSON_AddArrayToObject(r, "inputs");
+    for (int i = 0; i < g->n_inputs; i++) {
+        const Tensor *t = &g->tensors[g->inputs[i]];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", t->name);
+        cJSON_AddStringToObject(e, "dtype", dtype_name(t->dtype));
+        cJSON_AddItemToObject(e, "shape", shape_array(&t->shape));
+        cJSON_AddItemToArray(in, e);
+    }
+    return r;
+}
+
+int inspect_main(const char *path, bool json) {
+    Plan p;
+    char err[512];
+    if (!plan_read(path, &p, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        plan_free(&p);
+        return 2;
+    }
+    cJSON *r = build_report(path, &p);
+    int rc = 0;
+    if (json) {
+        char *txt = cJSON_Print(r);
+        if (txt) puts(txt);
+        else rc = 1;
+        free(txt);
+    } else {
+        const cJSON *m = p.meta;
+        const char *s_model = cJSON_GetStringValue(cJSON_GetObjectItem(m, "model")), *s_opt = cJSON_GetStringValue(cJSON_GetObjectItem(m, "optimizer"));
+        printf("plan %s: %zu bytes, format v1\n", path, p.file_bytes);
+        printf("model %s: nc %g, imgsz %g, batch %g, max_boxes %g, target %s, precision %s, optimizer %s\n", s_model ? s_model : "?",
+               cJSON_GetNumberValue(cJSON_GetObjectItem(m, "nc")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "imgsz")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(m, "batch")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "max_boxes")),
+               cJSON_GetStringValue(cJSON_GetObjectItem(m, "target")), cJSON_GetStringValue(cJSON_GetObjectItem(m, "precision")), s_opt ? s_opt : "?");
+        const cJSON *t = cJSON_GetObjectItem(r, "tensors");
+        printf("tensors:");
+        for (int k = 0; k < 5; k++) {
+            const cJSON *e = cJSON_GetObjectItem(t, KIND_NAMES[k]);
+            printf(" %s %g (%.0f elements)%s", KIND_NAMES[k], cJSON_GetNumberValue(cJSON_GetObjectItem(e, "count")),
+                   cJSON_GetNumberValue(cJSON_GetObjectItem(e, "elements")), k < 4 ? "," : "\n");
+        }
+        const cJSON *ops = cJSON_GetObjectItem(r, "ops"), *op;
+        printf("ops: %g\n", cJSON_GetNumberValue(cJSON_GetObjectItem(ops, "total")));
+        cJSON_ArrayForEach(op, cJSON_GetObjectItem(ops, "by_kind")) printf("  %-20s %g\n", op->string, op->valuedouble);
+        printf("inputs:");
+        for (int i = 0; i < p.g.n_inputs; i++) {
+            const Tensor *x = &p.g.tensors[p.g.inputs[i]];
+            printf(" %s %s[", x->name, dtype_name(x->dtype));
+            for (int k = 0; k < x->shape.nd; k++) printf("%s%" PRId64, k ? "," : "", x->shape.d[k]);
+            printf("]");
+        }
+        printf("\n");
+    }
+    cJSON_Delete(r);
+    plan_free(&p);
+    return rc;
+}

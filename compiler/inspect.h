@@ -1,0 +1,11 @@
+/* compiler/inspect.h — `yolocc inspect FILE.plan`: what a plan holds, as text
+ * or JSON. Reads through runtime/plan_read, so a plan it shows is one the
+ * runtime accepts. */
+#ifndef YOLOCC_INSPECT_H
+#define YOLOCC_INSPECT_H
+#include <stdbool.h>
+
+/* Returns the process exit status (0, or 2 for a bad plan). */
+int inspect_main(const char *path, bool json);
+
+#endif

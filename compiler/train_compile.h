@@ -1,0 +1,26 @@
+/* compiler/train_compile.h — compiles a model config into the training step:
+ * forward graph in training mode, loss and backward (passes/autodiff), the
+ * optimizer (passes/optimizer), and the META that tells the runtime which
+ * tensors are its inputs and outputs. */
+#ifndef YOLOCC_TRAIN_COMPILE_H
+#define YOLOCC_TRAIN_COMPILE_H
+#include "../passes/optimizer.h"
+#include "lower.h"
+
+typedef struct TrainOptions {
+    int imgsz, batch, max_boxes;
+    OptimKind optimizer;
+    double weight_decay;
+} TrainOptions;
+
+typedef struct TrainCompiled {
+    Model m;
+    ModelSummary s;
+    TrainingGraph tg;
+    OptimGraph og;
+    char *meta_json;    /* malloc'd */
+} TrainCompiled;
+
+bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d);
+
+#endif

@@ -1,0 +1,281 @@
+/* runtime/plan_read.c — plan file reader: header and section table checks
+ * (overflow-safe), CRC-32 per section, then tensors and ops replayed through
+ * the graph API, then graph lists and META. */
+#include "plan_read.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "../ir/plan_codec.h"
+#include "../ir/plan_format.h"
+
+typedef struct Section {
+    uint32_t id;
+    uint64_t off, len;
+    const unsigned char *data;
+} Section;
+
+#define FAIL(...) return (snprintf(err, (size_t)errcap, __VA_ARGS__), false)
+
+static bool read_table(const unsigned char *buf, size_t len, Section *secs, char *err, int errcap) {
+    if (len < PLAN_HEADER_BYTES) FAIL("offset 0: file is %zu bytes, shorter than the %d-byte header", len, PLAN_HEADER_BYTES);
+    if (memcmp(buf, PLAN_MAGIC, 8) != 0) FAIL("offset 0: not a yolocc plan (bad magic)");
+    PlanCodec c;
+    pc_reader(&c, buf + 8, len - 8, 8);
+    uint32_t version, count;
+    uint64_t size;
+    pc_u32(&c, &version, "version");
+    pc_u32(&c, &count, "section count");
+    pc_u64(&c, &size, "file size");
+    if (version != PLAN_VERSION) FAIL("offset 8: plan version %u, this yolocc reads version %d", version, PLAN_VERSION);
+    if (size != len) FAIL("offset 16: header says %llu bytes, file has %zu (truncated or extended)", (unsigned long long)size, len);
+    if (count != 5) FAIL("offset 12: %u sections, expected 5", count);
+    uint64_t table_end = PLAN_HEADER_BYTES + (uint64_t)count * PLAN_ENTRY_BYTES;
+    if (table_end > len) FAIL("offset %d: section table runs past the end of the file", PLAN_HEADER_BYTES);
+    uint64_t prev_end = table_end;
+    for (uint32_t i = 0; i < count; i++) {
+        uint64_t at = PLAN_HEADER_BYTES + (uint64_t)i * PLAN_ENTRY_BYTES;
+        pc_reader(&c, buf + at, PLAN_ENTRY_BYTES, at);
+        uint32_t id, pad1, crc, pad2;
+        Section *s = &secs[i];
+        pc_u32(&c, &id, "section id");
+        pc_u32(&c, &pad1, "section padding");
+        pc_u64(&c, &s->off, "section offset");
+        pc_u64(&c, &s->len, "section length");
+        pc_u32(&c, &crc, "section checksum");
+        pc_u32(&c, &pad2, "section padding");
+        if (id != i + 1 || pad1 || pad2) FAIL("offset %llu: section %u has id %u, expected %u", (unsigned long long)at, i, id, i + 1);
+        /* sections follow each other in order, inside the file; checked without overflow */
+        if (s->off != prev_end || s->len > len - s->off)
+            FAIL("offset %llu: section %u spans %llu+%llu, outside the file or out of order", (unsigned long long)at, id, (unsigned long long)s->off,
+                 (unsigned long long)s->len);
+        prev_end = s->off + s->len;
+        s->id = id;
+        s->data = buf + s->off;
+        uint32_t got = (uint32_t)crc32(0L, s->data, (uInt)s->len);
+        if (got != crc) FAIL("offset %llu: section %u checksum mismatch (stored %08x, computed %08x)", (unsigned long long)s->off, id, crc, got);
+    }
+    if (prev_end != len) FAIL("offset %llu: %llu bytes after the last section", (unsigned long long)prev_end, (unsigned long long)(len - prev_end));
+    return true;
+}
+
+typedef struct StoredTensor {
+    uint8_t kind, dtype, frozen, init;
+    const char *name;
+    double init_arg;
+    Shape shape;
+} StoredTensor;
+
+static const char *string_at(const Section *strs, uint32_t off, PlanCodec *c, const char *what) {
+    if (off == PLAN_NO_STRING) return NULL;
+    if (off >= strs->len) return pc_fail(c, "%s refers to string %u outside the string table", what, off), NULL;
+    return (const char *)strs->data + off;
+}
+
+static StoredTensor *read_tensors(Plan *p, const Section *sec, const Section *strs, uint32_t *count, char *err, int errcap) {
+    PlanCodec c;
+    pc_reader(&c, sec->data, sec->len, sec->off);
+    if (!pc_u32(&c, count, "tensor count")) return snprintf(err, (size_t)errcap, "%s", c.err), NULL;
+    if (*count == 0 || (uint64_t)*count * PLAN_TENSOR_BYTES != sec->len - 4 || *count > GRAPH_MAX_TENSORS)
+        return snprintf(err, (size_t)errcap, "offset %llu: %u tensors do not fit the %llu-byte section", (unsigned long long)sec->off, *count,
+                        (unsigned long long)sec->len),
+               NULL;
+    StoredTensor *ts = arena_array(&p->arena, *count, sizeof(StoredTensor));
+    if (!ts) return snprintf(err, (size_t)errcap, "out of memory"), NULL;
+    for (uint32_t i = 0; i < *count; i++) {
+        StoredTensor *t = &ts[i];
+        uint8_t nd, pad[3];
+        uint32_t name, pad4;
+        pc_u8(&c, &t->kind, "tensor kind");
+        pc_u8(&c, &t->dtype, "tensor dtype");
+        pc_u8(&c, &nd, "tensor rank");
+        pc_u8(&c, &t->frozen, "tensor frozen");
+        pc_u8(&c, &t->init, "tensor init");
+        for (int k = 0; k < 3; k++) pc_u8(&c, &pad[k], "tensor padding");
+        pc_u32(&c, &name, "tensor name");
+        pc_u32(&c, &pad4, "tensor padding");
+        pc_f64(&c, &t->init_arg, "tensor init");
+        t->shape.nd = nd;
+        for (int k = 0; k < IR_MAX_DIMS; k++) pc_i64(&c, &t->shape.d[k], "tensor shape");
+        if (c.failed) break;
+        c.pos -= PLAN_TENSOR_BYTES;
+        if (t->kind > TK_OPTIM || t->dtype > DT_I64 || nd > IR_MAX_DIMS || t->frozen > 1 || t->init > INIT_TRUNC_NORMAL || pad[0] | pad[1] | pad[2] || pad4) {
+            pc_fail(&c, "tensor %u has an invalid kind, dtype, rank or flag", i);
+            break;
+        }
+        c.pos += PLAN_TENSOR_BYTES;
+        t->name = string_at(strs, name, &c, "tensor name");
+        if (t->kind != TK_ACTIVATION && !t->name && !c.failed) pc_fail(&c, "tensor %u (state or input) has no name", i);
+    }
+    if (c.failed) return snprintf(err, (size_t)errcap, "%s", c.err), NULL;
+    return ts;
+}
+
+/* Creates tensor t as stored (it must be an input, parameter, buffer or optimizer state). */
+static bool create_leaf(Plan *p, const StoredTensor *st, uint32_t t, char *err, int errcap) {
+    Graph *g = &p->g;
+    if (st->kind == TK_ACTIVATION) FAIL("tensor %u is an activation that no op produces", t);
+    int id = st->kind == TK_INPUT ? graph_add_input(g, st->name, st->shape, (DType)st->dtype)
+                                  : graph_add_state(g, (TensorKind)st->kind, st->name, st->shape, (DType)st->dtype);
+    if (id != (int)t) FAIL("tensor %u (%s): %s", t, st->name, id < 0 ? g->err : "numbering differs");
+    g->tensors[id].frozen = st->frozen;
+    g->tensors[id].init = (InitKind)st->init;
+    g->tensors[id].init_arg = st->init_arg;
+    return true;
+}
+
+static bool replay_ops(Plan *p, const Section *sec, const Section *strs, const StoredTensor *ts, uint32_t nt, char *err, int errcap) {
+    Graph *g = &p->g;
+    PlanCodec c;
+    pc_reader(&c, sec->data, sec->len, sec->off);
+    uint32_t nops;
+    if (!pc_u32(&c, &nops, "op count")) FAIL("%s", c.err);
+    if (nops > GRAPH_MAX_OPS || nops > sec->len / 16) FAIL("offset %llu: %u ops cannot fit the section", (unsigned long long)sec->off, nops);
+    int32_t *ins = arena_array(&p->arena, 1 << 16, sizeof(int32_t)), outs[IR_MAX_SPLIT];
+    if (!ins) FAIL("out of memory");
+    uint32_t next_t = 0;
+    for (uint32_t o = 0; o < nops; o++) {
+        uint64_t op_at = sec->off + c.pos;
+        uint32_t kind, n_in, n_out, scope_off;
+        int32_t row;
+        OpAttrs a = {0};
+        pc_u32(&c, &kind, "op kind");
+        pc_u32(&c, &n_in, "op input count");
+        pc_u32(&c, &n_out, "op output count");
+        pc_i32(&c, &row, "op row");
+        pc_u32(&c, &scope_off, "op scope");
+        if (!c.failed && (kind >= OP_COUNT || n_in > (1u << 16) || n_out > IR_MAX_SPLIT)) pc_fail(&c, "op %u has kind %u, %u inputs, %u outputs", o, kind, n_in, n_out);
+        const char *scope = string_at(strs, scope_off, &c, "op scope");
+        pc_attrs(&c, &a);
+        int32_t need = 0;
+        for (uint32_t i = 0; i < n_in && !c.failed; i++) {
+            pc_i32(&c, &ins[i], "op input");
+            if (!c.failed && (ins[i] < 0 || (uint32_t)ins[i] >= nt)) pc_fail(&c, "op %u input %u refers to tensor %d of %u", o, i, ins[i], nt);
+            if (ins[i] + 1 > need) need = ins[i] + 1;
+        }
+        for (uint32_t i = 0; i < n_out && !c.failed; i++) {
+            pc_i32(&c, &outs[i], "op output");
+            if (!c.failed && (outs[i] < 0 || (uint32_t)outs[i] >= nt || (i > 0 && outs[i] != outs[i - 1] + 1)))
+                pc_fail(&c, "op %u output %u is tensor %d: outputs must be consecutive tensors", o, i, outs[i]);
+        }
+        if (c.failed) FAIL("%s", c.err);
+        /* leaves numbered before this op's first output (or its last input) come first */
+        uint32_t until = n_out ? (uint32_t)outs[0] : (uint32_t)need;
+        if (until > nt) FAIL("offset %llu: op %u refers to tensors beyond %u", (unsigned long long)op_at, o, nt);
+        for (; next_t < until; next_t++)
+            if (!create_leaf(p, &ts[next_t], next_t, err, errcap)) return false;
+        if (n_out && (uint32_t)outs[0] != next_t) FAIL("offset %llu: op %u's outputs start at %d, expected %u", (unsigned long long)op_at, o, outs[0], next_t);
+        int id = graph_add_op(g, (OpKind)kind, ins, (int)n_in, &a, (int)n_out, row, scope);
+        if (id < 0) FAIL("offset %llu: op %u (%s): %s", (unsigned long long)op_at, o, op_def((OpKind)kind)->name, g->err);
+        if (g->ops[id].n_out != (int)n_out) FAIL("offset %llu: op %u has %u outputs, its kind has %d", (unsigned long long)op_at, o, n_out, g->ops[id].n_out);
+        for (uint32_t i = 0; i < n_out; i++) {
+            const StoredTensor *st = &ts[next_t + i];
+            if (st->kind != TK_ACTIVATION || (DType)st->dtype != g->tensors[next_t + i].dtype || !shape_eq(&st->shape, &g->tensors[next_t + i].shape))
+                FAIL("offset %llu: op %u output %u: the stored tensor differs from what the op produces", (unsigned long long)op_at, o, i);
+        }
+        next_t += n_out;
+    }
+    if (c.pos != c.in_len) FAIL("offset %llu: %zu bytes after the last op", (unsigned long long)(sec->off + c.pos), c.in_len - c.pos);
+    for (; next_t < nt; next_t++)
+        if (!create_leaf(p, &ts[next_t], next_t, err, errcap)) return false;
+    return true;
+}
+
+static bool read_lists(Plan *p, const Section *sec, char *err, int errcap) {
+    Graph *g = &p->g;
+    PlanCodec c;
+    pc_reader(&c, sec->data, sec->len, sec->off);
+    for (int which = 0; which < 3; which++) {
+        uint32_t n;
+        if (!pc_u32(&c, &n, "list length")) FAIL("%s", c.err);
+        if (n > (uint32_t)g->n_tensors) FAIL("offset %llu: list of %u entries for %d tensors", (unsigned long long)(sec->off + c.pos - 4), n, g->n_tensors);
+        int *ids = arena_array(&p->arena, (size_t)n + 1, sizeof(int));
+        if (!ids) FAIL("out of memory");
+        for (uint32_t i = 0; i < n; i++) {
+            if (!pc_i32(&c, &ids[i], "list entry")) FAIL("%s", c.err);
+            if (ids[i] < 0 || ids[i] >= g->n_tensors) FAIL("offset %llu: list entry %d is not a tensor", (unsigned long long)(sec->off + c.pos - 4), ids[i]);
+        }
+        if (which == 0) {
+            if ((int)n != g->n_inputs || memcmp(ids, g->inputs, sizeof(int) * n) != 0) FAIL("offset %llu: graph inputs differ from the input tensors", (unsigned long long)sec->off);
+        } else if (which == 1) {
+            for (uint32_t i = 0; i < n; i++)
+                if (!graph_mark_output(g, ids[i])) FAIL("out of memory");
+        } else {
+            for (uint32_t i = 0; i < n; i++) {
+                TensorKind k = g->tensors[ids[i]].kind;
+                if (k != TK_PARAM && k != TK_BUFFER) FAIL("offset %llu: state entry %u is not a parameter or buffer", (unsigned long long)sec->off, i);
+            }
+            g->state = ids;
+            g->n_state = (int)n;
+        }
+    }
+    if (c.pos != c.in_len) FAIL("offset %llu: trailing bytes in the graph section", (unsigned long long)(sec->off + c.pos));
+    return true;
+}
+
+bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap) {
+    memset(p, 0, sizeof *p);
+    arena_init(&p->arena, (size_t)1 << 31);
+    graph_init(&p->g, &p->arena);
+    p->file_bytes = len;
+    Section secs[5];
+    if (!read_table(buf, len, secs, err, errcap)) return false;
+    const Section *strs = &secs[1];
+    if (strs->len == 0 || strs->data[strs->len - 1] != 0) FAIL("offset %llu: the string table must end with a NUL byte", (unsigned long long)strs->off);
+    /* copy the string table so names outlive the caller's buffer */
+    unsigned char *own = arena_alloc(&p->arena, strs->len);
+    if (!own) FAIL("out of memory");
+    memcpy(own, strs->data, strs->len);
+    Section strs_own = *strs;
+    strs_own.data = own;
+    uint32_t nt;
+    StoredTensor *ts = read_tensors(p, &secs[2], &strs_own, &nt, err, errcap);
+    if (!ts || !replay_ops(p, &secs[3], &strs_own, ts, nt, err, errcap) || !read_lists(p, &secs[4], err, errcap)) return false;
+    if (secs[0].len > PLAN_MAX_META_BYTES) FAIL("offset %llu: META is %llu bytes, the limit is %u", (unsigned long long)secs[0].off, (unsigned long long)secs[0].len, PLAN_MAX_META_BYTES);
+    p->meta = cJSON_ParseWithLength((const char *)secs[0].data, secs[0].len);
+    if (!cJSON_IsObject(p->meta)) FAIL("offset %llu: META is not a JSON object", (unsigned long long)secs[0].off);
+    char verr[256];
+    if (!graph_verify(&p->g, verr, sizeof verr)) FAIL("plan graph fails verification: %s", verr);
+    return true;
+}
+
+bool plan_read(const char *path, Plan *p, char *err, int errcap) {
+    memset(p, 0, sizeof *p);
+    FILE *f = fopen(path, "rb");
+    if (!f) FAIL("%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > PLAN_MAX_BYTES) {
+        fclose(f);
+        FAIL("%s: not a regular file of at most 4 GiB", path);
+    }
+    unsigned char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    bool rerr = ferror(f);
+    fclose(f);
+    if (!buf || rerr || n != (size_t)st.st_size) {
+        free(buf);
+        FAIL("%s: cannot read the file", path);
+    }
+    char why[400];
+    bool ok = plan_parse(buf, n, p, why, sizeof why);
+    free(buf);
+    if (!ok) FAIL("%s: %s", path, why);
+    return true;
+}
+
+void plan_free(Plan *p) {
+    cJSON_Delete(p->meta);
+    p->meta = NULL;
+    arena_free(&p->arena);
+}
+
+int plan_meta_tensor(const Plan *p, const char *group, const char *key) {
+    const cJSON *o = group ? cJSON_GetObjectItemCaseSensitive(p->meta, group) : p->meta;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= p->g.n_tensors || v->valuedouble != (int)v->valuedouble) return -1;
+    return (int)v->valuedouble;
+}

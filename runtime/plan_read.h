@@ -1,0 +1,24 @@
+/* runtime/plan_read.h — loads a plan file: validates every length, offset and
+ * checksum before allocating, then rebuilds the graph through the op
+ * registry (so every shape rule re-checks it). Errors name the byte offset. */
+#ifndef YOLOCC_PLAN_READ_H
+#define YOLOCC_PLAN_READ_H
+#include <cjson/cJSON.h>
+
+#include "../ir/ir.h"
+
+typedef struct Plan {
+    Arena arena;
+    Graph g;
+    cJSON *meta;            /* the META object */
+    size_t file_bytes;
+    uint32_t section_crc[8];
+} Plan;
+
+bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap);
+bool plan_read(const char *path, Plan *p, char *err, int errcap);
+void plan_free(Plan *p);
+/* META lookups: a tensor id stored under key (top level or "inputs"/"outputs"), or -1 */
+int plan_meta_tensor(const Plan *p, const char *group, const char *key);
+
+#endif

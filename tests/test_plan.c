@@ -1,0 +1,200 @@
+/* tests/test_plan.c — plan files: a written plan reads back as the same graph
+ * and trains identically; every truncation and every flipped byte of a plan
+ * is rejected with an error naming an offset; the CLI round trip. */
+#include <cjson/cJSON.h>
+
+#include "../compiler/plan_write.h"
+#include "../compiler/train_compile.h"
+#include "../ir/plan_codec.h"
+#include "../runtime/plan_read.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/train_step.h"
+#include "../runtime/weights.h"
+#include "test_util.h"
+
+typedef struct Fresh {
+    Arena arena;
+    ModelConfig cfg;
+    TrainCompiled tc;
+    Diag d;
+} Fresh;
+
+static void compile_tiny(Fresh *f, int imgsz, int batch) {
+    arena_init(&f->arena, 0);
+    diag_init(&f->d, "models/tiny.yaml");
+    ModelOptions mo = {0};
+    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4};
+    cr_assert(model_cfg_load(&f->arena, "models/tiny.yaml", &mo, &f->cfg, &f->d) && compile_training(&f->arena, &f->cfg, &to, &f->tc, &f->d), "%s", f->d.msg);
+}
+
+static void release(Fresh *f) {
+    free(f->tc.meta_json);
+    arena_free(&f->arena);
+}
+
+static void attr_bytes(const OpAttrs *a, PlanCodec *c) {
+    OpAttrs copy = *a;
+    pc_writer(c);
+    cr_assert(pc_attrs(c, &copy));
+}
+
+Test(plan, round_trip_is_the_same_graph) {
+    Fresh f;
+    compile_tiny(&f, 64, 2);
+    char path[] = "/tmp/yolocc-plan-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert(plan_write(path, &f.tc.m.g, f.tc.meta_json, err, sizeof err), "%s", err);
+    Plan p;
+    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    const Graph *a = &f.tc.m.g, *b = &p.g;
+    cr_assert_eq(a->n_tensors, b->n_tensors);
+    cr_assert_eq(a->n_ops, b->n_ops);
+    for (int i = 0; i < a->n_tensors; i++) {
+        const Tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        cr_expect(x->kind == y->kind && x->dtype == y->dtype && shape_eq(&x->shape, &y->shape) && x->frozen == y->frozen && x->init == y->init &&
+                      x->init_arg == y->init_arg,
+                  "tensor %d differs", i);
+        cr_expect((!x->name && !y->name) || (x->name && y->name && strcmp(x->name, y->name) == 0), "tensor %d name", i);
+    }
+    for (int o = 0; o < a->n_ops; o++) {
+        const Op *x = &a->ops[o], *y = &b->ops[o];
+        cr_expect(x->kind == y->kind && x->n_in == y->n_in && x->n_out == y->n_out && x->row == y->row, "op %d differs", o);
+        cr_expect(memcmp(x->in, y->in, sizeof(int) * (size_t)x->n_in) == 0 && memcmp(x->out, y->out, sizeof(int) * (size_t)x->n_out) == 0, "op %d wiring", o);
+        PlanCodec ca, cb;
+        attr_bytes(&x->a, &ca);
+        attr_bytes(&y->a, &cb);
+        cr_expect(ca.len == cb.len && memcmp(ca.out, cb.out, ca.len) == 0, "op %d attributes", o);
+        pc_free(&ca);
+        pc_free(&cb);
+    }
+    cr_expect_eq(a->n_state, b->n_state);
+    cr_expect(memcmp(a->state, b->state, sizeof(int) * (size_t)a->n_state) == 0);
+    cr_expect_eq(a->n_outputs, b->n_outputs);
+
+    /* the loaded plan trains exactly like the graph it was written from */
+    Plan mem = {.g = f.tc.m.g, .meta = cJSON_Parse(f.tc.meta_json)};
+    Plan *plans[2] = {&mem, &p};
+    StepResult r[2][2];
+    for (int k = 0; k < 2; k++) {
+        TrainStep ts;
+        cr_assert(train_step_init(&ts, plans[k], err, sizeof err), "%s", err);
+        cr_assert(weights_init(&plans[k]->g, ts.it.buf, 7, err, sizeof err), "%s", err);
+        synthetic_batch(3, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+        double lr[3] = {0.01, 0.01, 0.01};
+        for (int s = 0; s < 2; s++) cr_assert(train_step_run(&ts, lr, 0.937, &r[k][s], err, sizeof err), "%s", err);
+        train_step_free(&ts);
+    }
+    for (int s = 0; s < 2; s++)
+        cr_expect(r[0][s].total == r[1][s].total && r[0][s].box == r[1][s].box && r[0][s].cls == r[1][s].cls,
+                  "step %d: %.9g vs %.9g", s, r[0][s].total, r[1][s].total);
+    cJSON_Delete(mem.meta);
+    plan_free(&p);
+    unlink(path);
+    release(&f);
+}
+
+static unsigned char *tiny_plan_bytes(size_t *len) {
+    Fresh f;
+    compile_tiny(&f, 32, 1);
+    char path[] = "/tmp/yolocc-plan-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert(plan_write(path, &f.tc.m.g, f.tc.meta_json, err, sizeof err), "%s", err);
+    unsigned char *buf = (unsigned char *)tu_slurp(path, len);
+    unlink(path);
+    release(&f);
+    cr_assert(buf);
+    return buf;
+}
+
+static void expect_rejected(const unsigned char *buf, size_t len, const char *what, size_t at) {
+    Plan p;
+    char err[512] = "";
+    bool ok = plan_parse(buf, len, &p, err, sizeof err);
+    plan_free(&p);
+    cr_expect_not(ok, "%s at %zu was accepted", what, at);
+    cr_expect(strstr(err, "offset") || strstr(err, "verification"), "%s at %zu: error without an offset: %s", what, at, err);
+}
+
+Test(plan, every_truncation_is_rejected) {
+    size_t len;
+    unsigned char *buf = tiny_plan_bytes(&len);
+    Plan p;
+    char err[512];
+    cr_assert(plan_parse(buf, len, &p, err, sizeof err), "%s", err);
+    plan_free(&p);
+    size_t step = len > 4000 ? len / 4000 : 1;
+    for (size_t n = 0; n < len; n += (n < 256 ? 1 : step)) expect_rejected(buf, n, "truncation", n);
+    free(buf);
+}
+
+Test(plan, every_flipped_byte_is_rejected) {
+    size_t len;
+    unsigned char *buf = tiny_plan_bytes(&len);
+    size_t step = len > 3000 ? len / 3000 : 1;
+    for (size_t at = 0; at < len; at += (at < 512 ? 1 : step)) {
+        buf[at] ^= 0x5A;
+        expect_rejected(buf, len, "flipped byte", at);
+        buf[at] ^= 0x5A;
+    }
+    free(buf);
+}
+
+Test(plan, huge_lengths_are_rejected) {
+    size_t len;
+    unsigned char *buf = tiny_plan_bytes(&len);
+    /* section 3's length field (table entry 2, +16): 2^63, then 2^64 - 1 */
+    size_t field = 24 + 2 * 32 + 16;
+    uint64_t vals[2] = {(uint64_t)1 << 63, UINT64_MAX};
+    for (int k = 0; k < 2; k++) {
+        unsigned char save[8];
+        memcpy(save, buf + field, 8);
+        for (int i = 0; i < 8; i++) buf[field + (size_t)i] = (unsigned char)(vals[k] >> (8 * i));
+        expect_rejected(buf, len, "huge section length", field);
+        memcpy(buf + field, save, 8);
+    }
+    /* the header's file size */
+    for (int i = 0; i < 8; i++) buf[16 + i] = 0xFF;
+    expect_rejected(buf, len, "huge file size", 16);
+    free(buf);
+}
+
+Test(plan, cli_compile_and_inspect) {
+    CliResult r = tu_run("models/tiny.yaml --imgsz 64 --batch 2 -o /tmp/yolocc-cli.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "-> /tmp/yolocc-cli.plan"), "%s", r.out);
+    tu_free(&r);
+    r = tu_run("inspect /tmp/yolocc-cli.plan --json");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "inspect --json is not JSON");
+    const cJSON *meta = cJSON_GetObjectItem(j, "meta");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(meta, "batch")), 2);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(meta, "imgsz")), 64);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(meta, "parameters")), 210078);
+    const cJSON *by_kind = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "ops"), "by_kind");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(by_kind, "detect_loss")), 1);
+    cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(by_kind, "sgd_step")), 90);
+    cJSON_Delete(j);
+    tu_free(&r);
+    r = tu_run("inspect /tmp/yolocc-cli.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "model tiny: nc 3, imgsz 64, batch 2"), "%s", r.out);
+    tu_free(&r);
+    /* not a plan */
+    r = tu_run("inspect models/tiny.yaml");
+    cr_expect_eq(r.status, 2);
+    cr_expect_eq(tu_lines(r.err), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "offset 0: not a yolocc plan"), "%s", r.err);
+    tu_free(&r);
+    /* a failed compile writes no file */
+    unlink("/tmp/yolocc-cli-bad.plan");
+    r = tu_run("tests/bad/unknown_module.yaml -o /tmp/yolocc-cli-bad.plan");
+    cr_expect_eq(r.status, 2);
+    cr_expect_neq(access("/tmp/yolocc-cli-bad.plan", F_OK), 0, "a failed compile left an output file");
+    tu_free(&r);
+    unlink("/tmp/yolocc-cli.plan");
+}

@@ -1,0 +1,93 @@
+/* tests/test_train.c — yolort on real plans: the per-step JSON, bad
+ * arguments, and the issue's acceptance run (YOLOv8n, 64 px, batch 2, nc 3,
+ * 40 steps: the mean loss of the last 5 steps at most 0.7 x the first), run
+ * with the optimised binaries because the sanitised ones are ~10x slower. */
+#include <cjson/cJSON.h>
+
+#include "test_util.h"
+
+static CliResult run_bin(const char *env, const char *fallback, const char *args) {
+    const char *bin = getenv(env);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s", bin ? bin : fallback, args);
+    char out[] = "/tmp/yolort-test-out-XXXXXX", err[] = "/tmp/yolort-test-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0);
+    close(fo);
+    close(fe);
+    char full[1200];
+    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, out, err);
+    int st = system(full);
+    CliResult r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, tu_slurp(out, NULL), tu_slurp(err, NULL)};
+    unlink(out);
+    unlink(err);
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+/* parses one JSON object per line; returns the number of steps read */
+static int read_steps(const char *out, double *loss, int cap) {
+    int n = 0;
+    for (const char *line = out; *line && n < cap;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        cJSON *j = cJSON_ParseWithLength(line, len);
+        cr_assert(j, "not JSON: %.*s", (int)len, line);
+        const char *keys[] = {"step", "loss", "box", "cls", "dfl"};
+        for (int k = 0; k < 5; k++) cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(j, keys[k])), "step line lacks %s", keys[k]);
+        cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "step")), n + 1);
+        loss[n++] = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "loss"));
+        cJSON_Delete(j);
+        line = nl ? nl + 1 : line + len;
+    }
+    return n;
+}
+
+Test(train, synthetic_steps_print_json) {
+    CliResult r = tu_run("models/tiny.yaml --imgsz 64 --batch 2 -o /tmp/yolort-tiny.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    r = run_bin("YOLORT_BIN", "build/yolort", "train /tmp/yolort-tiny.plan --synthetic --steps 3 --json");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    double loss[8];
+    cr_expect_eq(read_steps(r.out, loss, 8), 3);
+    for (int i = 0; i < 3; i++) cr_expect(loss[i] > 0 && loss[i] < 100, "step %d loss %g", i + 1, loss[i]);
+    tu_free(&r);
+    /* same seed, same numbers */
+    CliResult a = run_bin("YOLORT_BIN", "build/yolort", "train /tmp/yolort-tiny.plan --synthetic --steps 2 --json --seed 5");
+    CliResult b = run_bin("YOLORT_BIN", "build/yolort", "train /tmp/yolort-tiny.plan --synthetic --steps 2 --json --seed 5");
+    double la[4], lb[4];
+    cr_assert_eq(read_steps(a.out, la, 4), 2);
+    cr_assert_eq(read_steps(b.out, lb, 4), 2);
+    cr_expect(la[0] == lb[0] && la[1] == lb[1], "not deterministic");
+    tu_free(&a);
+    tu_free(&b);
+    unlink("/tmp/yolort-tiny.plan");
+}
+
+Test(train, bad_arguments) {
+    const char *cases[] = {"", "train", "train /tmp/none.plan", "train /tmp/none.plan --synthetic", "train models/tiny.yaml --synthetic",
+                           "train x.plan --synthetic --steps 0", "train x.plan --synthetic --lr0 abc", "fly x.plan"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CliResult r = run_bin("YOLORT_BIN", "build/yolort", cases[i]);
+        cr_expect_eq(r.status, 2, "'%s' exited %d", cases[i], r.status);
+        cr_expect_eq(tu_lines(r.err), 1, "'%s': %s", cases[i], r.err);
+        cr_expect_eq(r.out[0], 0, "'%s' printed to stdout", cases[i]);
+        tu_free(&r);
+    }
+}
+
+Test(train, acceptance_yolov8n_loss_falls, .timeout = 600) {
+    CliResult r = run_bin("YOLOCC_FAST_BIN", "build/yolocc", "models/yolov8.yaml --scale n --imgsz 64 --batch 2 --nc 3 -o /tmp/yolort-v8n.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    r = run_bin("YOLORT_FAST_BIN", "build/yolort", "train /tmp/yolort-v8n.plan --synthetic --steps 40 --json");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    double loss[64];
+    cr_assert_eq(read_steps(r.out, loss, 64), 40);
+    double last5 = (loss[35] + loss[36] + loss[37] + loss[38] + loss[39]) / 5;
+    cr_log_info("YOLOv8n 64px b2: first step %.4f, mean of last 5 %.4f, ratio %.3f", loss[0], last5, last5 / loss[0]);
+    cr_expect_leq(last5, 0.7 * loss[0], "loss %.4f -> %.4f (ratio %.3f)", loss[0], last5, last5 / loss[0]);
+    tu_free(&r);
+    unlink("/tmp/yolort-v8n.plan");
+}
