@@ -21,6 +21,16 @@ bool diag_error(Diag *d, Mark at, const char *fmt, ...) {
     return false;
 }
 
+bool errf(char *err, int errcap, const char *fmt, ...) {
+    if (err && errcap > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, (size_t)errcap, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
 void diag_warn(Diag *d, const char *fmt, ...) {
     size_t used = strlen(d->warnings);
     if (used + 16 >= sizeof d->warnings) return;

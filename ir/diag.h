@@ -24,6 +24,9 @@ bool diag_error(Diag *d, Mark at, const char *fmt, ...) __attribute__((format(pr
 /* Queues "warning: MSG" lines; the CLI prints them only on success, so a
  * failing input gives exactly one line. */
 void diag_warn(Diag *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For code that reports into a caller's (err, errcap) buffer: formats MSG
+ * there (err may be NULL) and returns false. */
+bool errf(char *err, int errcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "FILE:LINE:COL: error: MSG" (or "FILE: error: MSG" without a position). */
 void diag_format(const Diag *d, char *buf, int n);
 

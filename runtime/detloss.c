@@ -1,6 +1,7 @@
 /* runtime/detloss.c — the oracle detection loss (Ultralytics v8DetectionLoss,
  * BboxLoss, DFLoss): validation, decode, CIoU with its gradient, BCE/box/DFL
  * terms and backward. The assigner is in detloss_assign.c. Touches nothing else. */
+#include "../ir/diag.h"
 #include "detloss.h"
 
 #include <math.h>
@@ -8,16 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static bool fail(char *err, int errcap, const char *fmt, ...) {
-    if (err && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errcap, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 void detloss_config_default(DetLossConfig *cfg, int nc, int nl, const int *level_h, const int *level_w, const float *stride) {
     memset(cfg, 0, sizeof *cfg);
@@ -38,37 +29,37 @@ void detloss_config_default(DetLossConfig *cfg, int nc, int nl, const int *level
 }
 
 bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const DetTargets *t, char *err, int errcap) {
-    if (!cfg || !levels || !t) return fail(err, errcap, "detloss: NULL config, levels or targets");
-    if (cfg->nc < 1) return fail(err, errcap, "detloss: nc %d must be >= 1", cfg->nc);
+    if (!cfg || !levels || !t) return errf(err, errcap, "detloss: NULL config, levels or targets");
+    if (cfg->nc < 1) return errf(err, errcap, "detloss: nc %d must be >= 1", cfg->nc);
     if (cfg->reg_max < 1 || cfg->reg_max > DETLOSS_MAX_REG_MAX)
-        return fail(err, errcap, "detloss: reg_max %d outside 1..%d", cfg->reg_max, DETLOSS_MAX_REG_MAX);
-    if (cfg->nl < 1 || cfg->nl > DETLOSS_MAX_LEVELS) return fail(err, errcap, "detloss: nl %d outside 1..%d", cfg->nl, DETLOSS_MAX_LEVELS);
+        return errf(err, errcap, "detloss: reg_max %d outside 1..%d", cfg->reg_max, DETLOSS_MAX_REG_MAX);
+    if (cfg->nl < 1 || cfg->nl > DETLOSS_MAX_LEVELS) return errf(err, errcap, "detloss: nl %d outside 1..%d", cfg->nl, DETLOSS_MAX_LEVELS);
     long anchors = 0;
     for (int i = 0; i < cfg->nl; i++) {
         if (cfg->level_h[i] < 1 || cfg->level_w[i] < 1)
-            return fail(err, errcap, "detloss: level %d size %dx%d", i, cfg->level_h[i], cfg->level_w[i]);
-        if (!(cfg->stride[i] > 0) || !isfinite(cfg->stride[i])) return fail(err, errcap, "detloss: level %d stride must be > 0", i);
-        if (!levels[i]) return fail(err, errcap, "detloss: level %d output is NULL", i);
+            return errf(err, errcap, "detloss: level %d size %dx%d", i, cfg->level_h[i], cfg->level_w[i]);
+        if (!(cfg->stride[i] > 0) || !isfinite(cfg->stride[i])) return errf(err, errcap, "detloss: level %d stride must be > 0", i);
+        if (!levels[i]) return errf(err, errcap, "detloss: level %d output is NULL", i);
         anchors += (long)cfg->level_h[i] * cfg->level_w[i];
-        if (anchors > 100000000L) return fail(err, errcap, "detloss: too many anchors");
+        if (anchors > 100000000L) return errf(err, errcap, "detloss: too many anchors");
     }
     /* torch.topk raises when k exceeds the anchor count; so do we */
-    if (cfg->topk < 1 || cfg->topk > anchors) return fail(err, errcap, "detloss: topk %d outside 1..%ld anchors", cfg->topk, anchors);
+    if (cfg->topk < 1 || cfg->topk > anchors) return errf(err, errcap, "detloss: topk %d outside 1..%ld anchors", cfg->topk, anchors);
     if (!isfinite(cfg->alpha) || !isfinite(cfg->beta) || !isfinite(cfg->gain_box) || !isfinite(cfg->gain_cls) || !isfinite(cfg->gain_dfl))
-        return fail(err, errcap, "detloss: alpha, beta and gains must be finite");
-    if (t->batch < 1) return fail(err, errcap, "detloss: batch %d must be >= 1", t->batch);
-    if (t->max_boxes < 0) return fail(err, errcap, "detloss: max_boxes %d must be >= 0", t->max_boxes);
-    if (t->max_boxes > 0 && (!t->count || !t->boxes)) return fail(err, errcap, "detloss: NULL count or boxes");
+        return errf(err, errcap, "detloss: alpha, beta and gains must be finite");
+    if (t->batch < 1) return errf(err, errcap, "detloss: batch %d must be >= 1", t->batch);
+    if (t->max_boxes < 0) return errf(err, errcap, "detloss: max_boxes %d must be >= 0", t->max_boxes);
+    if (t->max_boxes > 0 && (!t->count || !t->boxes)) return errf(err, errcap, "detloss: NULL count or boxes");
     for (int b = 0; b < t->batch; b++) {
         int n = t->count ? t->count[b] : 0;
-        if (n < 0 || n > t->max_boxes) return fail(err, errcap, "detloss: image %d: count %d outside 0..%d", b, n, t->max_boxes);
+        if (n < 0 || n > t->max_boxes) return errf(err, errcap, "detloss: image %d: count %d outside 0..%d", b, n, t->max_boxes);
         for (int g = 0; g < n; g++) {
             const float *row = t->boxes + ((size_t)b * t->max_boxes + g) * 5;
             for (int k = 0; k < 5; k++)
-                if (!isfinite(row[k])) return fail(err, errcap, "detloss: image %d box %d: field %d is not finite", b, g, k);
+                if (!isfinite(row[k])) return errf(err, errcap, "detloss: image %d box %d: field %d is not finite", b, g, k);
             /* upstream indexes scores with long(cls): a fraction or out-of-range id is a data error */
             if (row[0] < 0 || row[0] >= (float)cfg->nc || row[0] != floorf(row[0]))
-                return fail(err, errcap, "detloss: image %d box %d: class id %g outside 0..%d", b, g, (double)row[0], cfg->nc - 1);
+                return errf(err, errcap, "detloss: image %d box %d: class id %g outside 0..%d", b, g, (double)row[0], cfg->nc - 1);
         }
     }
     return true;

@@ -10,33 +10,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ir/diag.h"
 #include "safetensors.h"
-
-static bool fail(char *err, int errcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, int errcap, const char *fmt, ...) {
-    if (err && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errcap, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 /* Checks what all three calls rely on before any of them writes a byte. */
 static bool check_state(const Graph *g, void *const *buf, char *err, int errcap) {
-    if (!g || !buf) return fail(err, errcap, "no graph or no storage table");
+    if (!g || !buf) return errf(err, errcap, "no graph or no storage table");
     for (int i = 0; i < g->n_state; i++) {
         int id = g->state[i];
-        if (id < 0 || id >= g->n_tensors) return fail(err, errcap, "state entry %d names tensor %d, outside the graph", i, id);
+        if (id < 0 || id >= g->n_tensors) return errf(err, errcap, "state entry %d names tensor %d, outside the graph", i, id);
         const Tensor *t = &g->tensors[id];
         const char *name = t->name ? t->name : "(unnamed)";
-        if (t->kind != TK_PARAM && t->kind != TK_BUFFER) return fail(err, errcap, "state tensor %s is neither a parameter nor a buffer", name);
-        if (!t->name) return fail(err, errcap, "state tensor %%%d has no name", id);
+        if (t->kind != TK_PARAM && t->kind != TK_BUFFER) return errf(err, errcap, "state tensor %s is neither a parameter nor a buffer", name);
+        if (!t->name) return errf(err, errcap, "state tensor %%%d has no name", id);
         if (t->dtype != DT_F32 && t->dtype != DT_I64)
-            return fail(err, errcap, "state tensor %s is %s; only f32 and i64 state is supported", name, dtype_name(t->dtype));
-        if (shape_numel(&t->shape) < 0) return fail(err, errcap, "state tensor %s has a negative dimension", name);
-        if (!buf[id]) return fail(err, errcap, "state tensor %s has no storage", name);
+            return errf(err, errcap, "state tensor %s is %s; only f32 and i64 state is supported", name, dtype_name(t->dtype));
+        if (shape_numel(&t->shape) < 0) return errf(err, errcap, "state tensor %s has a negative dimension", name);
+        if (!buf[id]) return errf(err, errcap, "state tensor %s has no storage", name);
     }
     return true;
 }
@@ -108,22 +98,22 @@ static bool check_init(const Tensor *t, char *err, int errcap) {
     case INIT_ARANGE:
         return true;
     case INIT_KAIMING_UNIFORM:
-        if (t->dtype != DT_F32 || t->shape.nd < 2) return fail(err, errcap, "%s: kaiming-uniform needs an f32 tensor of at least 2 dimensions", t->name);
+        if (t->dtype != DT_F32 || t->shape.nd < 2) return errf(err, errcap, "%s: kaiming-uniform needs an f32 tensor of at least 2 dimensions", t->name);
         return true;
     case INIT_BIAS_UNIFORM:
-        if (t->dtype != DT_F32 || !isfinite(a)) return fail(err, errcap, "%s: bias-uniform needs an f32 tensor and a finite fan-in", t->name);
+        if (t->dtype != DT_F32 || !isfinite(a)) return errf(err, errcap, "%s: bias-uniform needs an f32 tensor and a finite fan-in", t->name);
         return true;
     case INIT_CONST:
-        if (!isfinite(a)) return fail(err, errcap, "%s: constant %g is not finite", t->name, a);
+        if (!isfinite(a)) return errf(err, errcap, "%s: constant %g is not finite", t->name, a);
         if (t->dtype == DT_I64 && (a != floor(a) || fabs(a) > 0x1p53))
-            return fail(err, errcap, "%s: constant %g is not an integer for an int64 buffer", t->name, a);
+            return errf(err, errcap, "%s: constant %g is not an integer for an int64 buffer", t->name, a);
         return true;
     case INIT_TRUNC_NORMAL:
         /* by rejection: with std <= 100 at least 1.6% of draws land in [-2, 2] */
-        if (t->dtype != DT_F32 || !(a >= 0 && a <= 100)) return fail(err, errcap, "%s: truncated normal needs an f32 tensor and 0 <= std <= 100, not %g", t->name, a);
+        if (t->dtype != DT_F32 || !(a >= 0 && a <= 100)) return errf(err, errcap, "%s: truncated normal needs an f32 tensor and 0 <= std <= 100, not %g", t->name, a);
         return true;
     }
-    return fail(err, errcap, "%s: unknown init kind %d", t->name, (int)t->init);
+    return errf(err, errcap, "%s: unknown init kind %d", t->name, (int)t->init);
 }
 
 static void init_one(const Tensor *t, void *dst, uint64_t seed) {
@@ -183,7 +173,7 @@ bool weights_init(const Graph *g, void **buf, uint64_t seed, char *err, int errc
 bool weights_save(const Graph *g, void *const *buf, const char *path, const char *const *meta_kv, char *err, int errcap) {
     if (!check_state(g, buf, err, errcap)) return false;
     StWriteItem *items = malloc(((size_t)g->n_state + 1) * sizeof *items);
-    if (!items) return fail(err, errcap, "%s: out of memory", path);
+    if (!items) return errf(err, errcap, "%s: out of memory", path);
     for (int i = 0; i < g->n_state; i++) {
         const Tensor *t = &g->tensors[g->state[i]];
         items[i] = (StWriteItem){.name = t->name, .dtype = t->dtype == DT_I64 ? ST_I64 : ST_F32, .nd = t->shape.nd, .shape = t->shape.d, .data = buf[t->id]};
@@ -249,16 +239,16 @@ static void *convert(const StTensor *f, const Tensor *t, const char *path, char 
     if (t->dtype == DT_F32) {
         if (is_float(f->dtype)) {
             float *v = st_to_f32(f);
-            if (!v) fail(err, errcap, "%s: %s: out of memory", path, t->name);
+            if (!v) errf(err, errcap, "%s: %s: out of memory", path, t->name);
             return v;
         }
         float *v = malloc(n ? (size_t)n * sizeof *v : 1);
-        if (!v) return fail(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
+        if (!v) return errf(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
         for (uint64_t i = 0; i < n; i++) v[i] = (float)int_elem(f, i);
         return v;
     }
     int64_t *v = malloc(n ? (size_t)n * sizeof *v : 1);
-    if (!v) return fail(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
+    if (!v) return errf(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
     if (!is_float(f->dtype)) {
         for (uint64_t i = 0; i < n; i++) v[i] = int_elem(f, i);
         return v;
@@ -266,13 +256,13 @@ static void *convert(const StTensor *f, const Tensor *t, const char *path, char 
     /* float -> int64 truncates toward zero like torch's copy_; F64 is read
      * directly so integers up to 2^53 survive exactly */
     float *fl = f->dtype == ST_F64 ? NULL : st_to_f32(f);
-    if (f->dtype != ST_F64 && !fl) return free(v), fail(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
+    if (f->dtype != ST_F64 && !fl) return free(v), errf(err, errcap, "%s: %s: out of memory", path, t->name), NULL;
     for (uint64_t i = 0; i < n; i++) {
         double x;
         if (fl) x = fl[i];
         else memcpy(&x, (const unsigned char *)f->data + i * 8, 8);
         if (!(x >= -0x1p63 && x < 0x1p63)) {   /* NaN fails too */
-            fail(err, errcap, "%s: %s: value %g does not fit the int64 buffer", path, t->name, x);
+            errf(err, errcap, "%s: %s: value %g does not fit the int64 buffer", path, t->name, x);
             free(fl);
             free(v);
             return NULL;
@@ -303,7 +293,7 @@ bool weights_load(const Graph *g, void **buf, const char *path, const char *pref
     const StTensor **src = calloc((size_t)g->n_state + 1, sizeof *src);
     void **tmp = calloc((size_t)g->n_state + 1, sizeof *tmp);
     if (!idx || !src || !tmp) {
-        fail(err, errcap, "%s: out of memory", path);
+        errf(err, errcap, "%s: out of memory", path);
         goto done;
     }
     for (int i = 0; i < g->n_state; i++) idx[i] = (NameIdx){g->tensors[g->state[i]].name, i};
