@@ -37,6 +37,10 @@ static cJSON *build_report(const char *path, const Plan *p) {
         cJSON_AddNumberToObject(e, "elements", (double)numel[k]);
         cJSON_AddNumberToObject(e, "bytes", (double)bytes[k]);
     }
+    /* the memory plan's numbers, also at the top level for scripts */
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(p->meta, "memory"), *field;
+    cJSON_ArrayForEach(field, mem) cJSON_AddNumberToObject(r, field->string, field->valuedouble);
+    cJSON_AddStringToObject(r, "precision", precision_name(p->precision));
     int by_kind[OP_COUNT] = {0};
     for (int o = 0; o < g->n_ops; o++) by_kind[g->ops[o].kind]++;
     cJSON *ops = cJSON_AddObjectToObject(r, "ops");
@@ -44,6 +48,8 @@ static cJSON *build_report(const char *path, const Plan *p) {
     cJSON *bk = cJSON_AddObjectToObject(ops, "by_kind");
     for (int k = 0; k < OP_COUNT; k++)
         if (by_kind[k]) cJSON_AddNumberToObject(bk, op_def((OpKind)k)->name, by_kind[k]);
+    /* no fusion yet: every op is its own group */
+    cJSON_AddItemToObject(r, "groups", cJSON_Duplicate(bk, true));
     cJSON *in = cJSON_AddArrayToObject(r, "inputs");
     for (int i = 0; i < g->n_inputs; i++) {
         const Tensor *t = &g->tensors[g->inputs[i]];
@@ -79,6 +85,11 @@ int inspect_main(const char *path, bool json) {
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "nc")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "imgsz")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "batch")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "max_boxes")),
                cJSON_GetStringValue(cJSON_GetObjectItem(m, "target")), cJSON_GetStringValue(cJSON_GetObjectItem(m, "precision")), s_opt ? s_opt : "?");
+        printf("memory (%s): arena %.1f MB (lower bound %.1f MB, no reuse %.1f MB), persistent %.1f MB, inputs %.1f MB, saved activations %.1f MB; step %.3f GFLOP\n",
+               precision_name(p.precision), cJSON_GetNumberValue(cJSON_GetObjectItem(r, "arena_bytes")) / 1e6,
+               cJSON_GetNumberValue(cJSON_GetObjectItem(r, "lower_bound_bytes")) / 1e6, cJSON_GetNumberValue(cJSON_GetObjectItem(r, "naive_bytes")) / 1e6,
+               cJSON_GetNumberValue(cJSON_GetObjectItem(r, "persistent_bytes")) / 1e6, cJSON_GetNumberValue(cJSON_GetObjectItem(r, "input_bytes")) / 1e6,
+               cJSON_GetNumberValue(cJSON_GetObjectItem(r, "saved_activation_bytes")) / 1e6, cJSON_GetNumberValue(cJSON_GetObjectItem(r, "step_flops")) / 1e9);
         const cJSON *t = cJSON_GetObjectItem(r, "tensors");
         printf("tensors:");
         for (int k = 0; k < 5; k++) {

@@ -35,6 +35,8 @@ static const char USAGE[] =
     "  --optimizer sgd|adamw   (plan; default sgd)\n"
     "  --weight-decay X        group-1 weight decay (plan; default 0.0005)\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
+    "  --precision fp32|bf16|fp16  storage precision of activations and gradients (plan; default fp32,\n"
+    "                          the CPU runs fp32 plans only)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
     "  --nc N      number of classes (overrides the file's nc)\n"
     "  --imgsz N   square input size (default 640)\n"
@@ -50,6 +52,7 @@ typedef struct Options {
     int imgsz, batch, max_boxes;
     OptimKind optimizer;
     double weight_decay;
+    Precision precision;
     bool json;
 } Options;
 
@@ -80,7 +83,8 @@ static int parse_args(int argc, char **argv, Options *o) {
         long v;
         if (strcmp(a, "--json") == 0) {
             o->json = true;
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0) {
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
+                   strcmp(a, "--precision") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -89,6 +93,11 @@ static int parse_args(int argc, char **argv, Options *o) {
             } else if (strcmp(a, "--optimizer") == 0) {
                 if (strcmp(val, "sgd") && strcmp(val, "SGD") && strcmp(val, "adamw") && strcmp(val, "AdamW")) return usage_error("--optimizer must be sgd or adamw, got '%s'", val);
                 o->optimizer = (val[0] == 's' || val[0] == 'S') ? OPT_SGD : OPT_ADAMW;
+            } else if (strcmp(a, "--precision") == 0) {
+                if (strcmp(val, "fp32") == 0) o->precision = PREC_FP32;
+                else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
+                else if (strcmp(val, "fp16") == 0) o->precision = PREC_FP16;
+                else return usage_error("--precision must be fp32, bf16 or fp16, got '%s'", val);
             } else if (strcmp(a, "--weight-decay") == 0) {
                 o->weight_decay = strtod(val, &end);
                 if (end == val || *end || !(o->weight_decay >= 0 && o->weight_decay < 1)) return usage_error("--weight-decay must be a number in [0, 1), got '%s'", val);
@@ -158,14 +167,15 @@ int main(int argc, char **argv) {
     ModelSummary s;
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
-        TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay};
+        TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
+                           .precision = o.precision};
         TrainCompiled tc = {0};
         char err[512];
         if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
-        } else if (!plan_write(o.output, &tc.m.g, tc.meta_json, err, sizeof err)) {
+        } else if (!plan_write(o.output, &tc.m.g, &tc.mp, tc.meta_json, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: %s\n", err);
             rc = 1;
         } else {

@@ -88,8 +88,19 @@ static void write_list(PlanCodec *c, const int *ids, int n) {
     }
 }
 
-bool plan_write(const char *path, const Graph *g, const char *meta_json, char *err, int errcap) {
-    enum { NSEC = 5 };
+static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp) {
+    uint32_t precision = (uint32_t)mp->precision, zero = 0, n = (uint32_t)g->n_tensors;
+    uint64_t arena = (uint64_t)mp->arena_bytes;
+    pc_u32(c, &precision, "precision");
+    pc_u32(c, &zero, "padding");
+    pc_u64(c, &arena, "arena bytes");
+    pc_u32(c, &n, "tensor count");
+    pc_u32(c, &zero, "padding");
+    for (int t = 0; t < g->n_tensors; t++) pc_i64(c, &mp->offset[t], "offset");
+}
+
+bool plan_write(const char *path, const Graph *g, const MemPlan *mp, const char *meta_json, char *err, int errcap) {
+    enum { NSEC = PLAN_SECTIONS };
     Strings st = {.cap = 1};
     while (st.cap < 2 * (size_t)(g->n_tensors + g->n_ops) + 16) st.cap <<= 1;
     st.keys = calloc(st.cap, sizeof(char *));
@@ -102,7 +113,7 @@ bool plan_write(const char *path, const Graph *g, const char *meta_json, char *e
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
-    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH */
+    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN */
     for (const char *p = meta_json; *p; p++) {
         uint8_t b = (uint8_t)*p;
         pc_u8(&sec[0], &b, "meta");
@@ -112,6 +123,7 @@ bool plan_write(const char *path, const Graph *g, const char *meta_json, char *e
     write_list(&sec[4], g->inputs, g->n_inputs);
     write_list(&sec[4], g->outputs, g->n_outputs);
     write_list(&sec[4], g->state, g->n_state);
+    write_memplan(&sec[5], g, mp);
     uint8_t nul = 0;
     pc_u8(&st.bytes, &nul, "strings"); /* a final NUL: every offset reads a terminated string */
     sec[1] = st.bytes;
@@ -121,7 +133,7 @@ bool plan_write(const char *path, const Graph *g, const char *meta_json, char *e
             snprintf(err, (size_t)errcap, "%s", sec[i].err);
             goto out;
         }
-    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH};
+    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN};
     PlanCodec head;
     pc_writer(&head);
     uint64_t offset = PLAN_HEADER_BYTES + (uint64_t)NSEC * PLAN_ENTRY_BYTES, total = offset;

@@ -25,7 +25,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(m, "batch", o->batch);
     cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
     cJSON_AddStringToObject(m, "target", "cpu");
-    cJSON_AddStringToObject(m, "precision", "fp32");
+    cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
     cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay);
     cJSON_AddNumberToObject(m, "parameters", (double)tc->s.parameters);
@@ -46,6 +46,15 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(out, "items", tc->tg.items);
     cJSON_AddNumberToObject(out, "grad_norm", tc->og.grad_norm);
     cJSON_AddNumberToObject(m, "forward_ops", tc->tg.n_forward_ops);
+    cJSON *mem = cJSON_AddObjectToObject(m, "memory");
+    cJSON_AddNumberToObject(mem, "arena_bytes", (double)tc->mp.arena_bytes);
+    cJSON_AddNumberToObject(mem, "lower_bound_bytes", (double)tc->mp.lower_bound_bytes);
+    cJSON_AddNumberToObject(mem, "naive_bytes", (double)tc->mp.naive_bytes);
+    cJSON_AddNumberToObject(mem, "persistent_bytes", (double)tc->mp.persistent_bytes);
+    cJSON_AddNumberToObject(mem, "input_bytes", (double)tc->mp.input_bytes);
+    cJSON_AddNumberToObject(mem, "saved_activation_bytes", (double)tc->mp.saved_activation_bytes);
+    cJSON_AddNumberToObject(mem, "recompute_flops", 0);
+    cJSON_AddNumberToObject(mem, "step_flops", tc->mp.step_flops);
     char *txt = cJSON_PrintUnformatted(m);
     cJSON_Delete(m);
     return txt;
@@ -65,6 +74,8 @@ bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, T
     if (!autodiff_build(g, &ls, &tc->tg) || !optimizer_build(g, &tc->tg, &os, &tc->og))
         return diag_error(d, (Mark){0, 0}, "building the training step: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: training graph fails verification: %s", err);
+    int loss_op = g->tensors[tc->tg.loss].producer;
+    if (!memplan_build(g, loss_op, o->precision, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
     tc->meta_json = meta_json(cfg, o, tc);
     if (!tc->meta_json) return diag_error(d, (Mark){0, 0}, "out of memory");
     return true;

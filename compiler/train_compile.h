@@ -1,9 +1,10 @@
 /* compiler/train_compile.h — compiles a model config into the training step:
  * forward graph in training mode, loss and backward (passes/autodiff), the
- * optimizer (passes/optimizer), and the META that tells the runtime which
- * tensors are its inputs and outputs. */
+ * optimizer (passes/optimizer), the memory plan (passes/memplan), and the
+ * META that tells the runtime which tensors are its inputs and outputs. */
 #ifndef YOLOCC_TRAIN_COMPILE_H
 #define YOLOCC_TRAIN_COMPILE_H
+#include "../passes/memplan.h"
 #include "../passes/optimizer.h"
 #include "lower.h"
 
@@ -11,6 +12,7 @@ typedef struct TrainOptions {
     int imgsz, batch, max_boxes;
     OptimKind optimizer;
     double weight_decay;
+    Precision precision;
 } TrainOptions;
 
 typedef struct TrainCompiled {
@@ -18,6 +20,7 @@ typedef struct TrainCompiled {
     ModelSummary s;
     TrainingGraph tg;
     OptimGraph og;
+    MemPlan mp;
     char *meta_json;    /* malloc'd */
 } TrainCompiled;
 

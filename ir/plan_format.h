@@ -15,6 +15,9 @@
  *            u32 scope, attributes (plan_attrs in plan_write.c / plan_read.c,
  *            a fixed field list), i32 inputs[n_in], i32 outputs[n_out]
  *   GRAPH    u32 n, i32[n] graph inputs; u32 n, i32[n] outputs; u32 n, i32[n] state order
+ *   MEMPLAN  u32 precision (0 fp32, 1 bf16, 2 fp16), u32 zero, u64 arena bytes,
+ *            u32 tensor count, u32 zero, i64 offset per tensor in the step
+ *            arena (-1: its own persistent storage)
  * Op outputs are numbered as the graph numbers them: the ops, replayed in
  * order, recreate every activation tensor id. */
 #ifndef YOLOCC_PLAN_FORMAT_H
@@ -29,7 +32,7 @@ enum {
     PLAN_MAX_SECTIONS = 16,
     PLAN_TENSOR_BYTES = 72,
 };
-enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5 };
+enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5, PLAN_SEC_MEMPLAN = 6, PLAN_SECTIONS = 6 };
 #define PLAN_NO_STRING 0xFFFFFFFFu
 /* limits the reader enforces before allocating */
 #define PLAN_MAX_BYTES ((uint64_t)1 << 32)

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ref_kernels.h"
 
@@ -26,6 +27,29 @@ void *interp_tensor(Interp *it, int t) {
     return it->buf[t];
 }
 
+bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison) {
+    const Graph *g = it->g;
+    it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1);
+    it->last = calloc((size_t)g->n_tensors + 1, sizeof(int));
+    if (!it->arena || !it->last) return false;
+    memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
+    for (int t = 0; t < g->n_tensors; t++) it->last[t] = g->tensors[t].producer;
+    for (int o = 0; o < g->n_ops; o++)
+        for (int i = 0; i < g->ops[o].n_in; i++)
+            if (o > it->last[g->ops[o].in[i]]) it->last[g->ops[o].in[i]] = o;
+    for (int i = 0; i < g->n_outputs; i++) it->last[g->outputs[i]] = g->n_ops;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (offset[t] >= 0) {
+            if (it->owned[t]) free(it->buf[t]);
+            it->owned[t] = false;
+            it->buf[t] = it->arena + offset[t];
+        } else {
+            it->last[t] = -1; /* never poisoned */
+        }
+    it->poison = poison;
+    return true;
+}
+
 bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
     const Graph *g = it->g;
     for (int o = first; o < last; o++) {
@@ -40,6 +64,11 @@ bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
         char why[200];
         if (!k(g, op, it->buf, why, sizeof why))
             return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
+        if (it->poison)
+            for (int i = 0; i < op->n_in; i++) {
+                int t = op->in[i];
+                if (it->last[t] == o) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
+            }
     }
     return true;
 }
@@ -50,6 +79,10 @@ void interp_free(Interp *it) {
             if (it->owned[t]) free(it->buf[t]);
     free(it->buf);
     free(it->owned);
+    free(it->arena);
+    free(it->last);
     it->buf = NULL;
     it->owned = NULL;
+    it->arena = NULL;
+    it->last = NULL;
 }

@@ -9,11 +9,19 @@ typedef struct Interp {
     const Graph *g;
     void **buf;         /* per tensor id */
     bool *owned;        /* buffers the interpreter allocated */
+    unsigned char *arena;   /* the step arena when a memory plan is used */
+    int *last;          /* arena mode: last op reading each tensor */
+    bool poison;        /* arena mode: fill a tensor's bytes with NaN once it is dead */
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);
 /* Allocates (zeroed) storage for tensor t if it has none; returns it. */
 void *interp_tensor(Interp *it, int t);
+/* Places activations at the memory plan's offsets in one arena (offset -1:
+ * own buffer). With poison, every arena tensor is overwritten with a NaN
+ * pattern right after its last reader, so a plan that lets a tensor be read
+ * after its bytes were reused changes results. Call before running. */
+bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison);
 /* Runs ops [first, last); false with err naming the op on failure. */
 bool interp_run(Interp *it, int first, int last, char *err, int errcap);
 void interp_free(Interp *it);

@@ -33,7 +33,7 @@ static bool read_table(const unsigned char *buf, size_t len, Section *secs, char
     pc_u64(&c, &size, "file size");
     if (version != PLAN_VERSION) FAIL("offset 8: plan version %u, this yolocc reads version %d", version, PLAN_VERSION);
     if (size != len) FAIL("offset 16: header says %llu bytes, file has %zu (truncated or extended)", (unsigned long long)size, len);
-    if (count != 5) FAIL("offset 12: %u sections, expected 5", count);
+    if (count != PLAN_SECTIONS) FAIL("offset 12: %u sections, expected %d", count, PLAN_SECTIONS);
     uint64_t table_end = PLAN_HEADER_BYTES + (uint64_t)count * PLAN_ENTRY_BYTES;
     if (table_end > len) FAIL("offset %d: section table runs past the end of the file", PLAN_HEADER_BYTES);
     uint64_t prev_end = table_end;
@@ -217,12 +217,68 @@ static bool read_lists(Plan *p, const Section *sec, char *err, int errcap) {
     return true;
 }
 
+typedef struct Span {
+    int64_t off, end;
+    int def, last;
+} Span;
+
+static int span_by_offset(const void *a, const void *b) {
+    const Span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Offsets must keep every arena tensor inside the arena, and tensors whose
+ * lifetimes overlap must not share bytes: a plan that lies here would make
+ * kernels overwrite live data. */
+static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
+    const Graph *g = &p->g;
+    PlanCodec c;
+    pc_reader(&c, sec->data, sec->len, sec->off);
+    uint32_t precision, pad1, n, pad2;
+    uint64_t arena;
+    pc_u32(&c, &precision, "precision");
+    pc_u32(&c, &pad1, "padding");
+    pc_u64(&c, &arena, "arena bytes");
+    pc_u32(&c, &n, "tensor count");
+    pc_u32(&c, &pad2, "padding");
+    if (c.failed) FAIL("%s", c.err);
+    if (precision > PREC_FP16 || pad1 || pad2 || n != (uint32_t)g->n_tensors || arena > PLAN_MAX_BYTES * 64 || sec->len != 24 + 8ULL * n)
+        FAIL("offset %llu: memory plan header is invalid", (unsigned long long)sec->off);
+    p->precision = (Precision)precision;
+    p->arena_bytes = (int64_t)arena;
+    p->offset = arena_array(&p->arena, (size_t)n + 1, sizeof(int64_t));
+    int *last = arena_array(&p->arena, (size_t)n + 1, sizeof(int));
+    Span *spans = arena_array(&p->arena, (size_t)n + 1, sizeof(Span));
+    if (!p->offset || !last || !spans) FAIL("out of memory");
+    for (uint32_t t = 0; t < n; t++) last[t] = g->tensors[t].producer;
+    for (int o = 0; o < g->n_ops; o++)
+        for (int i = 0; i < g->ops[o].n_in; i++)
+            if (o > last[g->ops[o].in[i]]) last[g->ops[o].in[i]] = o;
+    for (int i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = g->n_ops;
+    int ns = 0;
+    for (uint32_t t = 0; t < n; t++) {
+        uint64_t at = sec->off + c.pos;
+        pc_i64(&c, &p->offset[t], "offset");
+        int64_t off = p->offset[t], bytes = memplan_tensor_bytes(g, (int)t, false, p->precision);
+        if (off == -1) continue;
+        if (g->tensors[t].kind != TK_ACTIVATION || off < 0 || off % MEMPLAN_ALIGN || bytes > (int64_t)arena || off > (int64_t)arena - bytes)
+            FAIL("offset %llu: tensor %u cannot sit at arena offset %lld", (unsigned long long)at, t, (long long)off);
+        spans[ns++] = (Span){off, off + bytes, g->tensors[t].producer, last[t]};
+    }
+    qsort(spans, (size_t)ns, sizeof(Span), span_by_offset);
+    for (int i = 0; i < ns; i++)
+        for (int j = i + 1; j < ns && spans[j].off < spans[i].end; j++)
+            if (spans[i].def <= spans[j].last && spans[j].def <= spans[i].last)
+                FAIL("offset %llu: the memory plan puts tensors that are live together in the same bytes", (unsigned long long)sec->off);
+    return true;
+}
+
 bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap) {
     memset(p, 0, sizeof *p);
     arena_init(&p->arena, (size_t)1 << 31);
     graph_init(&p->g, &p->arena);
     p->file_bytes = len;
-    Section secs[5];
+    Section secs[PLAN_SECTIONS];
     if (!read_table(buf, len, secs, err, errcap)) return false;
     const Section *strs = &secs[1];
     if (strs->len == 0 || strs->data[strs->len - 1] != 0) FAIL("offset %llu: the string table must end with a NUL byte", (unsigned long long)strs->off);
@@ -234,7 +290,9 @@ bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int er
     strs_own.data = own;
     uint32_t nt;
     StoredTensor *ts = read_tensors(p, &secs[2], &strs_own, &nt, err, errcap);
-    if (!ts || !replay_ops(p, &secs[3], &strs_own, ts, nt, err, errcap) || !read_lists(p, &secs[4], err, errcap)) return false;
+    if (!ts || !replay_ops(p, &secs[3], &strs_own, ts, nt, err, errcap) || !read_lists(p, &secs[4], err, errcap) ||
+        !read_memplan(p, &secs[5], err, errcap))
+        return false;
     if (secs[0].len > PLAN_MAX_META_BYTES) FAIL("offset %llu: META is %llu bytes, the limit is %u", (unsigned long long)secs[0].off, (unsigned long long)secs[0].len, PLAN_MAX_META_BYTES);
     p->meta = cJSON_ParseWithLength((const char *)secs[0].data, secs[0].len);
     if (!cJSON_IsObject(p->meta)) FAIL("offset %llu: META is not a JSON object", (unsigned long long)secs[0].off);

@@ -6,13 +6,16 @@
 #include <cjson/cJSON.h>
 
 #include "../ir/ir.h"
+#include "../passes/memplan.h"
 
 typedef struct Plan {
     Arena arena;
     Graph g;
     cJSON *meta;            /* the META object */
     size_t file_bytes;
-    uint32_t section_crc[8];
+    Precision precision;
+    int64_t arena_bytes;    /* the step arena */
+    int64_t *offset;        /* per tensor: arena offset, or -1 for its own storage */
 } Plan;
 
 bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap);

@@ -45,7 +45,7 @@ Test(plan, round_trip_is_the_same_graph) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, &f.tc.m.g, f.tc.meta_json, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, &f.tc.m.g, &f.tc.mp, f.tc.meta_json, err, sizeof err), "%s", err);
     Plan p;
     cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
     const Graph *a = &f.tc.m.g, *b = &p.g;
@@ -102,7 +102,7 @@ static unsigned char *tiny_plan_bytes(size_t *len) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, &f.tc.m.g, f.tc.meta_json, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, &f.tc.m.g, &f.tc.mp, f.tc.meta_json, err, sizeof err), "%s", err);
     unsigned char *buf = (unsigned char *)tu_slurp(path, len);
     unlink(path);
     release(&f);
@@ -178,6 +178,10 @@ Test(plan, cli_compile_and_inspect) {
     const cJSON *by_kind = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "ops"), "by_kind");
     cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(by_kind, "detect_loss")), 1);
     cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(by_kind, "sgd_step")), 90);
+    const char *mem_keys[] = {"arena_bytes", "lower_bound_bytes", "naive_bytes", "persistent_bytes", "saved_activation_bytes", "recompute_flops", "step_flops"};
+    for (int k = 0; k < 7; k++) cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(j, mem_keys[k])), "inspect --json lacks %s", mem_keys[k]);
+    cr_expect_leq(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lower_bound_bytes")), cJSON_GetNumberValue(cJSON_GetObjectItem(j, "arena_bytes")));
+    cr_expect(cJSON_IsObject(cJSON_GetObjectItem(j, "groups")));
     cJSON_Delete(j);
     tu_free(&r);
     r = tu_run("inspect /tmp/yolocc-cli.plan");

@@ -1,0 +1,36 @@
+/* passes/memplan.h — the memory plan of a training step: which tensors live
+ * in persistent regions (parameters, their gradients, buffers, optimizer
+ * state, inputs) and where every other tensor sits in the one step arena,
+ * from liveness intervals over the schedule (greedy by size, best fit).
+ * Sizes follow the plan's precision. Knows no kernels. */
+#ifndef YOLOCC_MEMPLAN_H
+#define YOLOCC_MEMPLAN_H
+#include "../ir/ir.h"
+
+typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
+
+enum { MEMPLAN_ALIGN = 256 };
+
+typedef struct MemPlan {
+    Precision precision;
+    int64_t *offset;        /* per tensor: byte offset in the arena, or -1 (persistent) */
+    int64_t *bytes;         /* per tensor: storage bytes at this precision */
+    int *def, *last;        /* per tensor: producing op (or -1) and last op that reads it */
+    int64_t arena_bytes;            /* the step arena */
+    int64_t lower_bound_bytes;      /* max over the schedule of live arena bytes */
+    int64_t naive_bytes;            /* every arena tensor in its own buffer */
+    int64_t persistent_bytes;       /* parameters (+ low-precision copies), gradients, buffers, optimizer state */
+    int64_t input_bytes;
+    int64_t saved_activation_bytes; /* forward tensors still live when the loss has run */
+    double step_flops;
+} MemPlan;
+
+const char *precision_name(Precision p);
+/* loss_op: index of the detect_loss op (forward ends there), or -1. */
+bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *mp, char *err, int errcap);
+/* Storage bytes of tensor t: activations and activation gradients at the
+ * precision; master weights, their gradients, BN statistics, optimizer state
+ * and the loss stay fp32. */
+int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p);
+
+#endif
