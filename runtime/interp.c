@@ -11,6 +11,7 @@
 size_t dtype_size(DType dt) { return dt == DT_I64 ? 8 : dt == DT_F32 ? 4 : 2; }
 
 bool interp_init(Interp *it, const Graph *g) {
+    memset(it, 0, sizeof *it);
     it->g = g;
     it->buf = calloc((size_t)g->n_tensors + 1, sizeof(void *));
     it->owned = calloc((size_t)g->n_tensors + 1, sizeof(bool));
