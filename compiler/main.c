@@ -35,6 +35,8 @@ static const char USAGE[] =
     "  --optimizer sgd|adamw   (plan; default sgd)\n"
     "  --weight-decay X        group-1 weight decay (plan; default 0.0005)\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
+    "  --recompute none|pointwise  pointwise (default): backward recomputes BN-apply, activations, adds\n"
+    "                          and layout ops from kept conv outputs and BN statistics; none keeps them\n"
     "  --precision fp32|bf16|fp16  storage precision of activations and gradients (plan; default fp32,\n"
     "                          the CPU runs fp32 plans only)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
@@ -53,6 +55,7 @@ typedef struct Options {
     OptimKind optimizer;
     double weight_decay;
     Precision precision;
+    RecomputePolicy recompute;
     bool json;
 } Options;
 
@@ -78,13 +81,14 @@ static int parse_args(int argc, char **argv, Options *o) {
     o->batch = 1;
     o->max_boxes = 300;
     o->weight_decay = 0.0005;
+    o->recompute = RECOMPUTE_POINTWISE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long v;
         if (strcmp(a, "--json") == 0) {
             o->json = true;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
-                   strcmp(a, "--precision") == 0) {
+                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -93,6 +97,10 @@ static int parse_args(int argc, char **argv, Options *o) {
             } else if (strcmp(a, "--optimizer") == 0) {
                 if (strcmp(val, "sgd") && strcmp(val, "SGD") && strcmp(val, "adamw") && strcmp(val, "AdamW")) return usage_error("--optimizer must be sgd or adamw, got '%s'", val);
                 o->optimizer = (val[0] == 's' || val[0] == 'S') ? OPT_SGD : OPT_ADAMW;
+            } else if (strcmp(a, "--recompute") == 0) {
+                if (strcmp(val, "none") == 0) o->recompute = RECOMPUTE_NONE;
+                else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
+                else return usage_error("--recompute must be none or pointwise, got '%s'", val);
             } else if (strcmp(a, "--precision") == 0) {
                 if (strcmp(val, "fp32") == 0) o->precision = PREC_FP32;
                 else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
@@ -168,7 +176,7 @@ int main(int argc, char **argv) {
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
-                           .precision = o.precision};
+                           .precision = o.precision, .recompute = o.recompute};
         TrainCompiled tc = {0};
         char err[512];
         if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {

@@ -27,6 +27,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "target", "cpu");
     cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
+    cJSON_AddStringToObject(m, "recompute", o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
     cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay);
     cJSON_AddNumberToObject(m, "parameters", (double)tc->s.parameters);
     cJSON_AddNumberToObject(m, "gradients", (double)tc->s.gradients);
@@ -53,7 +54,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(mem, "persistent_bytes", (double)tc->mp.persistent_bytes);
     cJSON_AddNumberToObject(mem, "input_bytes", (double)tc->mp.input_bytes);
     cJSON_AddNumberToObject(mem, "saved_activation_bytes", (double)tc->mp.saved_activation_bytes);
-    cJSON_AddNumberToObject(mem, "recompute_flops", 0);
+    cJSON_AddNumberToObject(mem, "recompute_flops", tc->tg.recompute_flops);
     cJSON_AddNumberToObject(mem, "step_flops", tc->mp.step_flops);
     char *txt = cJSON_PrintUnformatted(m);
     cJSON_Delete(m);
@@ -67,7 +68,8 @@ bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, T
         return diag_error(d, cfg->rows[cfg->n_rows - 1].module_mark, "training needs a Detect head; %s (end-to-end) training is not supported yet", head);
     if (!model_compile(a, cfg, o->imgsz, o->batch, &tc->m, &tc->s, d)) return false;
     Graph *g = &tc->m.g;
-    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5}};
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5},
+                   .recompute = o->recompute};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
     OptimSpec os = {.kind = o->optimizer, .weight_decay = o->weight_decay, .max_norm = 10, .nesterov = true};
     char err[256];

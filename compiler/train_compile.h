@@ -13,6 +13,7 @@ typedef struct TrainOptions {
     OptimKind optimizer;
     double weight_decay;
     Precision precision;
+    RecomputePolicy recompute;
 } TrainOptions;
 
 typedef struct TrainCompiled {

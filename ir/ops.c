@@ -80,6 +80,15 @@ static bool bn_infer(const Graph *g, const Op *op, Shape *out, char *err, int er
 }
 static double bn_thop(const Graph *g, const Op *op) { return 4.0 * (double)shape_numel(IN(0)); }
 
+static bool bn_apply_infer(const Graph *g, const Op *op, Shape *out, char *err, int errcap) {
+    const Shape *x = IN(0);
+    if (x->nd < 2) FAIL("bn_apply input needs a channel dimension");
+    for (int i = 1; i <= 4; i++)
+        if (IN(i)->nd != 1 || IN(i)->d[0] != x->d[1]) FAIL("bn_apply operand %d must have %lld elements", i, (long long)x->d[1]);
+    out[0] = *x;
+    return true;
+}
+
 /* ---- elementwise ---- */
 static bool same_infer(const Graph *g, const Op *op, Shape *out, char *err, int errcap) {
     for (int i = 1; i < op->n_in; i++)
@@ -247,6 +256,9 @@ static const OpDef REGISTRY[OP_COUNT] = {
     [OP_DFL] = {.name = "dfl", .min_in = 2, .max_in = 2, .n_out = 1, .infer = dfl_infer, .flops = dfl_flops, .thop_macs = dfl_thop, .grad = NULL},
     [OP_DIST2BBOX] = {.name = "dist2bbox", .min_in = 1, .max_in = 1, .n_out = 1, .infer = dist2bbox_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = NULL},
     /* identity forward; blocks the gradient (v10Detect's one2one branch) */
+    /* bn_apply(x, weight, bias, mean, invstd) -> y: a training BN's output from
+     * its saved statistics (pointwise recompute); never differentiated */
+    [OP_BN_APPLY] = {.name = "bn_apply", .min_in = 5, .max_in = 5, .n_out = 1, .infer = bn_apply_infer, .flops = per_out_4, .thop_macs = zero_cost, .grad = NULL},
     [OP_DETACH] = {.name = "detach", .min_in = 1, .max_in = 1, .n_out = 1, .infer = same_infer, .flops = zero_cost, .thop_macs = zero_cost, .grad = NULL},
     /* backward ops: their own gradients are never needed */
     [OP_CONV2D_DGRAD] = {.name = "conv2d_dgrad", .min_in = 2, .max_in = 2, .n_out = 1, .infer = restore_shape_infer, .flops = dgrad_flops, .thop_macs = zero_cost, .grad = NULL},

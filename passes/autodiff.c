@@ -7,6 +7,68 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Ops whose outputs backward may recompute from their inputs: cheap per
+ * element, or pure data movement. */
+static bool recomputable(OpKind k) {
+    switch (k) {
+    case OP_BATCHNORM:
+    case OP_SILU:
+    case OP_RELU:
+    case OP_LEAKY_RELU:
+    case OP_HARDSWISH:
+    case OP_GELU:
+    case OP_SIGMOID:
+    case OP_ADD:
+    case OP_CHANNEL_SCALE:
+    case OP_CONCAT:
+    case OP_SPLIT:
+    case OP_RESHAPE:
+    case OP_RESIZE_NEAREST:
+    case OP_ZEROPAD2D: return true;
+    default: return false;
+    }
+}
+
+typedef struct Recompute {
+    Graph *g;
+    int n_fwd_ops;      /* ops below this index are forward */
+    int *copy;          /* per forward tensor: its recomputed twin, or -1 */
+    int n_tensors;      /* forward tensors (copy[] size) */
+    TrainingGraph *tg;
+} Recompute;
+
+/* The tensor backward should read in place of forward tensor t: t itself if
+ * it is kept (an input, state, a conv output, BN statistics, ...), else a
+ * twin recomputed now, right before its first backward use, from kept
+ * tensors. Twins are shared by later backward uses. */
+static int recompute(Recompute *rc, int t) {
+    Graph *g = rc->g;
+    if (t >= rc->n_tensors || g->tensors[t].kind != TK_ACTIVATION) return t;
+    if (rc->copy[t] >= 0) return rc->copy[t];
+    int p = g->tensors[t].producer;
+    if (p < 0 || p >= rc->n_fwd_ops || !recomputable(g->ops[p].kind)) return t;
+    Op op = g->ops[p];
+    if (op.kind == OP_BATCHNORM && t != op.out[0]) return t; /* statistics are kept */
+    int in[IR_MAX_SPLIT + 8], n_in = op.n_in, id;
+    if (op.kind == OP_BATCHNORM) {
+        /* normalise the kept input with the kept statistics; no running-stat update */
+        int bn_in[5] = {recompute(rc, op.in[0]), op.in[1], op.in[2], op.out[1], op.out[2]};
+        id = graph_add_op(g, OP_BN_APPLY, bn_in, 5, &op.a, 1, op.row, op.scope);
+    } else {
+        if (n_in > IR_MAX_SPLIT + 8) return t;
+        for (int i = 0; i < n_in; i++) in[i] = recompute(rc, op.in[i]);
+        id = graph_add_op(g, op.kind, in, n_in, &op.a, op.n_out, op.row, op.scope);
+    }
+    if (id < 0) return -1;
+    const Op *made = &g->ops[id];
+    rc->tg->n_recompute_ops++;
+    rc->tg->recompute_flops += op_def(made->kind)->flops(g, made);
+    if (op.kind == OP_BATCHNORM) rc->copy[t] = made->out[0];
+    else
+        for (int i = 0; i < op.n_out; i++) rc->copy[op.out[i]] = made->out[i];
+    return rc->copy[t];
+}
+
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     memset(tg, 0, sizeof *tg);
     if (g->n_outputs != ls->nlevels || ls->nlevels < 1 || ls->nlevels > IR_MAX_LEVELS)
@@ -55,6 +117,12 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
         for (int i = 0; i < op->n_out; i++) needs[op->out[i]] = any;
     }
     acc[tg->loss] = tg->grad_seed;
+    Recompute rc = {.g = g, .n_fwd_ops = tg->n_forward_ops, .n_tensors = n_fwd_tensors, .tg = tg};
+    if (ls->recompute == RECOMPUTE_POINTWISE) {
+        rc.copy = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
+        if (!rc.copy) return snprintf(g->err, sizeof g->err, "out of memory"), false;
+        for (int t = 0; t < n_fwd_tensors; t++) rc.copy[t] = -1;
+    }
 
     /* reverse sweep: when an op is reached, every reader of its outputs has
      * already added its contribution to acc[] */
@@ -66,7 +134,16 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
         for (int i = 0; i < op.n_out; i++) any |= (dy[i] = acc[op.out[i]]) >= 0;
         if (!any || !def->grad) continue;
         for (int i = 0; i < op.n_in; i++) dx[i] = needs[op.in[i]] ? 0 : -1;
-        if (!def->grad(g, &op, dy, dx)) {
+        /* the rule reads recomputed twins of forward tensors; gradients are
+         * still accumulated for the original tensors (op.in) */
+        Op rule_op = op;
+        if (rc.copy) {
+            rule_op.in = arena_array(a, (size_t)op.n_in + 1, sizeof(int));
+            if (!rule_op.in) return snprintf(g->err, sizeof g->err, "out of memory"), false;
+            for (int i = 0; i < op.n_in; i++)
+                if ((rule_op.in[i] = recompute(&rc, op.in[i])) < 0) return false;
+        }
+        if (!def->grad(g, &rule_op, dy, dx)) {
             char why[sizeof g->err];
             memcpy(why, g->err, sizeof why);
             return snprintf(g->err, sizeof g->err, "gradient of %s (%.60s): %.150s", def->name, op.scope ? op.scope : "", why), false;

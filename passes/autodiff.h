@@ -6,12 +6,20 @@
 #define YOLOCC_AUTODIFF_H
 #include "../ir/ir.h"
 
+/* What backward may recompute instead of keeping from forward:
+ * RECOMPUTE_NONE keeps every forward tensor a gradient rule reads;
+ * RECOMPUTE_POINTWISE keeps conv outputs and BN statistics and recomputes
+ * BN-apply, activations, adds and layout ops (concat, split, upsample, ...)
+ * right before backward needs them (DESIGN decision 6). */
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_POINTWISE } RecomputePolicy;
+
 typedef struct LossSpec {
     int nc, reg_max, max_boxes;
     int nlevels;
     double strides[IR_MAX_LEVELS];
     int topk;
     double gains[3];        /* box, cls, dfl */
+    RecomputePolicy recompute;
 } LossSpec;
 
 typedef struct TrainingGraph {
@@ -20,6 +28,8 @@ typedef struct TrainingGraph {
     int n_forward_ops;                      /* ops before the loss */
     int *grad_of;                           /* per tensor id: its gradient tensor, or -1 */
     int n_grad_of;
+    int n_recompute_ops;                    /* ops backward added to recompute forward tensors */
+    double recompute_flops;
 } TrainingGraph;
 
 /* g: forward graph in training mode whose outputs are the head levels.

@@ -35,17 +35,93 @@ static int by_offset(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Placement orders tried: biggest first; biggest size x lifetime first;
+ * earliest definition first; longest-lived first; latest last use first. Ties break on definition, then id, so plans are
+ * reproducible. */
 typedef struct SizeKey {
-    int64_t size;
+    double key;
     int def, t;
 } SizeKey;
 
-/* biggest first; ties by definition order, then id, so plans are reproducible */
-static int by_size(const void *a, const void *b) {
+static int by_key(const void *a, const void *b) {
     const SizeKey *x = a, *y = b;
-    if (x->size != y->size) return x->size > y->size ? -1 : 1;
+    if (x->key != y->key) return x->key > y->key ? -1 : 1;
     if (x->def != y->def) return x->def - y->def;
     return x->t - y->t;
+}
+
+/* Places tensors in the given order, each into the smallest gap (best fit)
+ * or the lowest gap (first fit) among placed tensors whose lifetimes overlap
+ * its own; returns the arena size, offsets in off[]. */
+static int64_t place(const MemPlan *mp, const int *order, int m, bool best_fit, Placed *placed, int64_t *off) {
+    int64_t arena = 0;
+    for (int k = 0; k < m; k++) {
+        int t = order[k];
+        int64_t size = align_up(mp->bytes[t]);
+        int np = 0;
+        for (int j = 0; j < k; j++) {
+            int u = order[j];
+            if (mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]) placed[np++] = (Placed){off[u], off[u] + align_up(mp->bytes[u])};
+        }
+        qsort(placed, (size_t)np, sizeof(Placed), by_offset);
+        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+        for (int j = 0; j < np; j++) {
+            int64_t gap = placed[j].off - cursor;
+            if (gap >= size && gap < best_gap) {
+                best = cursor;
+                best_gap = best_fit ? gap : -1;
+                if (!best_fit) break;
+            }
+            if (placed[j].end > cursor) cursor = placed[j].end;
+        }
+        off[t] = best >= 0 ? best : cursor;
+        if (off[t] + size > arena) arena = off[t] + size;
+    }
+    return arena;
+}
+
+typedef struct ByOffset {
+    int64_t off;
+    int t;
+} ByOffset;
+
+static int top_first(const void *a, const void *b) {
+    const ByOffset *x = a, *y = b;
+    if (x->off != y->off) return x->off > y->off ? -1 : 1;
+    return x->t - y->t;
+}
+
+/* Local improvement: take each tensor out, topmost first, and put it back at
+ * the lowest offset where it fits among everything else; repeat while that
+ * moves something. Returns the new arena size. */
+static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *placed, ByOffset *tops, int64_t *off) {
+    for (int pass = 0; pass < 8; pass++) {
+        for (int k = 0; k < m; k++) tops[k] = (ByOffset){off[order[k]], order[k]};
+        qsort(tops, (size_t)m, sizeof(ByOffset), top_first);
+        bool moved = false;
+        for (int k = 0; k < m; k++) {
+            int t = tops[k].t;
+            int64_t size = align_up(mp->bytes[t]);
+            int np = 0;
+            for (int j = 0; j < m; j++) {
+                int u = order[j];
+                if (u != t && mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]) placed[np++] = (Placed){off[u], off[u] + align_up(mp->bytes[u])};
+            }
+            qsort(placed, (size_t)np, sizeof(Placed), by_offset);
+            int64_t cursor = 0;
+            for (int j = 0; j < np && placed[j].off - cursor < size; j++)
+                if (placed[j].end > cursor) cursor = placed[j].end;
+            if (cursor < off[t]) {
+                off[t] = cursor;
+                moved = true;
+            }
+        }
+        if (!moved) break;
+    }
+    int64_t arena = 0;
+    for (int k = 0; k < m; k++)
+        if (off[order[k]] + align_up(mp->bytes[order[k]]) > arena) arena = off[order[k]] + align_up(mp->bytes[order[k]]);
+    return arena;
 }
 
 bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *mp, char *err, int errcap) {
@@ -100,33 +176,34 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *
         live += delta[o];
         if (live > mp->lower_bound_bytes) mp->lower_bound_bytes = live;
     }
-    /* greedy by size: biggest first, each into the smallest gap among the
-     * already placed tensors whose lifetimes overlap its own */
+    /* greedy placement under a few orders and fit rules; keep the smallest arena */
     SizeKey *keys = arena_array(a, (size_t)m + 1, sizeof(SizeKey));
-    if (!keys) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int k = 0; k < m; k++) keys[k] = (SizeKey){mp->bytes[order[k]], mp->def[order[k]], order[k]};
-    qsort(keys, (size_t)m, sizeof(SizeKey), by_size);
-    for (int k = 0; k < m; k++) order[k] = keys[k].t;
-    for (int k = 0; k < m; k++) {
-        int t = order[k];
-        int64_t size = align_up(mp->bytes[t]);
-        int np = 0;
-        for (int j = 0; j < k; j++) {
-            int u = order[j];
-            if (mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]) placed[np++] = (Placed){mp->offset[u], mp->offset[u] + align_up(mp->bytes[u])};
+    int64_t *trial = arena_array(a, (size_t)n + 1, sizeof(int64_t));
+    ByOffset *tops = arena_array(a, (size_t)m + 1, sizeof(ByOffset));
+    if (!keys || !trial || !tops) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    mp->arena_bytes = INT64_MAX;
+    for (int strategy = 0; strategy < 10; strategy++) {
+        for (int k = 0; k < m; k++) {
+            int t = order[k];
+            double size = (double)align_up(mp->bytes[t]), life = (double)(mp->last[t] - mp->def[t] + 1);
+            int order_kind = strategy / 2;
+            double key = order_kind == 0   ? size
+                         : order_kind == 1 ? size * life
+                         : order_kind == 2 ? -(double)mp->def[t]
+                         : order_kind == 3 ? life * 1e15 + size
+                                           : (double)mp->last[t] * 1e15 + size;
+            keys[k] = (SizeKey){key, mp->def[t], t};
         }
-        qsort(placed, (size_t)np, sizeof(Placed), by_offset);
-        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-        for (int j = 0; j < np; j++) {
-            int64_t gap = placed[j].off - cursor;
-            if (gap >= size && gap < best_gap) {
-                best = cursor;
-                best_gap = gap;
-            }
-            if (placed[j].end > cursor) cursor = placed[j].end;
+        qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
+        for (int k = 0; k < m; k++) order[k] = keys[k].t;
+        for (int t = 0; t < n; t++) trial[t] = -1;
+        place(mp, order, m, strategy % 2 == 0, placed, trial);
+        int64_t arena = compact(mp, order, m, placed, tops, trial);
+        if (arena < mp->arena_bytes) {
+            mp->arena_bytes = arena;
+            memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
         }
-        mp->offset[t] = best >= 0 ? best : cursor;
-        if (mp->offset[t] + size > mp->arena_bytes) mp->arena_bytes = mp->offset[t] + size;
     }
+    if (m == 0) mp->arena_bytes = 0;
     return true;
 }

@@ -24,6 +24,7 @@ static const RefKernel KERNELS[OP_COUNT] = {
     [OP_DFL] = ref_dfl,
     [OP_DIST2BBOX] = ref_dist2bbox,
     [OP_DETACH] = ref_copy,
+    [OP_BN_APPLY] = ref_bn_apply,
     [OP_CONV2D_DGRAD] = ref_conv2d_dgrad,
     [OP_CONV2D_WGRAD] = ref_conv2d_wgrad,
     [OP_BIAS_GRAD] = ref_bias_grad,

@@ -22,6 +22,7 @@ bool ref_conv2d_wgrad(const Graph *g, const Op *op, void **buf, char *err, int e
 bool ref_bias_grad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_batchnorm(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_batchnorm_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool ref_bn_apply(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_activation(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_add(const Graph *g, const Op *op, void **buf, char *err, int errcap);

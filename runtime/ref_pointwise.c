@@ -14,6 +14,27 @@ static void nc_inner(const Shape *s, int64_t *n, int64_t *c, int64_t *inner) {
     for (int i = 2; i < s->nd; i++) *inner *= s->d[i];
 }
 
+/* y = (x - mean) * invstd * w + b with the statistics as stored (fp32), so
+ * that bn_apply recomputes a training BN's output bit for bit */
+static void bn_normalise(int64_t n, int64_t c, int64_t inner, const float *x, const float *w, const float *b, const float *mean, const float *invstd,
+                         float *y) {
+    for (int64_t ch = 0; ch < c; ch++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < inner; k++) {
+                int64_t at = (i * c + ch) * inner + k;
+                y[at] = (float)(((double)x[at] - mean[ch]) * invstd[ch] * w[ch] + b[ch]);
+            }
+}
+
+REF_KERNEL(ref_bn_apply) {
+    (void)err;
+    (void)errcap;
+    int64_t n, c, inner;
+    nc_inner(SH(op->in[0]), &n, &c, &inner);
+    bn_normalise(n, c, inner, T(0), T(1), T(2), T(3), T(4), O(0));
+    return true;
+}
+
 REF_KERNEL(ref_batchnorm) {
     int64_t n, c, inner;
     nc_inner(SH(op->in[0]), &n, &c, &inner);
@@ -44,12 +65,8 @@ REF_KERNEL(ref_batchnorm) {
         }
         mean_out[ch] = (float)mean;
         invstd_out[ch] = (float)invstd;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t k = 0; k < inner; k++) {
-                int64_t at = (i * c + ch) * inner + k;
-                y[at] = (float)((x[at] - mean) * invstd * w[ch] + b[ch]);
-            }
     }
+    bn_normalise(n, c, inner, x, w, b, mean_out, invstd_out, y);
     if (op->a.training) *tracked += 1;
     return true;
 }
