@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "../runtime/plan_read.h"
+#include "memory_svg.h"
 
 static const char *KIND_NAMES[] = {"activations", "inputs", "parameters", "buffers", "optimizer_state"};
 
@@ -62,13 +63,18 @@ static cJSON *build_report(const char *path, const Plan *p) {
     return r;
 }
 
-int inspect_main(const char *path, bool json) {
+int inspect_main(const char *path, bool json, const char *svg_path) {
     Plan p;
     char err[512];
     if (!plan_read(path, &p, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         plan_free(&p);
         return 2;
+    }
+    if (svg_path && !memory_svg_write(&p, svg_path, err, sizeof err)) {
+        fprintf(stderr, "yolocc: error: %s\n", err);
+        plan_free(&p);
+        return 1;
     }
     cJSON *r = build_report(path, &p);
     int rc = 0;

@@ -5,7 +5,8 @@
 #define YOLOCC_INSPECT_H
 #include <stdbool.h>
 
-/* Returns the process exit status (0, or 2 for a bad plan). */
-int inspect_main(const char *path, bool json);
+/* Returns the process exit status (0, or 2 for a bad plan). svg_path (may be
+ * NULL): also draw the memory plan there. */
+int inspect_main(const char *path, bool json, const char *svg_path);
 
 #endif

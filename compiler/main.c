@@ -28,7 +28,7 @@ static const char USAGE[] =
     "  summary     per-row table and totals as Ultralytics prints them (--json: an object)\n"
     "  ir          the forward graph as text\n"
     "  state-dict  parameter and buffer names and shapes in state_dict order (--json)\n"
-    "  inspect     what a plan file holds: model, sections, tensors, ops (--json)\n"
+    "  inspect     what a plan file holds: model, memory, tensors, ops (--json; --memory-svg F draws the arena)\n"
     "\n"
     "options:\n"
     "  -o FILE     write the training plan to FILE (atomically)\n"
@@ -49,7 +49,7 @@ static const char USAGE[] =
     "MODEL.yaml may name a scaled file that does not exist (yolov8n.yaml -> yolov8.yaml, scale n).\n";
 
 typedef struct Options {
-    const char *command, *model, *output;
+    const char *command, *model, *output, *svg;
     ModelOptions mo;
     int imgsz, batch, max_boxes;
     OptimKind optimizer;
@@ -87,6 +87,9 @@ static int parse_args(int argc, char **argv, Options *o) {
         long v;
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--memory-svg") == 0) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", a);
+            o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
                    strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
@@ -165,7 +168,8 @@ int main(int argc, char **argv) {
     Options o;
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc;
-    if (strcmp(o.command, "inspect") == 0) return inspect_main(o.model, o.json);
+    if (strcmp(o.command, "inspect") == 0) return inspect_main(o.model, o.json, o.svg);
+    if (o.svg) return usage_error("%s", "--memory-svg belongs to inspect: yolocc inspect FILE.plan --memory-svg OUT.svg");
     Arena arena;
     arena_init(&arena, (size_t)1 << 32);
     Diag d;

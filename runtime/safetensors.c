@@ -2,29 +2,34 @@
  * writer. Owns the byte format and its JSON header only; callers decide what
  * the tensors mean and where they go.
  *
- * The header is read by a small schema-specific JSON reader instead of cJSON:
- * cJSON keeps numbers as doubles (it cannot tell 2 from 2.0, nor hold
- * offsets past 2^53 exactly), accepts leading zeros, raw control characters
- * and invalid UTF-8, and builds a node per value, so a 100 MiB header of
- * tiny arrays would cost gigabytes. Reading only the shape this format
- * allows gives exact integers, a byte offset for every error, and memory
- * bounded by the header's length. */
+ * jansson parses the header (see parse_header for the flags); this file
+ * checks the schema on the tree jansson builds and every offset, then copies
+ * the strings it keeps and frees the tree. The writer formats the header of
+ * this fixed schema itself and hands the bytes to atomic_write. */
 #include "safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
+#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../ir/atomic_file.h"
+#include "../ir/diag.h"
+
 /* Tensor bytes are handed out as they lie in the file, which is little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian; this host is not");
 _Static_assert(sizeof(size_t) >= 8, "files up to 16 GiB need a 64-bit size_t");
+/* shapes and offsets are read as json_int_t; anything wider would be cut */
+_Static_assert(sizeof(json_int_t) == sizeof(int64_t), "jansson must read 64-bit integers");
 
 #define HEADER_AT 8   /* file offset of the header's first byte */
+/* Errors name the file offset (header offset + 8), as a hex dump shows it. */
+#define AT(pos) ((size_t)(pos) + HEADER_AT)
 
 static const struct {
     const char *name;
@@ -43,34 +48,6 @@ uint64_t st_numel(const StTensor *t) {
     uint64_t n = 1;
     for (int i = 0; i < t->nd; i++) n *= (uint64_t)t->shape[i];
     return n;
-}
-
-static bool fail(char *err, int errcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, int errcap, const char *fmt, ...) {
-    if (err && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errcap, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
-
-/* A name fit for a one-line message: at most ~60 bytes, cut at a character
- * boundary, control characters shown as '?'. Names come from untrusted files. */
-typedef struct Shown {
-    char s[72];
-} Shown;
-static Shown show(const char *name) {
-    Shown out;
-    size_t n = strlen(name), cut = n > 60 ? 60 : n;
-    while (cut < n && cut > 0 && ((unsigned char)name[cut] & 0xC0) == 0x80) cut--;
-    for (size_t i = 0; i < cut; i++) {
-        unsigned char c = (unsigned char)name[i];
-        out.s[i] = c < 0x20 || c == 0x7F ? '?' : (char)c;
-    }
-    strcpy(out.s + cut, cut < n ? "..." : "");
-    return out;
 }
 
 /* Length of the well-formed UTF-8 sequence at s (Unicode table 3-7: no
@@ -104,6 +81,27 @@ static bool utf8_valid(const char *s) {
     return true;
 }
 
+/* Text fit for a one-line message: at most `limit` bytes, cut at a character
+ * boundary, control characters and ill-formed UTF-8 shown as '?'. Names and
+ * jansson's "near '...'" excerpts come from untrusted files. */
+typedef struct Shown {
+    char s[JSON_ERROR_TEXT_LENGTH + 8];
+} Shown;
+static Shown show_max(const char *text, size_t limit) {
+    Shown out;
+    const unsigned char *p = (const unsigned char *)text;
+    size_t n = strlen(text), cut = n > limit ? limit : n, o = 0;
+    while (cut < n && cut > 0 && (p[cut] & 0xC0) == 0x80) cut--;
+    for (size_t i = 0; i < cut;) {
+        size_t k = utf8_seq(p + i, cut - i);
+        if (k > 1) memcpy(out.s + o, p + i, k), o += k, i += k;
+        else out.s[o++] = k == 0 || p[i] < 0x20 || p[i] == 0x7F ? '?' : (char)p[i], i++;
+    }
+    strcpy(out.s + o, cut < n ? "..." : "");
+    return out;
+}
+static Shown show(const char *name) { return show_max(name, 60); }
+
 /* overflow-checked a*b */
 static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
     if (a && b > UINT64_MAX / a) return false;
@@ -113,201 +111,39 @@ static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
 
 /* ------------------------------------------------------------------ reader */
 
-typedef struct Reader {
-    const unsigned char *h;   /* the JSON header */
-    size_t n, pos;
-    char *pool;               /* decoded strings; never longer than the header */
-    size_t pool_used;
-    uint64_t data_size;
-    StFile *f;
-    int cap_tensors, cap_meta;
-    size_t *tensor_at, *meta_at;   /* header offset of each name, for duplicate messages */
-    char *err;
-    int errcap;
-} Reader;
-
-/* Errors name the file offset (header offset + 8), as a hex dump shows it. */
-#define AT(pos) ((size_t)(pos) + HEADER_AT)
-
-static bool peek(const Reader *r, char c) { return r->pos < r->n && r->h[r->pos] == (unsigned char)c; }
-
-static void skip_ws(Reader *r) {
-    while (r->pos < r->n && (r->h[r->pos] == ' ' || r->h[r->pos] == '\t' || r->h[r->pos] == '\n' || r->h[r->pos] == '\r'))
-        r->pos++;
-}
-
-/* What stands at pos, for "expected X, found Y" messages. */
-static const char *found(const Reader *r) {
-    if (r->pos >= r->n) return "the end of the header";
-    switch (r->h[r->pos]) {
-    case '{': return "an object";
-    case '[': return "an array";
-    case '"': return "a string";
-    case 't':
-    case 'f': return "a boolean";
-    case 'n': return "null";
-    case '-': return "a number";
-    default: return r->h[r->pos] >= '0' && r->h[r->pos] <= '9' ? "a number" : "a character that cannot start a JSON value";
+/* What a JSON value is, for "must be X, found Y" messages. */
+static const char *kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
     }
 }
 
-static bool expect(Reader *r, char c, const char *context) {
-    skip_ws(r);
-    if (peek(r, c)) {
-        r->pos++;
-        return true;
+/* "shape" or "data_offsets": an array of at most max JSON integers >= 0.
+ * jansson keeps integers (exact, up to 2^63-1; larger ones fail to parse)
+ * apart from reals, so 2.0 and 2e0 are refused here. */
+static bool read_uints(const json_t *v, const char *tensor, const char *field, size_t max, uint64_t *out, size_t *count, char *err, int errcap) {
+    if (!json_is_array(v)) return errf(err, errcap, "tensor '%s': %s must be an array of integers, found %s", tensor, field, kind(v));
+    *count = json_array_size(v);
+    if (*count > max) return errf(err, errcap, "tensor '%s': %s has more than %zu entries", tensor, field, max);
+    for (size_t i = 0; i < *count; i++) {
+        const json_t *x = json_array_get(v, i);
+        if (json_is_real(x))
+            return errf(err, errcap, "tensor '%s': %s[%zu] must be an integer, found a real number (%.17g)", tensor, field, i, json_real_value(x));
+        if (!json_is_integer(x))
+            return errf(err, errcap, "tensor '%s': %s[%zu] must be a non-negative integer, found %s", tensor, field, i, kind(x));
+        if (json_integer_value(x) < 0)
+            return errf(err, errcap, "tensor '%s': %s[%zu] must be a non-negative integer, found %lld", tensor, field, i,
+                        (long long)json_integer_value(x));
+        out[i] = (uint64_t)json_integer_value(x);
     }
-    return fail(r->err, r->errcap, "byte %zu: invalid JSON header: expected '%c' %s, found %s", AT(r->pos), c, context, found(r));
-}
-
-static int hex4(const unsigned char *s) {
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        int c = s[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-/* Decodes the string at pos (which must be '"') into the pool. */
-static bool read_string(Reader *r, const char **out) {
-    size_t start = r->pos;
-    if (!peek(r, '"')) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: expected a string, found %s", AT(r->pos), found(r));
-    r->pos++;
-    char *dst = r->pool + r->pool_used;
-    size_t len = 0;
-    for (;;) {
-        if (r->pos >= r->n) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: string never ends", AT(start));
-        unsigned c = r->h[r->pos];
-        if (c == '"') break;
-        if (c < 0x20)
-            return fail(r->err, r->errcap, "byte %zu: invalid JSON header: raw control character 0x%02x in a string", AT(r->pos), c);
-        if (c >= 0x80) {
-            size_t k = utf8_seq(r->h + r->pos, r->n - r->pos);
-            if (!k) return fail(r->err, r->errcap, "byte %zu: header is not valid UTF-8", AT(r->pos));
-            memcpy(dst + len, r->h + r->pos, k);
-            len += k, r->pos += k;
-            continue;
-        }
-        if (c != '\\') {
-            dst[len++] = (char)c, r->pos++;
-            continue;
-        }
-        size_t esc = r->pos;
-        if (r->n - r->pos < 2) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: string never ends", AT(start));
-        const char *simple = strchr("\"\\/bfnrt", r->h[r->pos + 1]);
-        if (simple && *simple) {
-            dst[len++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            r->pos += 2;
-            continue;
-        }
-        int cp = r->h[r->pos + 1] == 'u' && r->n - r->pos >= 6 ? hex4(r->h + r->pos + 2) : -1;
-        if (cp < 0) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: bad escape in a string", AT(esc));
-        r->pos += 6;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            int lo = r->n - r->pos >= 6 && r->h[r->pos] == '\\' && r->h[r->pos + 1] == 'u' ? hex4(r->h + r->pos + 2) : -1;
-            if (lo < 0xDC00 || lo > 0xDFFF)
-                return fail(r->err, r->errcap, "byte %zu: invalid JSON header: unpaired UTF-16 surrogate escape", AT(esc));
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            r->pos += 6;
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return fail(r->err, r->errcap, "byte %zu: invalid JSON header: unpaired UTF-16 surrogate escape", AT(esc));
-        } else if (cp == 0) {
-            /* names are C strings; an embedded NUL would silently cut them */
-            return fail(r->err, r->errcap, "byte %zu: \\u0000 (NUL) in a string is not supported", AT(esc));
-        }
-        /* an escape is 6 or 12 bytes and decodes to at most 4, so the pool
-         * (header length) still bounds the decoded text */
-        if (cp < 0x80) dst[len++] = (char)cp;
-        else if (cp < 0x800) dst[len++] = (char)(0xC0 | cp >> 6), dst[len++] = (char)(0x80 | (cp & 0x3F));
-        else if (cp < 0x10000)
-            dst[len++] = (char)(0xE0 | cp >> 12), dst[len++] = (char)(0x80 | ((cp >> 6) & 0x3F)), dst[len++] = (char)(0x80 | (cp & 0x3F));
-        else
-            dst[len++] = (char)(0xF0 | cp >> 18), dst[len++] = (char)(0x80 | ((cp >> 12) & 0x3F)),
-            dst[len++] = (char)(0x80 | ((cp >> 6) & 0x3F)), dst[len++] = (char)(0x80 | (cp & 0x3F));
-    }
-    r->pos++;   /* closing quote */
-    dst[len] = 0;
-    r->pool_used += len + 1;
-    *out = dst;
     return true;
-}
-
-/* A JSON number token, classified; the value is exact for plain integers. */
-typedef struct Number {
-    size_t at, len;
-    bool negative, fraction, too_big;
-    uint64_t value;
-} Number;
-
-static bool is_digit(const Reader *r) { return r->pos < r->n && r->h[r->pos] >= '0' && r->h[r->pos] <= '9'; }
-
-static bool read_number(Reader *r, Number *num) {
-    *num = (Number){.at = r->pos};
-    if (peek(r, '-')) num->negative = true, r->pos++;
-    if (!is_digit(r)) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: malformed number", AT(num->at));
-    if (peek(r, '0')) {
-        r->pos++;
-        if (is_digit(r)) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: number with a leading zero", AT(num->at));
-    }
-    for (; is_digit(r); r->pos++) {
-        unsigned d = r->h[r->pos] - '0';
-        if (num->value > (UINT64_MAX - d) / 10) num->too_big = true;
-        else num->value = num->value * 10 + d;
-    }
-    if (peek(r, '.')) {
-        r->pos++, num->fraction = true;
-        if (!is_digit(r)) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: malformed number", AT(num->at));
-        while (is_digit(r)) r->pos++;
-    }
-    if (peek(r, 'e') || peek(r, 'E')) {
-        r->pos++, num->fraction = true;
-        if (peek(r, '+') || peek(r, '-')) r->pos++;
-        if (!is_digit(r)) return fail(r->err, r->errcap, "byte %zu: invalid JSON header: malformed number", AT(num->at));
-        while (is_digit(r)) r->pos++;
-    }
-    num->len = r->pos - num->at;
-    return true;
-}
-
-/* Reads "[u, u, ...]" of at most max_count integers in [0, max_value].
- * what names the list in messages ("tensor 'w': shape"). */
-static bool read_uint_list(Reader *r, const char *what, int max_count, uint64_t max_value, uint64_t *vals, int *count) {
-    skip_ws(r);
-    if (!peek(r, '[')) return fail(r->err, r->errcap, "byte %zu: %s must be an array of integers, found %s", AT(r->pos), what, found(r));
-    r->pos++;
-    *count = 0;
-    skip_ws(r);
-    if (peek(r, ']')) {
-        r->pos++;
-        return true;
-    }
-    for (;;) {
-        skip_ws(r);
-        if (!peek(r, '-') && !is_digit(r))
-            return fail(r->err, r->errcap, "byte %zu: %s[%d] must be a non-negative integer, found %s", AT(r->pos), what, *count, found(r));
-        Number num;
-        if (!read_number(r, &num)) return false;
-        int shown = num.len > 30 ? 30 : (int)num.len;
-        const char *tok = (const char *)r->h + num.at;
-        if (num.negative)
-            return fail(r->err, r->errcap, "byte %zu: %s[%d] must be a non-negative integer, found %.*s", AT(num.at), what, *count, shown, tok);
-        if (num.fraction)
-            return fail(r->err, r->errcap, "byte %zu: %s[%d] must be an integer, found %.*s", AT(num.at), what, *count, shown, tok);
-        if (num.too_big || num.value > max_value)
-            return fail(r->err, r->errcap, "byte %zu: %s[%d] = %.*s is too large (at most %llu)", AT(num.at), what, *count, shown, tok,
-                        (unsigned long long)max_value);
-        if (*count == max_count)
-            return fail(r->err, r->errcap, "byte %zu: %s has more than %d entries", AT(num.at), what, max_count);
-        vals[(*count)++] = num.value;
-        skip_ws(r);
-        if (peek(r, ']')) {
-            r->pos++;
-            return true;
-        }
-        if (!expect(r, ',', "or ']' in an array")) return false;
-    }
 }
 
 static int dtype_lookup(const char *s) {
@@ -323,83 +159,50 @@ static void format_shape(const StTensor *t, char *buf, size_t cap) {
 }
 
 /* One entry {"dtype": ..., "shape": [...], "data_offsets": [b, e]}; every
- * field exactly once and nothing else, so a field this reader does not know
- * (a newer format's) is an error rather than silently ignored. */
-static bool read_tensor(Reader *r, StTensor *t, size_t name_at) {
+ * field exactly once (jansson rejects repeats) and nothing else, so a field
+ * this reader does not know (a newer format's) is an error rather than
+ * silently ignored. t->name is set; the rest is filled in. */
+static bool read_tensor(json_t *entry, StTensor *t, uint64_t data_size, char *err, int errcap) {
     Shown name = show(t->name);
-    char what[128];
-    skip_ws(r);
-    if (!peek(r, '{'))
-        return fail(r->err, r->errcap, "byte %zu: tensor '%s': expected an object {dtype, shape, data_offsets}, found %s", AT(r->pos), name.s,
-                    found(r));
-    r->pos++;
-    bool have_dtype = false, have_shape = false, have_offsets = false;
-    uint64_t off[2] = {0, 0};
-    skip_ws(r);
-    if (peek(r, '}')) r->pos++;
-    else
-        for (;;) {
-            skip_ws(r);
-            size_t field_at = r->pos;
-            const char *field;
-            if (!read_string(r, &field) || !expect(r, ':', "after a field name")) return false;
-            skip_ws(r);
-            bool *seen = strcmp(field, "dtype") == 0          ? &have_dtype
-                         : strcmp(field, "shape") == 0        ? &have_shape
-                         : strcmp(field, "data_offsets") == 0 ? &have_offsets
-                                                              : NULL;
-            if (!seen) return fail(r->err, r->errcap, "byte %zu: tensor '%s': unknown field '%s'", AT(field_at), name.s, show(field).s);
-            if (*seen) return fail(r->err, r->errcap, "byte %zu: tensor '%s': duplicate field '%s'", AT(field_at), name.s, field);
-            *seen = true;
-            if (seen == &have_dtype) {
-                size_t at = r->pos;
-                const char *dt;
-                if (!peek(r, '"'))
-                    return fail(r->err, r->errcap, "byte %zu: tensor '%s': dtype must be a string, found %s", AT(at), name.s, found(r));
-                if (!read_string(r, &dt)) return false;
-                int k = dtype_lookup(dt);
-                if (k < 0) return fail(r->err, r->errcap, "byte %zu: tensor '%s': unknown dtype '%s'", AT(at), name.s, show(dt).s);
-                t->dtype = (StDType)k;
-            } else if (seen == &have_shape) {
-                uint64_t dims[ST_MAX_DIMS];
-                snprintf(what, sizeof what, "tensor '%s': shape", name.s);
-                if (!read_uint_list(r, what, ST_MAX_DIMS, INT64_MAX, dims, &t->nd)) return false;
-                for (int i = 0; i < t->nd; i++) t->shape[i] = (int64_t)dims[i];
-            } else {
-                int count;
-                size_t at = r->pos;
-                snprintf(what, sizeof what, "tensor '%s': data_offsets", name.s);
-                if (!read_uint_list(r, what, 2, UINT64_MAX, off, &count)) return false;
-                if (count != 2)
-                    return fail(r->err, r->errcap, "byte %zu: tensor '%s': data_offsets must be [begin, end], found %d entries", AT(at), name.s,
-                                count);
-            }
-            skip_ws(r);
-            if (peek(r, '}')) {
-                r->pos++;
-                break;
-            }
-            if (!expect(r, ',', "or '}' in a tensor entry")) return false;
-        }
-    const char *missing = !have_dtype ? "dtype" : !have_shape ? "shape" : !have_offsets ? "data_offsets" : NULL;
-    if (missing) return fail(r->err, r->errcap, "byte %zu: tensor '%s' has no '%s'", AT(name_at), name.s, missing);
+    if (!json_is_object(entry))
+        return errf(err, errcap, "tensor '%s': expected an object {dtype, shape, data_offsets}, found %s", name.s, kind(entry));
+    json_t *dtype = NULL, *shape = NULL, *offsets = NULL, *v;
+    const char *field;
+    json_object_foreach(entry, field, v) {
+        json_t **slot = strcmp(field, "dtype") == 0 ? &dtype : strcmp(field, "shape") == 0 ? &shape : strcmp(field, "data_offsets") == 0 ? &offsets : NULL;
+        if (!slot) return errf(err, errcap, "tensor '%s': unknown field '%s'", name.s, show(field).s);
+        *slot = v;
+    }
+    const char *missing = !dtype ? "dtype" : !shape ? "shape" : !offsets ? "data_offsets" : NULL;
+    if (missing) return errf(err, errcap, "tensor '%s' has no '%s'", name.s, missing);
+    if (!json_is_string(dtype)) return errf(err, errcap, "tensor '%s': dtype must be a string, found %s", name.s, kind(dtype));
+    int k = dtype_lookup(json_string_value(dtype));
+    if (k < 0) return errf(err, errcap, "tensor '%s': unknown dtype '%s'", name.s, show(json_string_value(dtype)).s);
+    t->dtype = (StDType)k;
+    uint64_t dims[ST_MAX_DIMS], off[2];
+    size_t nd, n_off;
+    if (!read_uints(shape, name.s, "shape", ST_MAX_DIMS, dims, &nd, err, errcap) ||
+        !read_uints(offsets, name.s, "data_offsets", 2, off, &n_off, err, errcap))
+        return false;
+    if (n_off != 2) return errf(err, errcap, "tensor '%s': data_offsets must be [begin, end], found %zu entries", name.s, n_off);
+    t->nd = (int)nd;
+    for (size_t i = 0; i < nd; i++) t->shape[i] = (int64_t)dims[i];   /* <= 2^63-1: jansson's limit */
 
-    char shape[200];
-    format_shape(t, shape, sizeof shape);
+    char shown[200];
+    format_shape(t, shown, sizeof shown);
     uint64_t numel = 1, nbytes;
     for (int i = 0; i < t->nd; i++)
-        if (!mul_u64(numel, (uint64_t)t->shape[i], &numel))
-            return fail(r->err, r->errcap, "tensor '%s': shape %s has more than 2^64 elements", name.s, shape);
+        if (!mul_u64(numel, (uint64_t)t->shape[i], &numel)) return errf(err, errcap, "tensor '%s': shape %s has more than 2^64 elements", name.s, shown);
     if (!mul_u64(numel, dtypes[t->dtype].size, &nbytes))
-        return fail(r->err, r->errcap, "tensor '%s': shape %s of %s is more than 2^64 bytes", name.s, shape, dtypes[t->dtype].name);
+        return errf(err, errcap, "tensor '%s': shape %s of %s is more than 2^64 bytes", name.s, shown, dtypes[t->dtype].name);
     if (off[0] > off[1])
-        return fail(r->err, r->errcap, "tensor '%s': data_offsets [%llu, %llu] begin after they end", name.s, (unsigned long long)off[0],
+        return errf(err, errcap, "tensor '%s': data_offsets [%llu, %llu] begin after they end", name.s, (unsigned long long)off[0],
                     (unsigned long long)off[1]);
-    if (off[1] > r->data_size)
-        return fail(r->err, r->errcap, "tensor '%s': data_offsets [%llu, %llu] end past the %llu-byte data buffer", name.s,
-                    (unsigned long long)off[0], (unsigned long long)off[1], (unsigned long long)r->data_size);
+    if (off[1] > data_size)
+        return errf(err, errcap, "tensor '%s': data_offsets [%llu, %llu] end past the %llu-byte data buffer", name.s, (unsigned long long)off[0],
+                    (unsigned long long)off[1], (unsigned long long)data_size);
     if (off[1] - off[0] != nbytes)
-        return fail(r->err, r->errcap, "tensor '%s': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] span %llu", name.s, shape,
+        return errf(err, errcap, "tensor '%s': shape %s of %s needs %llu bytes but data_offsets [%llu, %llu] span %llu", name.s, shown,
                     dtypes[t->dtype].name, (unsigned long long)nbytes, (unsigned long long)off[0], (unsigned long long)off[1],
                     (unsigned long long)(off[1] - off[0]));
     t->offset = off[0];
@@ -407,136 +210,18 @@ static bool read_tensor(Reader *r, StTensor *t, size_t name_at) {
     return true;
 }
 
-static bool read_metadata(Reader *r) {
-    StFile *f = r->f;
-    skip_ws(r);
-    if (!peek(r, '{'))
-        return fail(r->err, r->errcap, "byte %zu: \"__metadata__\" must be an object of strings, found %s", AT(r->pos), found(r));
-    r->pos++;
-    skip_ws(r);
-    if (peek(r, '}')) {
-        r->pos++;
-        return true;
-    }
-    for (;;) {
-        skip_ws(r);
-        size_t key_at = r->pos;
-        const char *key, *value;
-        if (!read_string(r, &key) || !expect(r, ':', "after a metadata key")) return false;
-        skip_ws(r);
-        if (!peek(r, '"'))
-            return fail(r->err, r->errcap, "byte %zu: metadata value for '%s' must be a string, found %s", AT(r->pos), show(key).s, found(r));
-        if (!read_string(r, &value)) return false;
-        if (f->n_meta == r->cap_meta) {
-            int cap = r->cap_meta ? 2 * r->cap_meta : 8;
-            const char **k = realloc(f->meta_keys, (size_t)cap * sizeof *k);
-            if (k) f->meta_keys = k;
-            const char **v = realloc(f->meta_values, (size_t)cap * sizeof *v);
-            if (v) f->meta_values = v;
-            size_t *a = realloc(r->meta_at, (size_t)cap * sizeof *a);
-            if (a) r->meta_at = a;
-            if (!k || !v || !a) return fail(r->err, r->errcap, "out of memory reading metadata");
-            r->cap_meta = cap;
-        }
-        f->meta_keys[f->n_meta] = key;
-        f->meta_values[f->n_meta] = value;
-        r->meta_at[f->n_meta++] = key_at;
-        skip_ws(r);
-        if (peek(r, '}')) {
-            r->pos++;
-            return true;
-        }
-        if (!expect(r, ',', "or '}' in \"__metadata__\"")) return false;
-    }
+/* Copies s into f->strings, sized to the header: a decoded string and its
+ * NUL never outgrow the quoted text it came from, and each is copied once. */
+static const char *keep(StFile *f, size_t *used, size_t cap, const char *s) {
+    size_t n = strlen(s) + 1;
+    if (n > cap - *used) return NULL;
+    memcpy(f->strings + *used, s, n);
+    *used += n;
+    return f->strings + *used - n;
 }
 
-static bool read_header(Reader *r) {
-    StFile *f = r->f;
-    if (r->n == 0) return fail(r->err, r->errcap, "byte 0: header length is 0; the header must be a JSON object");
-    /* the spec requires '{' first: no leading whitespace */
-    if (!peek(r, '{')) {
-        unsigned c = r->h[0];
-        if (c >= 0x21 && c < 0x7F) return fail(r->err, r->errcap, "byte %d: header must be a JSON object, but it starts with '%c'", HEADER_AT, c);
-        return fail(r->err, r->errcap, "byte %d: header must be a JSON object, but it starts with byte 0x%02x", HEADER_AT, c);
-    }
-    r->pos = 1;
-    bool have_meta = false;
-    size_t meta_at = 0;
-    skip_ws(r);
-    if (peek(r, '}')) r->pos++;
-    else
-        for (;;) {
-            skip_ws(r);
-            size_t key_at = r->pos;
-            const char *key;
-            if (!peek(r, '"'))
-                return fail(r->err, r->errcap, "byte %zu: invalid JSON header: expected a tensor name (a string), found %s", AT(r->pos), found(r));
-            if (!read_string(r, &key) || !expect(r, ':', "after a tensor name")) return false;
-            if (strcmp(key, "__metadata__") == 0) {
-                if (have_meta)
-                    return fail(r->err, r->errcap, "byte %zu: duplicate \"__metadata__\" (first at byte %zu)", AT(key_at), AT(meta_at));
-                have_meta = true, meta_at = key_at;
-                if (!read_metadata(r)) return false;
-            } else {
-                if (f->n == r->cap_tensors) {
-                    if (r->cap_tensors > (1 << 29)) return fail(r->err, r->errcap, "byte %zu: too many tensors", AT(key_at));
-                    int cap = r->cap_tensors ? 2 * r->cap_tensors : 16;
-                    StTensor *grown = realloc(f->tensors, (size_t)cap * sizeof *grown);
-                    if (grown) f->tensors = grown;
-                    size_t *a = realloc(r->tensor_at, (size_t)cap * sizeof *a);
-                    if (a) r->tensor_at = a;
-                    if (!grown || !a) return fail(r->err, r->errcap, "out of memory reading the header");
-                    r->cap_tensors = cap;
-                }
-                StTensor *t = &f->tensors[f->n];
-                *t = (StTensor){.name = key};
-                if (!read_tensor(r, t, key_at)) return false;
-                r->tensor_at[f->n++] = key_at;
-            }
-            skip_ws(r);
-            if (peek(r, '}')) {
-                r->pos++;
-                break;
-            }
-            if (!expect(r, ',', "or '}' after a tensor entry")) return false;
-        }
-    /* PyTorch's writer pads with spaces to a multiple of 8 */
-    skip_ws(r);
-    if (r->pos < r->n)
-        return fail(r->err, r->errcap, "byte %zu: only whitespace may follow the header's closing '}', found %s", AT(r->pos), found(r));
-    return true;
-}
-
-/* ---- whole-file checks after the header: unique names, exact coverage ---- */
-
-typedef struct NameAt {
-    const char *name;
-    size_t at;
-} NameAt;
-
-static int cmp_name_at(const void *a, const void *b) {
-    const NameAt *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    return c ? c : (x->at > y->at) - (x->at < y->at);
-}
-
-/* Sorted, equal neighbours are duplicates; reports the later occurrence. */
-static bool check_unique(const char *const *names, const size_t *at, int n, const char *kind, char *err, int errcap) {
-    if (n < 2) return true;
-    NameAt *v = malloc((size_t)n * sizeof *v);
-    if (!v) return fail(err, errcap, "out of memory checking %s names", kind);
-    for (int i = 0; i < n; i++) v[i] = (NameAt){names[i], at[i]};
-    qsort(v, (size_t)n, sizeof *v, cmp_name_at);
-    for (int i = 1; i < n; i++)
-        if (strcmp(v[i - 1].name, v[i].name) == 0) {
-            fail(err, errcap, "byte %zu: duplicate %s '%s' (first at byte %zu)", AT(v[i].at), kind, show(v[i].name).s, AT(v[i - 1].at));
-            free(v);
-            return false;
-        }
-    free(v);
-    return true;
-}
-
+/* The spec requires the tensors to tile the data buffer: no overlap (one
+ * byte, two meanings) and no hole (room for a polyglot payload). */
 static int cmp_extent(const void *a, const void *b) {
     const StTensor *x = *(const StTensor *const *)a, *y = *(const StTensor *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
@@ -544,14 +229,11 @@ static int cmp_extent(const void *a, const void *b) {
     return (xe > ye) - (xe < ye);
 }
 
-/* The spec requires the tensors to tile the data buffer: no overlap (one
- * byte, two meanings) and no hole (room for a polyglot payload). */
 static bool check_coverage(const StFile *f, uint64_t data_size, char *err, int errcap) {
     if (f->n == 0)
-        return data_size == 0 ||
-               fail(err, errcap, "the header lists no tensors but the data buffer has %llu bytes", (unsigned long long)data_size);
+        return data_size == 0 || errf(err, errcap, "the header lists no tensors but the data buffer has %llu bytes", (unsigned long long)data_size);
     const StTensor **order = malloc((size_t)f->n * sizeof *order);
-    if (!order) return fail(err, errcap, "out of memory checking tensor offsets");
+    if (!order) return errf(err, errcap, "out of memory checking tensor offsets");
     for (int i = 0; i < f->n; i++) order[i] = &f->tensors[i];
     qsort(order, (size_t)f->n, sizeof *order, cmp_extent);
     uint64_t covered = 0;
@@ -560,34 +242,116 @@ static bool check_coverage(const StFile *f, uint64_t data_size, char *err, int e
     for (int i = 0; i < f->n && ok; i++) {
         const StTensor *t = order[i];
         if (t->offset < covered)
-            ok = fail(err, errcap, "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap in the data buffer", show(prev->name).s,
+            ok = errf(err, errcap, "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap in the data buffer", show(prev->name).s,
                       (unsigned long long)prev->offset, (unsigned long long)(prev->offset + prev->nbytes), show(t->name).s,
                       (unsigned long long)t->offset, (unsigned long long)(t->offset + t->nbytes));
         else if (t->offset > covered)
-            ok = fail(err, errcap, "bytes [%llu, %llu) of the data buffer belong to no tensor (before '%s')", (unsigned long long)covered,
+            ok = errf(err, errcap, "bytes [%llu, %llu) of the data buffer belong to no tensor (before '%s')", (unsigned long long)covered,
                       (unsigned long long)t->offset, show(t->name).s);
         covered = t->offset + t->nbytes;
         prev = t;
     }
     if (ok && covered != data_size)
-        ok = fail(err, errcap, "bytes [%llu, %llu) of the data buffer belong to no tensor (after '%s')", (unsigned long long)covered,
+        ok = errf(err, errcap, "bytes [%llu, %llu) of the data buffer belong to no tensor (after '%s')", (unsigned long long)covered,
                   (unsigned long long)data_size, show(prev->name).s);
     free(order);
     return ok;
 }
 
+/* Walks the parsed header: "__metadata__" (strings only) and tensor entries,
+ * in file order (jansson >= 2.8 iterates objects in insertion order). */
+static bool read_entries(StFile *f, json_t *root, size_t hlen, uint64_t data_size, char *err, int errcap) {
+    json_t *meta = json_object_get(root, "__metadata__");
+    size_t n = json_object_size(root), n_meta = json_object_size(meta), used = 0;   /* 0 for a non-object */
+    f->tensors = malloc((n + 1) * sizeof *f->tensors);
+    f->meta_keys = malloc((n_meta + 1) * sizeof *f->meta_keys);
+    f->meta_values = malloc((n_meta + 1) * sizeof *f->meta_values);
+    f->strings = malloc(hlen + 1);
+    if (!f->tensors || !f->meta_keys || !f->meta_values || !f->strings) return errf(err, errcap, "out of memory for a %zu-byte header", hlen);
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(meta)) return errf(err, errcap, "\"__metadata__\" must be an object of strings, found %s", kind(meta));
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(meta, mk, mv) {
+                if (!json_is_string(mv)) return errf(err, errcap, "metadata value for '%s' must be a string, found %s", show(mk).s, kind(mv));
+                const char *k = keep(f, &used, hlen + 1, mk), *value = keep(f, &used, hlen + 1, json_string_value(mv));
+                if (!k || !value) return errf(err, errcap, "header strings outgrew the header");
+                f->meta_keys[f->n_meta] = k;
+                f->meta_values[f->n_meta++] = value;
+            }
+            continue;
+        }
+        StTensor *t = &f->tensors[f->n];
+        *t = (StTensor){.name = keep(f, &used, hlen + 1, key)};
+        if (!t->name) return errf(err, errcap, "header strings outgrew the header");
+        if (!read_tensor(v, t, data_size, err, errcap)) return false;
+        f->n++;
+    }
+    return check_coverage(f, data_size, err, errcap);
+}
+
+/* jansson names a duplicate key only when its text is short (20 bytes) and
+ * stops right after its closing quote; the key is taken from there, back to
+ * the first quote not escaped by an odd run of backslashes, and *at moves to
+ * that opening quote. */
+static Shown duplicate_key(const char *h, size_t *at) {
+    Shown out = {"?"};
+    size_t end = *at;
+    if (end < 2 || h[end - 1] != '"') return out;
+    for (size_t i = end - 1; i-- > 0;) {
+        size_t slashes = 0;
+        while (h[i] == '"' && slashes < i && h[i - 1 - slashes] == '\\') slashes++;
+        if (h[i] != '"' || slashes % 2) continue;
+        json_t *s = json_loadb(h + i, end - i, JSON_DECODE_ANY, NULL);
+        if (json_is_string(s)) out = show(json_string_value(s)), *at = i;
+        json_decref(s);
+        break;
+    }
+    return out;
+}
+
+/* Flags: JSON_REJECT_DUPLICATES, since a repeated name or field would
+ * otherwise be dropped silently (last one wins). Left off: JSON_DECODE_ANY
+ * (the header must be an object), JSON_DISABLE_EOF_CHECK (only whitespace
+ * may follow the closing '}'), JSON_DECODE_INT_AS_REAL (integers must stay
+ * exact) and JSON_ALLOW_NUL (names are C strings; "\u0000" is refused). */
+static bool parse_header(StFile *f, const char *h, size_t hlen, uint64_t data_size, char *err, int errcap) {
+    if (hlen == 0) return errf(err, errcap, "byte 0: header length is 0; the header must be a JSON object");
+    /* the spec requires '{' first: no leading whitespace */
+    unsigned c = (unsigned char)h[0];
+    if (c != '{') {
+        if (c >= 0x21 && c < 0x7F) return errf(err, errcap, "byte %d: header must be a JSON object, but it starts with '%c'", HEADER_AT, c);
+        return errf(err, errcap, "byte %d: header must be a JSON object, but it starts with byte 0x%02x", HEADER_AT, c);
+    }
+    json_error_t je;
+    json_t *root = json_loadb(h, hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        /* position: the bytes jansson consumed; the offending token ends there */
+        size_t pos = je.position > 0 ? (size_t)je.position : 0;
+        if (json_error_code(&je) == json_error_duplicate_key) {
+            Shown key = duplicate_key(h, &pos);
+            return errf(err, errcap, "byte %zu: duplicate key '%s' (names, metadata keys and fields must be unique)", AT(pos), key.s);
+        }
+        return errf(err, errcap, "byte %zu: invalid JSON header: %s", AT(pos), show_max(je.text, JSON_ERROR_TEXT_LENGTH).s);
+    }
+    bool ok = read_entries(f, root, hlen, data_size, err, errcap);
+    json_decref(root);
+    return ok;
+}
+
 /* The 8-byte length and its limits, checked before anything is allocated. */
 static bool check_prefix(const unsigned char *buf, size_t size, uint64_t *header_len, char *err, int errcap) {
-    if (size < HEADER_AT)
-        return fail(err, errcap, "file is %zu bytes; a safetensors file starts with an 8-byte header length", size);
+    if (size < HEADER_AT) return errf(err, errcap, "file is %zu bytes; a safetensors file starts with an 8-byte header length", size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
     if (n > ST_MAX_HEADER)
-        return fail(err, errcap, "byte 0: header length %llu is over the %llu-byte limit", (unsigned long long)n,
-                    (unsigned long long)ST_MAX_HEADER);
+        return errf(err, errcap, "byte 0: header length %llu is over the %llu-byte limit", (unsigned long long)n, (unsigned long long)ST_MAX_HEADER);
     if (n > size - HEADER_AT)
-        return fail(err, errcap, "byte 0: header length %llu runs past the end of the file (%zu bytes after the length)",
-                    (unsigned long long)n, size - HEADER_AT);
+        return errf(err, errcap, "byte 0: header length %llu runs past the end of the file (%zu bytes after the length)", (unsigned long long)n,
+                    size - HEADER_AT);
     *header_len = n;
     return true;
 }
@@ -602,26 +366,7 @@ static bool parse_owned(unsigned char *buf, size_t size, StFile *out, char *err,
     }
     out->buf = buf;
     out->size = size;
-    /* decoded strings and their NULs never outgrow the quoted text they
-     * came from, so the header length bounds the pool */
-    out->strings = malloc(hlen + 1);
-    if (!out->strings) {
-        st_free(out);
-        return fail(err, errcap, "out of memory for a %llu-byte header", (unsigned long long)hlen);
-    }
-    Reader r = {.h = buf + HEADER_AT, .n = hlen, .pool = out->strings, .data_size = size - HEADER_AT - hlen, .f = out, .err = err, .errcap = errcap};
-    bool ok = read_header(&r);
-    if (ok) {
-        const char **names = malloc(((size_t)out->n + 1) * sizeof *names);
-        ok = names != NULL || fail(err, errcap, "out of memory checking tensor names");
-        for (int i = 0; ok && i < out->n; i++) names[i] = out->tensors[i].name;
-        ok = ok && check_unique(names, r.tensor_at, out->n, "tensor name", err, errcap) &&
-             check_unique(out->meta_keys, r.meta_at, out->n_meta, "metadata key", err, errcap) && check_coverage(out, r.data_size, err, errcap);
-        free(names);
-    }
-    free(r.tensor_at);
-    free(r.meta_at);
-    if (!ok) {
+    if (!parse_header(out, (const char *)buf + HEADER_AT, hlen, size - HEADER_AT - hlen, err, errcap)) {
         st_free(out);
         return false;
     }
@@ -635,7 +380,7 @@ bool st_parse(const unsigned char *buf, size_t size, StFile *out, char *err, int
     uint64_t hlen;
     if (!check_prefix(buf, size, &hlen, err, errcap)) return false;
     unsigned char *copy = malloc(size);
-    if (!copy) return fail(err, errcap, "out of memory copying %zu bytes", size);
+    if (!copy) return errf(err, errcap, "out of memory copying %zu bytes", size);
     memcpy(copy, buf, size);
     return parse_owned(copy, size, out, err, errcap);
 }
@@ -643,26 +388,26 @@ bool st_parse(const unsigned char *buf, size_t size, StFile *out, char *err, int
 bool st_read(const char *path, StFile *out, char *err, int errcap) {
     memset(out, 0, sizeof *out);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, errcap, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return errf(err, errcap, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(err, errcap, "%s: cannot stat: %s", path, strerror(e));
+        return errf(err, errcap, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errcap, "%s: not a regular file", path);
+        return errf(err, errcap, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > ST_MAX_FILE) {
         close(fd);
-        return fail(err, errcap, "%s: file is %lld bytes, over the %llu-byte limit", path, (long long)st.st_size, (unsigned long long)ST_MAX_FILE);
+        return errf(err, errcap, "%s: file is %lld bytes, over the %llu-byte limit", path, (long long)st.st_size, (unsigned long long)ST_MAX_FILE);
     }
     size_t size = (size_t)st.st_size, got = 0;
     unsigned char *buf = malloc(size ? size : 1);
     if (!buf) {
         close(fd);
-        return fail(err, errcap, "%s: out of memory for %zu bytes", path, size);
+        return errf(err, errcap, "%s: out of memory for %zu bytes", path, size);
     }
     while (got < size) {
         /* one read() moves at most about 2 GiB on Linux */
@@ -673,19 +418,19 @@ bool st_read(const char *path, StFile *out, char *err, int errcap) {
             int e = errno;
             free(buf);
             close(fd);
-            if (k == 0) return fail(err, errcap, "%s: file shrank while reading (%zu of %zu bytes)", path, got, size);
-            return fail(err, errcap, "%s: read failed at byte %zu: %s", path, got, strerror(e));
+            if (k == 0) return errf(err, errcap, "%s: file shrank while reading (%zu of %zu bytes)", path, got, size);
+            return errf(err, errcap, "%s: read failed at byte %zu: %s", path, got, strerror(e));
         }
         got += (size_t)k;
     }
     if (close(fd) != 0) {
         int e = errno;
         free(buf);
-        return fail(err, errcap, "%s: close failed: %s", path, strerror(e));
+        return errf(err, errcap, "%s: close failed: %s", path, strerror(e));
     }
     char msg[512];
     if (parse_owned(buf, size, out, msg, sizeof msg)) return true;
-    return fail(err, errcap, "%s: %s", path, msg);
+    return errf(err, errcap, "%s: %s", path, msg);
 }
 
 const StTensor *st_find(const StFile *f, const char *name) {
@@ -770,37 +515,37 @@ static bool build_header(const StWriteItem *items, int n, const char *const *met
     int n_meta = 0;
     for (; meta_kv && meta_kv[2 * n_meta]; n_meta++) {
         const char *k = meta_kv[2 * n_meta], *v = meta_kv[2 * n_meta + 1];
-        if (!v) return fail(err, errcap, "metadata key '%s' has no value (meta_kv is key, value, ..., NULL)", show(k).s);
-        if (!utf8_valid(k) || !utf8_valid(v)) return fail(err, errcap, "metadata '%s' is not valid UTF-8", show(k).s);
+        if (!v) return errf(err, errcap, "metadata key '%s' has no value (meta_kv is key, value, ..., NULL)", show(k).s);
+        if (!utf8_valid(k) || !utf8_valid(v)) return errf(err, errcap, "metadata '%s' is not valid UTF-8", show(k).s);
     }
     const char **names = malloc(((size_t)(n > n_meta ? n : n_meta) + 1) * sizeof *names);
-    if (!names) return fail(err, errcap, "out of memory");
+    if (!names) return errf(err, errcap, "out of memory");
     const char *dup = NULL;
     for (int i = 0; i < n_meta; i++) names[i] = meta_kv[2 * i];
-    bool ok = find_duplicate(names, n_meta, &dup) || fail(err, errcap, "out of memory");
-    if (ok && dup) ok = fail(err, errcap, "duplicate metadata key '%s'", show(dup).s);
+    bool ok = find_duplicate(names, n_meta, &dup) || errf(err, errcap, "out of memory");
+    if (ok && dup) ok = errf(err, errcap, "duplicate metadata key '%s'", show(dup).s);
 
     uint64_t offset = 0;
     for (int i = 0; ok && i < n; i++) {
         const StWriteItem *it = &items[i];
         names[i] = it->name;
-        if (!it->name) ok = fail(err, errcap, "item %d has no name", i);
-        else if (!utf8_valid(it->name)) ok = fail(err, errcap, "item %d: name '%s' is not valid UTF-8", i, show(it->name).s);
-        else if (strcmp(it->name, "__metadata__") == 0) ok = fail(err, errcap, "item %d: '__metadata__' is reserved", i);
-        else if (!dtype_valid(it->dtype)) ok = fail(err, errcap, "tensor '%s': invalid dtype %d", show(it->name).s, (int)it->dtype);
+        if (!it->name) ok = errf(err, errcap, "item %d has no name", i);
+        else if (!utf8_valid(it->name)) ok = errf(err, errcap, "item %d: name '%s' is not valid UTF-8", i, show(it->name).s);
+        else if (strcmp(it->name, "__metadata__") == 0) ok = errf(err, errcap, "item %d: '__metadata__' is reserved", i);
+        else if (!dtype_valid(it->dtype)) ok = errf(err, errcap, "tensor '%s': invalid dtype %d", show(it->name).s, (int)it->dtype);
         else if (it->nd < 0 || it->nd > ST_MAX_DIMS || (it->nd > 0 && !it->shape))
-            ok = fail(err, errcap, "tensor '%s': rank %d is not in [0, %d] or the shape is missing", show(it->name).s, it->nd, ST_MAX_DIMS);
+            ok = errf(err, errcap, "tensor '%s': rank %d is not in [0, %d] or the shape is missing", show(it->name).s, it->nd, ST_MAX_DIMS);
         uint64_t numel = 1;
         for (int d = 0; ok && d < it->nd; d++)
-            if (it->shape[d] < 0) ok = fail(err, errcap, "tensor '%s': shape[%d] = %lld is negative", show(it->name).s, d, (long long)it->shape[d]);
-            else if (!mul_u64(numel, (uint64_t)it->shape[d], &numel)) ok = fail(err, errcap, "tensor '%s': too many elements", show(it->name).s);
+            if (it->shape[d] < 0) ok = errf(err, errcap, "tensor '%s': shape[%d] = %lld is negative", show(it->name).s, d, (long long)it->shape[d]);
+            else if (!mul_u64(numel, (uint64_t)it->shape[d], &numel)) ok = errf(err, errcap, "tensor '%s': too many elements", show(it->name).s);
         if (ok && (!mul_u64(numel, dtypes[it->dtype].size, &nbytes[i]) || nbytes[i] > UINT64_MAX - offset))
-            ok = fail(err, errcap, "tensor '%s': byte size overflows", show(it->name).s);
-        if (ok && nbytes[i] > 0 && !it->data) ok = fail(err, errcap, "tensor '%s': data is NULL", show(it->name).s);
+            ok = errf(err, errcap, "tensor '%s': byte size overflows", show(it->name).s);
+        if (ok && nbytes[i] > 0 && !it->data) ok = errf(err, errcap, "tensor '%s': data is NULL", show(it->name).s);
         if (ok) offset += nbytes[i];
     }
-    if (ok) ok = find_duplicate(names, n, &dup) || fail(err, errcap, "out of memory");
-    if (ok && dup) ok = fail(err, errcap, "duplicate tensor name '%s'", show(dup).s);
+    if (ok) ok = find_duplicate(names, n, &dup) || errf(err, errcap, "out of memory");
+    if (ok && dup) ok = errf(err, errcap, "duplicate tensor name '%s'", show(dup).s);
     free(names);
     if (!ok) return false;
 
@@ -834,86 +579,33 @@ static bool build_header(const StWriteItem *items, int n, const char *const *met
     }
     text_str(h, "}");
     while (!h->oom && h->len % 8) text_str(h, " ");
-    if (h->oom) return fail(err, errcap, "out of memory building the header");
+    if (h->oom) return errf(err, errcap, "out of memory building the header");
     if (h->len > ST_MAX_HEADER)
-        return fail(err, errcap, "header would be %zu bytes, over the %llu-byte limit readers accept", h->len, (unsigned long long)ST_MAX_HEADER);
+        return errf(err, errcap, "header would be %zu bytes, over the %llu-byte limit readers accept", h->len, (unsigned long long)ST_MAX_HEADER);
     return true;
 }
 
-/* fwrite with errno kept for the message; fwrite alone may report a
- * write(2) failure without setting it */
-static bool write_all(FILE *f, const void *p, uint64_t n) {
-    errno = 0;
-    if (n == 0 || fwrite(p, 1, (size_t)n, f) == n) return true;
-    if (errno == 0) errno = EIO;
-    return false;
-}
-
-static bool sync_directory(const char *path, char *err, int errcap) {
-    size_t len = strlen(path);
-    char *dir = malloc(len + 2);
-    if (!dir) return fail(err, errcap, "'%s' was replaced, but out of memory to sync its directory", path);
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    bool ok = fd >= 0;
-    if (!ok) fail(err, errcap, "'%s' was replaced, but opening its directory '%s' failed: %s", path, dir, strerror(errno));
-    /* EINVAL: the file system cannot sync directories; nothing more to do */
-    if (ok && fsync(fd) != 0 && errno != EINVAL)
-        ok = fail(err, errcap, "'%s' was replaced, but syncing its directory '%s' failed: %s", path, dir, strerror(errno));
-    if (fd >= 0 && close(fd) != 0 && ok)
-        ok = fail(err, errcap, "'%s' was replaced, but closing its directory '%s' failed: %s", path, dir, strerror(errno));
-    free(dir);
-    return ok;
-}
-
 bool st_write(const char *path, const StWriteItem *items, int n, const char *const *meta_kv, char *err, int errcap) {
-    if (!path || n < 0 || (n > 0 && !items)) return fail(err, errcap, "st_write: bad arguments");
+    if (!path || n < 0 || n > INT_MAX - 2 || (n > 0 && !items)) return errf(err, errcap, "st_write: bad arguments");
     uint64_t *nbytes = malloc(((size_t)n + 1) * sizeof *nbytes);
+    const void **chunks = malloc(((size_t)n + 2) * sizeof *chunks);
+    size_t *lens = malloc(((size_t)n + 2) * sizeof *lens);
     Text h = {0};
-    size_t tmp_cap = strlen(path) + 32;
-    char *tmp = malloc(tmp_cap);
-    if (!nbytes || !tmp) {
-        free(nbytes);
-        free(tmp);
-        return fail(err, errcap, "out of memory");
-    }
-    bool ok = build_header(items, n, meta_kv, &h, nbytes, err, errcap);
-    FILE *f = NULL;
-    bool created = false;
-    if (ok) {
-        /* the pid keeps two processes writing the same PATH apart; same
-         * directory so that rename() is atomic */
-        snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
-        f = fopen(tmp, "wb");
-        created = f != NULL;
-        if (!f) ok = fail(err, errcap, "cannot create '%s': %s", tmp, strerror(errno));
-    }
+    bool ok = nbytes && chunks && lens ? build_header(items, n, meta_kv, &h, nbytes, err, errcap) : errf(err, errcap, "out of memory");
     if (ok) {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-        ok = write_all(f, len8, 8) && write_all(f, h.p, h.len);
-        for (int i = 0; ok && i < n; i++) ok = write_all(f, items[i].data, nbytes[i]);
-        if (!ok) fail(err, errcap, "writing '%s' failed: %s", tmp, strerror(errno));
-    }
-    if (ok && fflush(f) != 0) ok = fail(err, errcap, "writing '%s' failed: %s", tmp, strerror(errno));
-    if (ok && fsync(fileno(f)) != 0) ok = fail(err, errcap, "fsync of '%s' failed: %s", tmp, strerror(errno));
-    if (f) {
-        int rc = fclose(f);
-        if (rc != 0 && ok) ok = fail(err, errcap, "closing '%s' failed: %s", tmp, strerror(errno));
-    }
-    if (ok && rename(tmp, path) != 0) ok = fail(err, errcap, "renaming '%s' to '%s' failed: %s", tmp, path, strerror(errno));
-    if (ok) {
-        ok = sync_directory(path, err, errcap);
-    } else if (created && unlink(tmp) != 0 && err && errcap > 0) {
-        size_t len = strlen(err);
-        snprintf(err + len, (size_t)errcap - len, " (and removing it failed: %s)", strerror(errno));
+        chunks[0] = len8, lens[0] = 8;
+        chunks[1] = h.p, lens[1] = h.len;
+        for (int i = 0; i < n; i++) chunks[i + 2] = items[i].data, lens[i + 2] = (size_t)nbytes[i];
+        char none[1];
+        bool to_err = err && errcap > 0;
+        ok = atomic_write(path, chunks, lens, n + 2, to_err ? err : none, to_err ? errcap : (int)sizeof none);
     }
     free(h.p);
-    free(tmp);
     free(nbytes);
+    free(chunks);
+    free(lens);
     return ok;
 }
 

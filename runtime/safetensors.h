@@ -12,7 +12,13 @@
 typedef enum { ST_F32, ST_F16, ST_BF16, ST_F64, ST_I64, ST_I32, ST_I16, ST_I8, ST_U8, ST_BOOL } StDType;
 
 #define ST_MAX_DIMS 8
-#define ST_MAX_HEADER ((uint64_t)100 << 20)   /* bytes of JSON header accepted on read */
+/* Bytes of JSON header accepted (and written). Real headers are far smaller
+ * (yolov9e: ~2,000 tensors, ~200 KB; about 100 bytes per tensor, so 16 MiB is
+ * 150,000 tensors). The cap bounds the parser's memory: jansson allocates a
+ * node per value, measured at up to ~80x the text for a header of tiny
+ * objects ({"a":[{},{},...]}), so a hostile 16 MiB header costs ~1.3 GB for the
+ * moment of the parse; the 100 MB cap of the Rust reader would allow ~8 GB. */
+#define ST_MAX_HEADER ((uint64_t)16 << 20)
 #define ST_MAX_FILE ((uint64_t)16 << 30)      /* bytes st_read accepts */
 
 typedef struct StTensor {
@@ -37,7 +43,8 @@ typedef struct StFile {
 } StFile;
 
 /* Copies buf and validates everything (header syntax, dtypes, shapes, sizes,
- * offsets, exact coverage of the data buffer). On failure returns false with
+ * offsets, exact coverage of the data buffer; shape entries and offsets are
+ * JSON integers of at most 2^63-1). On failure returns false with
  * one line in err (naming the byte offset or the tensor) and leaves *out
  * empty; st_free on it is harmless either way. err may be NULL. */
 bool st_parse(const unsigned char *buf, size_t size, StFile *out, char *err, int errcap);
@@ -60,8 +67,9 @@ typedef struct StWriteItem {
     const void *data;                /* numel * dtype size bytes; may be NULL when that is 0 */
 } StWriteItem;
 
-/* Writes atomically: the temp file PATH.tmp.PID in the same directory,
- * fwrite, fflush, fsync, rename over PATH, fsync of the directory. Tensors are
+/* Writes atomically through atomic_write (ir/atomic_file.h): the temp file
+ * PATH.tmp.PID in the same directory, write, fsync, rename over PATH, fsync
+ * of the directory. Tensors are
  * stored in the order given (header lists them in that order, offsets
  * increasing); "__metadata__" comes first when meta_kv has pairs. The header
  * is padded with spaces to a multiple of 8 so the data starts 8-aligned.

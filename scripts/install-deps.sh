@@ -9,6 +9,7 @@ set -euo pipefail
 declare -A NEED=(
   [/usr/include/yaml.h]=libyaml-dev
   [/usr/include/cjson/cJSON.h]=libcjson-dev
+  [/usr/include/jansson.h]=libjansson-dev
   [/usr/include/zlib.h]=zlib1g-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev
   [/usr/bin/pkg-config]=pkg-config

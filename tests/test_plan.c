@@ -184,10 +184,16 @@ Test(plan, cli_compile_and_inspect) {
     cr_expect(cJSON_IsObject(cJSON_GetObjectItem(j, "groups")));
     cJSON_Delete(j);
     tu_free(&r);
-    r = tu_run("inspect /tmp/yolocc-cli.plan");
+    r = tu_run("inspect /tmp/yolocc-cli.plan --memory-svg /tmp/yolocc-cli.svg");
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "model tiny: nc 3, imgsz 64, batch 2"), "%s", r.out);
     tu_free(&r);
+    size_t svg_len;
+    char *svg = tu_slurp("/tmp/yolocc-cli.svg", &svg_len);
+    cr_assert(svg, "no SVG written");
+    cr_expect(strncmp(svg, "<svg ", 5) == 0 && strstr(svg, "</svg>") && strstr(svg, "<rect x="), "not an SVG drawing");
+    free(svg);
+    unlink("/tmp/yolocc-cli.svg");
     /* not a plan */
     r = tu_run("inspect models/tiny.yaml");
     cr_expect_eq(r.status, 2);
