@@ -6,23 +6,10 @@
 
 #include "test_util.h"
 
+/* the binary named by $ENV, else the fallback path */
 static CliResult run_bin(const char *env, const char *fallback, const char *args) {
     const char *bin = getenv(env);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s", bin ? bin : fallback, args);
-    char out[] = "/tmp/yolort-test-out-XXXXXX", err[] = "/tmp/yolort-test-err-XXXXXX";
-    int fo = mkstemp(out), fe = mkstemp(err);
-    cr_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    char full[1200];
-    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, out, err);
-    int st = system(full);
-    CliResult r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, tu_slurp(out, NULL), tu_slurp(err, NULL)};
-    unlink(out);
-    unlink(err);
-    cr_assert(r.out && r.err);
-    return r;
+    return tu_run_bin(bin ? bin : fallback, args);
 }
 
 /* parses one JSON object per line; returns the number of steps read */

@@ -38,15 +38,15 @@ static inline const char *tu_bin(void) {
     return b ? b : "build/yolocc";
 }
 
-/* Runs `yolocc ARGS` through the shell; ARGS is trusted test text. */
-static inline CliResult tu_run(const char *args) {
+/* Runs `BIN ARGS` through the shell; ARGS is trusted test text. */
+static inline CliResult tu_run_bin(const char *bin, const char *args) {
     char out[] = "/tmp/yolocc-test-out-XXXXXX", err[] = "/tmp/yolocc-test-err-XXXXXX";
     int fo = mkstemp(out), fe = mkstemp(err);
     cr_assert(fo >= 0 && fe >= 0, "mkstemp failed");
     close(fo);
     close(fe);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", tu_bin(), args, out, err);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", bin, args, out, err);
     int st = system(cmd);
     CliResult r = {WIFEXITED(st) ? WEXITSTATUS(st) : -1, tu_slurp(out, NULL), tu_slurp(err, NULL)};
     unlink(out);
@@ -54,6 +54,9 @@ static inline CliResult tu_run(const char *args) {
     cr_assert(r.out && r.err, "cannot read captured output");
     return r;
 }
+
+/* Runs `yolocc ARGS` (the binary named by $YOLOCC_BIN). */
+static inline CliResult tu_run(const char *args) { return tu_run_bin(tu_bin(), args); }
 
 static inline void tu_free(CliResult *r) {
     free(r->out);
