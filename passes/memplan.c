@@ -204,6 +204,34 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *
             memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
         }
     }
+    /* then a few seeded perturbations of the size order: swap neighbours of
+     * similar size and re-place; keeps the best (plans stay reproducible) */
+    uint64_t rng = 0x9E3779B97F4A7C15ULL;
+    for (int trial_no = 0; trial_no < 24 && mp->arena_bytes > mp->lower_bound_bytes; trial_no++) {
+        for (int k = 0; k < m; k++) {
+            int t = order[k];
+            keys[k] = (SizeKey){(double)align_up(mp->bytes[t]), mp->def[t], t};
+        }
+        qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
+        for (int k = 0; k + 1 < m; k++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if ((rng & 3) == 0 && keys[k + 1].key >= 0.5 * keys[k].key) {
+                SizeKey tmp = keys[k];
+                keys[k] = keys[k + 1];
+                keys[k + 1] = tmp;
+            }
+        }
+        for (int k = 0; k < m; k++) order[k] = keys[k].t;
+        for (int t = 0; t < n; t++) trial[t] = -1;
+        place(mp, order, m, trial_no % 2 == 0, placed, trial);
+        int64_t arena = compact(mp, order, m, placed, tops, trial);
+        if (arena < mp->arena_bytes) {
+            mp->arena_bytes = arena;
+            memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
+        }
+    }
     if (m == 0) mp->arena_bytes = 0;
     return true;
 }
