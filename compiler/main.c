@@ -35,8 +35,10 @@ static const char USAGE[] =
     "  --optimizer sgd|adamw   (plan; default sgd)\n"
     "  --weight-decay X        group-1 weight decay (plan; default 0.0005)\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
-    "  --recompute none|pointwise  pointwise (default): backward recomputes BN-apply, activations, adds\n"
-    "                          and layout ops from kept conv outputs and BN statistics; none keeps them\n"
+    "  --recompute none|pointwise|BYTES  pointwise (default): backward recomputes BN-apply, activations,\n"
+    "                          adds and layout ops from kept conv outputs and BN statistics; none keeps\n"
+    "                          them; BYTES (e.g. 400M, 2G; K/M/G = 2^10/2^20/2^30) also recomputes the\n"
+    "                          cheapest conv outputs until the step arena fits\n"
     "  --precision fp32|bf16|fp16  storage precision of activations and gradients (plan; default fp32,\n"
     "                          the CPU runs fp32 plans only)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
@@ -56,6 +58,7 @@ typedef struct Options {
     double weight_decay;
     Precision precision;
     RecomputePolicy recompute;
+    int64_t recompute_budget;
     bool json;
 } Options;
 
@@ -73,6 +76,22 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
     if (errno || end == s || *end || v < lo || v > hi) return false;
     *out = v;
     return true;
+}
+
+/* "123", "400K", "1.5G": bytes, with K/M/G = 2^10/2^20/2^30 */
+static bool parse_bytes(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v > 0)) return false;
+    double scale = 1;
+    if (*end == 'K' || *end == 'k') scale = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v * scale > 1e15) return false;
+    *out = (int64_t)(v * scale);
+    return *out > 0;
 }
 
 static int parse_args(int argc, char **argv, Options *o) {
@@ -103,7 +122,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             } else if (strcmp(a, "--recompute") == 0) {
                 if (strcmp(val, "none") == 0) o->recompute = RECOMPUTE_NONE;
                 else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
-                else return usage_error("--recompute must be none or pointwise, got '%s'", val);
+                else if (!parse_bytes(val, &o->recompute_budget))
+                    return usage_error("--recompute must be none, pointwise or a byte budget like 400M, got '%s'", val);
             } else if (strcmp(a, "--precision") == 0) {
                 if (strcmp(val, "fp32") == 0) o->precision = PREC_FP32;
                 else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
@@ -180,7 +200,7 @@ int main(int argc, char **argv) {
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
-                           .precision = o.precision, .recompute = o.recompute};
+                           .precision = o.precision, .recompute = o.recompute, .recompute_budget = o.recompute_budget};
         TrainCompiled tc = {0};
         char err[512];
         if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {

@@ -14,6 +14,7 @@ typedef struct TrainOptions {
     double weight_decay;
     Precision precision;
     RecomputePolicy recompute;
+    int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
 } TrainOptions;
 
 typedef struct TrainCompiled {
@@ -22,6 +23,7 @@ typedef struct TrainCompiled {
     TrainingGraph tg;
     OptimGraph og;
     MemPlan mp;
+    int recompute_convs;        /* conv outputs recomputed to meet the budget */
     char *meta_json;    /* malloc'd */
 } TrainCompiled;
 

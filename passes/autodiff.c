@@ -31,6 +31,7 @@ static bool recomputable(OpKind k) {
 
 typedef struct Recompute {
     Graph *g;
+    const bool *conv_too;   /* forward conv outputs also recomputed */
     int n_fwd_ops;      /* ops below this index are forward */
     int *copy;          /* per forward tensor: its recomputed twin, or -1 */
     int n_tensors;      /* forward tensors (copy[] size) */
@@ -46,7 +47,9 @@ static int recompute(Recompute *rc, int t) {
     if (t >= rc->n_tensors || g->tensors[t].kind != TK_ACTIVATION) return t;
     if (rc->copy[t] >= 0) return rc->copy[t];
     int p = g->tensors[t].producer;
-    if (p < 0 || p >= rc->n_fwd_ops || !recomputable(g->ops[p].kind)) return t;
+    if (p < 0 || p >= rc->n_fwd_ops) return t;
+    bool conv = g->ops[p].kind == OP_CONV2D && rc->conv_too && rc->conv_too[t];
+    if (!conv && !recomputable(g->ops[p].kind)) return t;
     Op op = g->ops[p];
     if (op.kind == OP_BATCHNORM && t != op.out[0]) return t; /* statistics are kept */
     int in[IR_MAX_SPLIT + 8], n_in = op.n_in, id;
@@ -117,7 +120,7 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
         for (int i = 0; i < op->n_out; i++) needs[op->out[i]] = any;
     }
     acc[tg->loss] = tg->grad_seed;
-    Recompute rc = {.g = g, .n_fwd_ops = tg->n_forward_ops, .n_tensors = n_fwd_tensors, .tg = tg};
+    Recompute rc = {.g = g, .n_fwd_ops = tg->n_forward_ops, .n_tensors = n_fwd_tensors, .tg = tg, .conv_too = ls->recompute_conv};
     if (ls->recompute == RECOMPUTE_POINTWISE) {
         rc.copy = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
         if (!rc.copy) return snprintf(g->err, sizeof g->err, "out of memory"), false;

@@ -20,6 +20,10 @@ typedef struct LossSpec {
     int topk;
     double gains[3];        /* box, cls, dfl */
     RecomputePolicy recompute;
+    /* with RECOMPUTE_POINTWISE: forward tensors (by id) that backward also
+     * recomputes although a conv produced them (a memory budget asked for
+     * it); NULL for none */
+    const bool *recompute_conv;
 } LossSpec;
 
 typedef struct TrainingGraph {

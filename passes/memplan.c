@@ -53,7 +53,7 @@ static int by_key(const void *a, const void *b) {
 /* Places tensors in the given order, each into the smallest gap (best fit)
  * or the lowest gap (first fit) among placed tensors whose lifetimes overlap
  * its own; returns the arena size, offsets in off[]. */
-static int64_t place(const MemPlan *mp, const int *order, int m, bool best_fit, Placed *placed, int64_t *off) {
+static int64_t place_greedy(const MemPlan *mp, const int *order, int m, bool best_fit, Placed *placed, int64_t *off) {
     int64_t arena = 0;
     for (int k = 0; k < m; k++) {
         int t = order[k];
@@ -124,7 +124,7 @@ static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *place
     return arena;
 }
 
-bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *mp, char *err, int errcap) {
+bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
     memset(mp, 0, sizeof *mp);
     mp->precision = p;
     int n = g->n_tensors;
@@ -176,6 +176,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *
         live += delta[o];
         if (live > mp->lower_bound_bytes) mp->lower_bound_bytes = live;
     }
+    if (!place) return true;
     /* greedy placement under a few orders and fit rules; keep the smallest arena */
     SizeKey *keys = arena_array(a, (size_t)m + 1, sizeof(SizeKey));
     int64_t *trial = arena_array(a, (size_t)n + 1, sizeof(int64_t));
@@ -197,7 +198,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *
         qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
         for (int k = 0; k < m; k++) order[k] = keys[k].t;
         for (int t = 0; t < n; t++) trial[t] = -1;
-        place(mp, order, m, strategy % 2 == 0, placed, trial);
+        place_greedy(mp, order, m, strategy % 2 == 0, placed, trial);
         int64_t arena = compact(mp, order, m, placed, tops, trial);
         if (arena < mp->arena_bytes) {
             mp->arena_bytes = arena;
@@ -225,7 +226,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *
         }
         for (int k = 0; k < m; k++) order[k] = keys[k].t;
         for (int t = 0; t < n; t++) trial[t] = -1;
-        place(mp, order, m, trial_no % 2 == 0, placed, trial);
+        place_greedy(mp, order, m, trial_no % 2 == 0, placed, trial);
         int64_t arena = compact(mp, order, m, placed, tops, trial);
         if (arena < mp->arena_bytes) {
             mp->arena_bytes = arena;

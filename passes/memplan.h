@@ -26,8 +26,10 @@ typedef struct MemPlan {
 } MemPlan;
 
 const char *precision_name(Precision p);
-/* loss_op: index of the detect_loss op (forward ends there), or -1. */
-bool memplan_build(const Graph *g, int loss_op, Precision p, Arena *a, MemPlan *mp, char *err, int errcap);
+/* loss_op: index of the detect_loss op (forward ends there), or -1. With
+ * place false only the sizes and the lower bound are computed (offsets stay
+ * -1, arena_bytes 0): the fast objective of the recompute budget search. */
+bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
 /* Storage bytes of tensor t: activations and activation gradients at the
  * precision; master weights, their gradients, BN statistics, optimizer state
  * and the loss stay fp32. */

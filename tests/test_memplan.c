@@ -228,3 +228,52 @@ static void check_recompute_equivalent(const char *file, const char *scale, int 
 Test(memplan, pointwise_recompute_equals_keeping_yolov8_style) { check_recompute_equivalent("models/tiny.yaml", NULL, 64); }
 Test(memplan, pointwise_recompute_equals_keeping_yolo11_style) { check_recompute_equivalent("tests/parity/v11tiny.yaml", "n", 64); }
 Test(memplan, pointwise_recompute_equals_keeping_yolov5_style) { check_recompute_equivalent("models/yolov5.yaml", "n", 32); }
+
+/* --recompute BYTES: a budget between the smallest feasible arena and the
+ * pointwise arena gives a plan that fits it, recomputes some conv outputs,
+ * and trains bit-identically (poisoned arena); an infeasible budget fails
+ * naming the smallest feasible one. */
+static void build_budget(Built *b, int64_t budget) {
+    arena_init(&b->arena, 0);
+    diag_init(&b->d, "models/tiny.yaml");
+    ModelOptions mo = {0};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE,
+                       .recompute_budget = budget};
+    cr_assert(model_cfg_load(&b->arena, "models/tiny.yaml", &mo, &b->cfg, &b->d));
+    b->tc.meta_json = NULL;
+    if (!compile_training(&b->arena, &b->cfg, &to, &b->tc, &b->d)) b->tc.meta_json = NULL;
+}
+
+Test(memplan, recompute_budget_fits_and_trains_identically) {
+    Built p, tiny_budget, fit, none;
+    build_r(&p, "models/tiny.yaml", NULL, 64, 2, PREC_FP32, RECOMPUTE_POINTWISE);
+    build_budget(&tiny_budget, 1024);
+    cr_assert(tiny_budget.d.failed, "a 1 KiB budget compiled");
+    cr_expect(strstr(tiny_budget.d.msg, "smallest feasible budget"), "%s", tiny_budget.d.msg);
+    const char *at = strstr(tiny_budget.d.msg, "needs a ");
+    cr_assert(at, "%s", tiny_budget.d.msg);
+    long long feasible = atoll(at + 8);
+    cr_assert_lt(feasible, p.tc.mp.arena_bytes, "conv recompute saves nothing on this model");
+    int64_t budget = (feasible + p.tc.mp.arena_bytes) / 2;
+    build_budget(&fit, budget);
+    cr_assert_not(fit.d.failed, "%s", fit.d.msg);
+    cr_expect_leq(fit.tc.mp.arena_bytes, budget);
+    cr_expect_gt(fit.tc.recompute_convs, 0);
+    cr_log_info("tiny 64px b2: pointwise arena %lld, feasible minimum %lld, budget %lld -> arena %lld with %d conv outputs recomputed",
+                (long long)p.tc.mp.arena_bytes, feasible, (long long)budget, (long long)fit.tc.mp.arena_bytes, fit.tc.recompute_convs);
+    build_r(&none, "models/tiny.yaml", NULL, 64, 2, PREC_FP32, RECOMPUTE_NONE);
+    float *pa, *pb;
+    double la[2], lb[2];
+    run_two_steps(&none, true, &pa, la);
+    run_two_steps(&fit, true, &pb, lb);
+    cr_expect(la[0] == lb[0] && la[1] == lb[1], "losses %.9g %.9g vs %.9g %.9g", la[0], la[1], lb[0], lb[1]);
+    int64_t total = 0;
+    for (int i = 0; i < none.tc.m.g.n_state; i++) total += shape_numel(&none.tc.m.g.tensors[none.tc.m.g.state[i]].shape);
+    cr_expect(memcmp(pa, pb, sizeof(float) * (size_t)total) == 0, "parameters differ with conv recompute");
+    free(pa);
+    free(pb);
+    unbuild(&p);
+    unbuild(&tiny_budget);
+    unbuild(&fit);
+    unbuild(&none);
+}
