@@ -20,14 +20,10 @@ bool memory_svg_write(const Plan *p, const char *path, char *err, int errcap) {
         if (f) fclose(f);
         return snprintf(err, (size_t)errcap, "out of memory"), false;
     }
-    for (int t = 0; t < g->n_tensors; t++) last[t] = g->tensors[t].producer;
+    graph_last_use(g, last);
     int loss_op = -1;
-    for (int o = 0; o < g->n_ops; o++) {
+    for (int o = 0; o < g->n_ops; o++)
         if (g->ops[o].kind == OP_DETECT_LOSS) loss_op = o;
-        /* graph outputs end with the step: clamp to the last op */
-        for (int i = 0; i < g->ops[o].n_in; i++)
-            if (o > last[g->ops[o].in[i]]) last[g->ops[o].in[i]] = o;
-    }
     const double W = 1600, H = 900, left = 70, top = 40;
     double sx = (W - left - 20) / (g->n_ops > 0 ? g->n_ops : 1), sy = (H - top - 40) / (double)p->arena_bytes;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
@@ -42,6 +38,7 @@ bool memory_svg_write(const Plan *p, const char *path, char *err, int errcap) {
         bool recomputed = loss_op >= 0 && d > loss_op && (op->kind == OP_BN_APPLY || (op_def(op->kind)->grad != NULL && op->kind != OP_DETECT_LOSS));
         const char *colour = recomputed ? "#2ca02c" : loss_op >= 0 && d > loss_op ? "#d62728" : "#1f77b4";
         double bytes = (double)memplan_tensor_bytes(g, t, false, p->precision);
+        /* graph outputs live to the end of the step: draw them to the last op */
         int end = last[t] < g->n_ops ? last[t] : g->n_ops - 1;
         double x = left + d * sx, w = (end - d + 1) * sx, y = top + p->offset[t] * sy, h = bytes * sy;
         fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" fill-opacity=\"0.6\" stroke=\"%s\" stroke-width=\"0.3\"><title>%%%d %s (%.2f MB), ops %d-%d</title></rect>\n",

@@ -115,6 +115,14 @@ int64_t graph_state_numel(const Graph *g, TensorKind kind, bool trainable_only) 
 }
 
 
+void graph_last_use(const Graph *g, int *last) {
+    for (int t = 0; t < g->n_tensors; t++) last[t] = g->tensors[t].producer;
+    for (int o = 0; o < g->n_ops; o++)
+        for (int i = 0; i < g->ops[o].n_in; i++)
+            if (o > last[g->ops[o].in[i]]) last[g->ops[o].in[i]] = o;
+    for (int i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = g->n_ops;
+}
+
 bool graph_verify(const Graph *g, char *err, int errcap) {
     Arena scratch;
     arena_init(&scratch, 0);

@@ -134,5 +134,8 @@ const OpDef *op_def(OpKind k);
 bool graph_verify(const Graph *g, char *err, int errcap);
 void graph_print(const Graph *g, void *file /* FILE* */);
 int64_t graph_state_numel(const Graph *g, TensorKind kind, bool trainable_only);
+/* last[t] = the last op that reads tensor t (its producer, or -1, if none
+ * does; n_ops for graph outputs, which live to the end of the step). */
+void graph_last_use(const Graph *g, int *last);
 
 #endif

@@ -124,6 +124,18 @@ static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *place
     return arena;
 }
 
+/* Places the arena tensors in `order` (then compacts) and keeps the result
+ * in mp if its arena is smaller than the best so far. */
+static void try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit, Placed *placed, ByOffset *tops, int64_t *trial) {
+    for (int t = 0; t < n; t++) trial[t] = -1;
+    place_greedy(mp, order, m, best_fit, placed, trial);
+    int64_t arena = compact(mp, order, m, placed, tops, trial);
+    if (arena < mp->arena_bytes) {
+        mp->arena_bytes = arena;
+        memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
+    }
+}
+
 bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
     memset(mp, 0, sizeof *mp);
     mp->precision = p;
@@ -138,20 +150,17 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *
     int64_t *delta = arena_array(a, (size_t)g->n_ops + 2, sizeof(int64_t));
     if (!mp->offset || !mp->bytes || !mp->def || !mp->last || !persistent || !order || !placed || !delta)
         return snprintf(err, (size_t)errcap, "out of memory"), false;
+    graph_last_use(g, mp->last);
     for (int t = 0; t < n; t++) {
         mp->def[t] = g->tensors[t].producer;
-        mp->last[t] = mp->def[t];
         persistent[t] = g->tensors[t].kind != TK_ACTIVATION;
     }
     for (int o = 0; o < g->n_ops; o++) {
         const Op *op = &g->ops[o];
         mp->step_flops += op_def(op->kind)->flops(g, op);
-        for (int i = 0; i < op->n_in; i++)
-            if (o > mp->last[op->in[i]]) mp->last[op->in[i]] = o;
         /* parameter gradients live in the persistent gradient region */
         if (op->kind == OP_SGD_STEP || op->kind == OP_ADAMW_STEP) persistent[op->in[1]] = true;
     }
-    for (int i = 0; i < g->n_outputs; i++) mp->last[g->outputs[i]] = g->n_ops;
     int m = 0;
     for (int t = 0; t < n; t++) {
         const Tensor *x = &g->tensors[t];
@@ -197,13 +206,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *
         }
         qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
         for (int k = 0; k < m; k++) order[k] = keys[k].t;
-        for (int t = 0; t < n; t++) trial[t] = -1;
-        place_greedy(mp, order, m, strategy % 2 == 0, placed, trial);
-        int64_t arena = compact(mp, order, m, placed, tops, trial);
-        if (arena < mp->arena_bytes) {
-            mp->arena_bytes = arena;
-            memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
-        }
+        try_order(mp, n, order, m, strategy % 2 == 0, placed, tops, trial);
     }
     /* then a few seeded perturbations of the size order: swap neighbours of
      * similar size and re-place; keeps the best (plans stay reproducible) */
@@ -225,13 +228,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *
             }
         }
         for (int k = 0; k < m; k++) order[k] = keys[k].t;
-        for (int t = 0; t < n; t++) trial[t] = -1;
-        place_greedy(mp, order, m, trial_no % 2 == 0, placed, trial);
-        int64_t arena = compact(mp, order, m, placed, tops, trial);
-        if (arena < mp->arena_bytes) {
-            mp->arena_bytes = arena;
-            memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
-        }
+        try_order(mp, n, order, m, trial_no % 2 == 0, placed, tops, trial);
     }
     if (m == 0) mp->arena_bytes = 0;
     return true;

@@ -34,11 +34,7 @@ bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bo
     it->last = calloc((size_t)g->n_tensors + 1, sizeof(int));
     if (!it->arena || !it->last) return false;
     memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
-    for (int t = 0; t < g->n_tensors; t++) it->last[t] = g->tensors[t].producer;
-    for (int o = 0; o < g->n_ops; o++)
-        for (int i = 0; i < g->ops[o].n_in; i++)
-            if (o > it->last[g->ops[o].in[i]]) it->last[g->ops[o].in[i]] = o;
-    for (int i = 0; i < g->n_outputs; i++) it->last[g->outputs[i]] = g->n_ops;
+    graph_last_use(g, it->last);
     for (int t = 0; t < g->n_tensors; t++)
         if (offset[t] >= 0) {
             if (it->owned[t]) free(it->buf[t]);

@@ -250,11 +250,7 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
     int *last = arena_array(&p->arena, (size_t)n + 1, sizeof(int));
     Span *spans = arena_array(&p->arena, (size_t)n + 1, sizeof(Span));
     if (!p->offset || !last || !spans) FAIL("out of memory");
-    for (uint32_t t = 0; t < n; t++) last[t] = g->tensors[t].producer;
-    for (int o = 0; o < g->n_ops; o++)
-        for (int i = 0; i < g->ops[o].n_in; i++)
-            if (o > last[g->ops[o].in[i]]) last[g->ops[o].in[i]] = o;
-    for (int i = 0; i < g->n_outputs; i++) last[g->outputs[i]] = g->n_ops;
+    graph_last_use(g, last);
     int ns = 0;
     for (uint32_t t = 0; t < n; t++) {
         uint64_t at = sec->off + c.pos;
