@@ -7,11 +7,11 @@ BUILD   ?= build
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 CFLAGS  ?= -O2 -g
-LIBS    := -lyaml -lcjson -ljansson -lz -lm
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c))
-HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h)
+LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c))
+HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtime/*/*.h)
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
 

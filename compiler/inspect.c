@@ -1,5 +1,6 @@
 /* compiler/inspect.c — plan contents: META, tensor and op counts by kind,
  * the runtime's inputs and outputs. */
+#include "../ir/plan_format.h"
 #include "inspect.h"
 
 #include <cjson/cJSON.h>
@@ -51,6 +52,12 @@ static cJSON *build_report(const char *path, const Plan *p) {
         if (by_kind[k]) cJSON_AddNumberToObject(bk, op_def((OpKind)k)->name, by_kind[k]);
     /* no fusion yet: every op is its own group */
     cJSON_AddItemToObject(r, "groups", cJSON_Duplicate(bk, true));
+    if (p->eval) {
+        cJSON *ev = cJSON_AddObjectToObject(r, "eval");
+        cJSON_AddItemToObject(ev, "meta", cJSON_Duplicate(p->eval->meta, true));
+        cJSON_AddNumberToObject(ev, "ops", p->eval->g.n_ops);
+        cJSON_AddNumberToObject(ev, "arena_bytes", (double)p->eval->arena_bytes);
+    }
     cJSON *in = cJSON_AddArrayToObject(r, "inputs");
     for (int i = 0; i < g->n_inputs; i++) {
         const Tensor *t = &g->tensors[g->inputs[i]];
@@ -86,7 +93,7 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
     } else {
         const cJSON *m = p.meta;
         const char *s_model = cJSON_GetStringValue(cJSON_GetObjectItem(m, "model")), *s_opt = cJSON_GetStringValue(cJSON_GetObjectItem(m, "optimizer"));
-        printf("plan %s: %zu bytes, format v1\n", path, p.file_bytes);
+        printf("plan %s: %zu bytes, format v%d\n", path, p.file_bytes, PLAN_VERSION);
         printf("model %s: nc %g, imgsz %g, batch %g, max_boxes %g, target %s, precision %s, optimizer %s\n", s_model ? s_model : "?",
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "nc")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "imgsz")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "batch")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "max_boxes")),
@@ -114,6 +121,9 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
             printf("]");
         }
         printf("\n");
+        if (p.eval)
+            printf("validation graph: batch %g, %d ops, arena %.1f MB\n", cJSON_GetNumberValue(cJSON_GetObjectItem(p.eval->meta, "batch")), p.eval->g.n_ops,
+                   (double)p.eval->arena_bytes / 1e6);
     }
     cJSON_Delete(r);
     plan_free(&p);

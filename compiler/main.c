@@ -33,7 +33,8 @@ static const char USAGE[] =
     "options:\n"
     "  -o FILE     write the training plan to FILE (atomically)\n"
     "  --optimizer sgd|adamw   (plan; default sgd)\n"
-    "  --weight-decay X        group-1 weight decay (plan; default 0.0005)\n"
+    "  --weight-decay X        group-1 weight decay (plan; default 0.0005), scaled by batch x accumulate / 64\n"
+    "                          as Ultralytics does (accumulate = max(round(64 / batch), 1))\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
     "  --recompute none|pointwise|BYTES  pointwise (default): backward recomputes BN-apply, activations,\n"
     "                          adds and layout ops from kept conv outputs and BN statistics; none keeps\n"
@@ -207,7 +208,7 @@ int main(int argc, char **argv) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
-        } else if (!plan_write(o.output, &tc.m.g, &tc.mp, tc.meta_json, err, sizeof err)) {
+        } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, tc.meta_json}, &(PlanPart){&tc.em.g, &tc.emp, tc.eval_meta_json}, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: %s\n", err);
             rc = 1;
         } else {
@@ -216,7 +217,7 @@ int main(int argc, char **argv) {
                    tc.m.g.n_ops, (long long)tc.s.parameters, o.output);
             rc = 0;
         }
-        free(tc.meta_json);
+        train_compiled_free(&tc);
         goto out;
     }
     if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, &m, &s, &d)) {

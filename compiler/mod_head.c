@@ -174,7 +174,10 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
             for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = o2o[i];
         }
     } else if (b->eval) {
+        /* the raw levels follow the decoded boxes, as Ultralytics' eval
+         * Detect returns (y, x): validation computes its losses on them */
         io->out[io->n_out++] = decode(b, levels, &h, dfl_w, true);
+        for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = levels[i];
     } else {
         for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = levels[i];
     }

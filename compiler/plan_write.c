@@ -99,8 +99,13 @@ static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp) {
     for (int t = 0; t < g->n_tensors; t++) pc_i64(c, &mp->offset[t], "offset");
 }
 
-bool plan_write(const char *path, const Graph *g, const MemPlan *mp, const char *meta_json, char *err, int errcap) {
+/* One plan's bytes (header, table, sections) in out->out; nested is the
+ * EVAL payload (NULL: an empty section). */
+static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec *out, char *err, int errcap) {
     enum { NSEC = PLAN_SECTIONS };
+    const Graph *g = part->g;
+    const MemPlan *mp = part->mp;
+    const char *meta_json = part->meta_json;
     Strings st = {.cap = 1};
     while (st.cap < 2 * (size_t)(g->n_tensors + g->n_ops) + 16) st.cap <<= 1;
     st.keys = calloc(st.cap, sizeof(char *));
@@ -113,17 +118,15 @@ bool plan_write(const char *path, const Graph *g, const MemPlan *mp, const char 
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
-    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN */
-    for (const char *p = meta_json; *p; p++) {
-        uint8_t b = (uint8_t)*p;
-        pc_u8(&sec[0], &b, "meta");
-    }
+    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN, EVAL */
+    pc_append(&sec[0], (const unsigned char *)meta_json, strlen(meta_json));
     write_tensors(&sec[2], &st, g);
     write_ops(&sec[3], &st, g);
     write_list(&sec[4], g->inputs, g->n_inputs);
     write_list(&sec[4], g->outputs, g->n_outputs);
     write_list(&sec[4], g->state, g->n_state);
     write_memplan(&sec[5], g, mp);
+    if (nested) pc_append(&sec[6], nested->out, nested->len);
     uint8_t nul = 0;
     pc_u8(&st.bytes, &nul, "strings"); /* a final NUL: every offset reads a terminated string */
     sec[1] = st.bytes;
@@ -133,43 +136,50 @@ bool plan_write(const char *path, const Graph *g, const MemPlan *mp, const char 
             snprintf(err, (size_t)errcap, "%s", sec[i].err);
             goto out;
         }
-    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN};
-    PlanCodec head;
-    pc_writer(&head);
+    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN, PLAN_SEC_EVAL};
+    PlanCodec *head = out;
     uint64_t offset = PLAN_HEADER_BYTES + (uint64_t)NSEC * PLAN_ENTRY_BYTES, total = offset;
     for (int i = 0; i < NSEC; i++) total += sec[i].len;
     for (int i = 0; i < 8; i++) {
         uint8_t m = (uint8_t)PLAN_MAGIC[i];
-        pc_u8(&head, &m, "magic");
+        pc_u8(head, &m, "magic");
     }
     uint32_t version = PLAN_VERSION, count = NSEC, zero = 0;
-    pc_u32(&head, &version, "version");
-    pc_u32(&head, &count, "sections");
-    pc_u64(&head, &total, "size");
+    pc_u32(head, &version, "version");
+    pc_u32(head, &count, "sections");
+    pc_u64(head, &total, "size");
     for (int i = 0; i < NSEC; i++) {
         uint32_t id = ids[i], crc = (uint32_t)crc32(0L, sec[i].out, (uInt)sec[i].len);
         uint64_t len = sec[i].len;
-        pc_u32(&head, &id, "id");
-        pc_u32(&head, &zero, "pad");
-        pc_u64(&head, &offset, "offset");
-        pc_u64(&head, &len, "length");
-        pc_u32(&head, &crc, "crc");
-        pc_u32(&head, &zero, "pad");
+        pc_u32(head, &id, "id");
+        pc_u32(head, &zero, "pad");
+        pc_u64(head, &offset, "offset");
+        pc_u64(head, &len, "length");
+        pc_u32(head, &crc, "crc");
+        pc_u32(head, &zero, "pad");
         offset += len;
     }
-    const void *chunks[NSEC + 1] = {head.out};
-    size_t lens[NSEC + 1] = {head.len};
-    for (int i = 0; i < NSEC; i++) {
-        chunks[1 + i] = sec[i].out ? sec[i].out : (const void *)"";
-        lens[1 + i] = sec[i].len;
-    }
-    ok = !head.failed && atomic_write(path, chunks, lens, NSEC + 1, err, errcap);
-    if (head.failed) snprintf(err, (size_t)errcap, "%s", head.err);
-    pc_free(&head);
+    for (int i = 0; i < NSEC; i++) pc_append(head, sec[i].out, sec[i].len);
+    ok = !head->failed;
+    if (!ok) snprintf(err, (size_t)errcap, "%s", head->err);
 out:
     for (int i = 0; i < NSEC; i++) pc_free(&sec[i]);
     pc_free(&st.bytes);
     free(st.keys);
     free(st.offs);
+    return ok;
+}
+
+bool plan_write(const char *path, PlanPart train, const PlanPart *eval, char *err, int errcap) {
+    PlanCodec nested, whole;
+    pc_writer(&nested);
+    pc_writer(&whole);
+    bool ok = (!eval || plan_encode(eval, NULL, &nested, err, errcap)) && plan_encode(&train, eval ? &nested : NULL, &whole, err, errcap);
+    if (ok) {
+        const void *chunk = whole.out ? whole.out : (const void *)"";
+        ok = atomic_write(path, &chunk, &whole.len, 1, err, errcap);
+    }
+    pc_free(&nested);
+    pc_free(&whole);
     return ok;
 }

@@ -4,8 +4,16 @@
 #define YOLOCC_PLAN_WRITE_H
 #include "../passes/memplan.h"
 
-/* meta_json: the META section, a JSON object (the caller builds it);
- * mp: the memory plan of g. */
-bool plan_write(const char *path, const Graph *g, const MemPlan *mp, const char *meta_json, char *err, int errcap);
+/* One graph of a plan: g, its memory plan, and the META section (a JSON
+ * object the caller builds). */
+typedef struct PlanPart {
+    const Graph *g;
+    const MemPlan *mp;
+    const char *meta_json;
+} PlanPart;
+
+/* Writes the training plan; eval (may be NULL) is the validation graph,
+ * stored as a complete plan inside the EVAL section. */
+bool plan_write(const char *path, PlanPart train, const PlanPart *eval, char *err, int errcap);
 
 #endif

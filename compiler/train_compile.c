@@ -2,6 +2,7 @@
 #include "train_compile.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,7 +31,11 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "recompute", o->recompute_budget > 0 ? "budget" : o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
     cJSON_AddNumberToObject(m, "recompute_budget", (double)o->recompute_budget);
     cJSON_AddNumberToObject(m, "recompute_convs", tc->recompute_convs);
-    cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay);
+    cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay * o->batch * tc->accumulate / 64.0);
+    cJSON_AddNumberToObject(m, "weight_decay_hyp", o->weight_decay);
+    cJSON_AddNumberToObject(m, "nbs", 64);
+    cJSON_AddNumberToObject(m, "accumulate", tc->accumulate);
+    cJSON_AddNumberToObject(m, "val_batch", tc->val_batch);
     cJSON_AddNumberToObject(m, "parameters", (double)tc->s.parameters);
     cJSON_AddNumberToObject(m, "gradients", (double)tc->s.gradients);
     cJSON_AddNumberToObject(m, "gflops", tc->s.gflops);
@@ -191,13 +196,72 @@ static bool fit_budget(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     }
 }
 
-bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
+/* The validation graph: the model in eval mode (BN running statistics,
+ * decoded boxes) at the validation batch, plus the detect loss on its raw
+ * levels (val/box_loss ...), with its own memory plan. */
+static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
+    BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true};
+    if (!model_build(a, cfg, &eo, tc->s.strides, tc->s.nstrides, &tc->em, d)) return false;
+    Graph *g = &tc->em.g;
+    if (g->n_outputs != 1 + tc->s.nstrides) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5}};
+    memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
+    int levels[IR_MAX_LEVELS];
+    memcpy(levels, g->outputs + 1, sizeof(int) * (size_t)tc->s.nstrides);
+    char err[256];
+    if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
+    if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
+    if (!memplan_build(g, -1, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
+    cJSON *m = cJSON_CreateObject();
+    if (!m) return diag_error(d, (Mark){0, 0}, "out of memory");
+    cJSON_AddStringToObject(m, "format", "yolocc-plan");
+    cJSON_AddStringToObject(m, "kind", "eval");
+    cJSON_AddNumberToObject(m, "nc", (double)cfg->nc);
+    cJSON_AddNumberToObject(m, "imgsz", tc->s.imgsz);
+    cJSON_AddNumberToObject(m, "batch", tc->val_batch);
+    cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    cJSON_AddNumberToObject(in, "images", tc->etg.images);
+    cJSON_AddNumberToObject(in, "boxes", tc->etg.boxes);
+    cJSON_AddNumberToObject(in, "counts", tc->etg.counts);
+    cJSON *out = cJSON_AddObjectToObject(m, "outputs");
+    cJSON_AddNumberToObject(out, "predictions", g->outputs[0]);
+    cJSON_AddNumberToObject(out, "loss", tc->etg.loss);
+    cJSON_AddNumberToObject(out, "items", tc->etg.items);
+    cJSON *mem = cJSON_AddObjectToObject(m, "memory");
+    cJSON_AddNumberToObject(mem, "arena_bytes", (double)tc->emp.arena_bytes);
+    cJSON_AddNumberToObject(mem, "persistent_bytes", (double)tc->emp.persistent_bytes);
+    tc->eval_meta_json = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    return tc->eval_meta_json ? true : diag_error(d, (Mark){0, 0}, "out of memory");
+}
+
+int train_accumulate(int batch) {
+    /* Python's round is half to even, as nearbyint in the default rounding mode */
+    int r = (int)nearbyint(64.0 / batch);
+    return r > 1 ? r : 1;
+}
+
+void train_compiled_free(TrainCompiled *tc) {
+    free(tc->meta_json);
+    free(tc->eval_meta_json);
+    tc->meta_json = tc->eval_meta_json = NULL;
+}
+
+bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o_in, TrainCompiled *tc, Diag *d) {
     memset(tc, 0, sizeof *tc);
+    /* Ultralytics scales weight decay by the effective batch over nbs = 64 */
+    TrainOptions scaled = *o_in;
+    const TrainOptions *o = &scaled;
+    tc->accumulate = train_accumulate(o_in->batch);
+    scaled.weight_decay = o_in->weight_decay * o_in->batch * tc->accumulate / 64.0;
+    tc->val_batch = o_in->val_batch > 0 ? o_in->val_batch : 2 * o_in->batch;
     const char *head = cfg->rows[cfg->n_rows - 1].module;
     if (strcmp(head, "Detect") != 0)
         return diag_error(d, cfg->rows[cfg->n_rows - 1].module_mark, "training needs a Detect head; %s (end-to-end) training is not supported yet", head);
     if (o->recompute_budget > 0 ? !fit_budget(a, cfg, o, tc, d) : !build_step(a, cfg, o, NULL, true, tc, d)) return false;
-    tc->meta_json = meta_json(cfg, o, tc);
+    if (!build_eval(a, cfg, o, tc, d)) return false;
+    tc->meta_json = meta_json(cfg, o_in, tc);
     if (!tc->meta_json) return diag_error(d, (Mark){0, 0}, "out of memory");
     return true;
 }

@@ -15,6 +15,7 @@ typedef struct TrainOptions {
     Precision precision;
     RecomputePolicy recompute;
     int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
+    int val_batch;              /* validation graph batch; 0: 2 x batch, as Ultralytics validates */
 } TrainOptions;
 
 typedef struct TrainCompiled {
@@ -24,9 +25,19 @@ typedef struct TrainCompiled {
     OptimGraph og;
     MemPlan mp;
     int recompute_convs;        /* conv outputs recomputed to meet the budget */
-    char *meta_json;    /* malloc'd */
+    int accumulate;             /* batches per optimizer step: max(round(64 / batch), 1) */
+    int val_batch;
+    Model em;                   /* the validation graph (eval mode + loss) */
+    TrainingGraph etg;
+    MemPlan emp;
+    char *meta_json, *eval_meta_json;    /* malloc'd */
 } TrainCompiled;
 
+/* weight_decay in o is Ultralytics' hyper-parameter; the plan's group-1
+ * decay is scaled by batch * accumulate / 64 as the trainer does. */
 bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d);
+void train_compiled_free(TrainCompiled *tc);
+/* Ultralytics' gradient accumulation for a batch: max(round(64 / batch), 1). */
+int train_accumulate(int batch);
 
 #endif

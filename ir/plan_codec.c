@@ -55,6 +55,22 @@ static bool raw(PlanCodec *c, uint64_t *v, int n, const char *what) {
     return true;
 }
 
+bool pc_append(PlanCodec *c, const unsigned char *bytes, size_t n) {
+    if (c->failed) return false;
+    if (c->reading) return pc_fail(c, "internal error: append on a reader");
+    if (c->cap - c->len < n) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap - c->len < n) cap *= 2;
+        unsigned char *p = realloc(c->out, cap);
+        if (!p) return pc_fail(c, "out of memory");
+        c->out = p;
+        c->cap = cap;
+    }
+    if (n) memcpy(c->out + c->len, bytes, n);
+    c->len += n;
+    return true;
+}
+
 bool pc_u8(PlanCodec *c, uint8_t *v, const char *what) {
     uint64_t x = *v;
     if (!raw(c, &x, 1, what)) return false;

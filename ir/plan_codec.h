@@ -29,6 +29,8 @@ void pc_free(PlanCodec *c);
 /* Records the first error ("offset N: MSG"); returns false. */
 bool pc_fail(PlanCodec *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* writer only: raw bytes (a nested payload) */
+bool pc_append(PlanCodec *c, const unsigned char *bytes, size_t n);
 bool pc_u8(PlanCodec *c, uint8_t *v, const char *what);
 bool pc_u32(PlanCodec *c, uint32_t *v, const char *what);
 bool pc_i32(PlanCodec *c, int32_t *v, const char *what);

@@ -72,25 +72,23 @@ static int recompute(Recompute *rc, int t) {
     return rc->copy[t];
 }
 
-bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
+bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg) {
     memset(tg, 0, sizeof *tg);
-    if (g->n_outputs != ls->nlevels || ls->nlevels < 1 || ls->nlevels > IR_MAX_LEVELS)
-        return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
+    if (ls->nlevels < 1 || ls->nlevels > IR_MAX_LEVELS) return snprintf(g->err, sizeof g->err, "the loss needs 1 to %d head levels", IR_MAX_LEVELS), false;
     if (g->n_inputs < 1) return snprintf(g->err, sizeof g->err, "no image input"), false;
     tg->images = g->inputs[0];
     int64_t batch = g->tensors[tg->images].shape.d[0];
     tg->boxes = graph_add_input(g, "boxes", (Shape){3, {batch, ls->max_boxes, 5}}, DT_F32);
     tg->counts = graph_add_input(g, "counts", shape1(batch), DT_I64);
-    tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
-    if (tg->boxes < 0 || tg->counts < 0 || tg->grad_seed < 0) return false;
+    if (tg->boxes < 0 || tg->counts < 0) return false;
     tg->n_forward_ops = g->n_ops;
 
     OpAttrs la = {.nc = ls->nc, .reg_max = ls->reg_max, .nlevels = ls->nlevels, .topk = ls->topk};
     memcpy(la.gains, ls->gains, sizeof la.gains);
     int in[IR_MAX_LEVELS + 2];
     for (int i = 0; i < ls->nlevels; i++) {
-        const Shape *s = &g->tensors[g->outputs[i]].shape;
-        in[i] = g->outputs[i];
+        const Shape *s = &g->tensors[levels[i]].shape;
+        in[i] = levels[i];
         la.level_hw[i][0] = (int)s->d[2];
         la.level_hw[i][1] = (int)s->d[3];
         la.strides[i] = ls->strides[i];
@@ -101,6 +99,16 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     if (loss_op < 0) return false;
     tg->loss = g->ops[loss_op].out[0];
     tg->items = g->ops[loss_op].out[1];
+    return true;
+}
+
+bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
+    if (g->n_outputs != ls->nlevels)
+        return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
+    if (!loss_build(g, ls, g->outputs, tg)) return false;
+    tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
+    if (tg->grad_seed < 0) return false;
+    int loss_op = g->tensors[tg->loss].producer;
 
     /* which tensors depend on a trainable parameter */
     int n_fwd_tensors = g->n_tensors;

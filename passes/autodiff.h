@@ -36,6 +36,12 @@ typedef struct TrainingGraph {
     double recompute_flops;
 } TrainingGraph;
 
+/* Appends the inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised)
+ * and counts [B] and the detect loss on the given head levels; fills
+ * images, boxes, counts, loss, items and n_forward_ops of tg. Used alone by
+ * the validation graph, whose losses need no backward. */
+bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg);
+
 /* g: forward graph in training mode whose outputs are the head levels.
  * Adds inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised),
  * counts [B] and grad_seed [1] (1, or the fp16 loss scale). */

@@ -269,7 +269,7 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
     return true;
 }
 
-bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap) {
+static bool parse_plan(const unsigned char *buf, size_t len, Plan *p, bool nested, char *err, int errcap) {
     memset(p, 0, sizeof *p);
     arena_init(&p->arena, (size_t)1 << 31);
     graph_init(&p->g, &p->arena);
@@ -294,8 +294,18 @@ bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int er
     if (!cJSON_IsObject(p->meta)) FAIL("offset %llu: META is not a JSON object", (unsigned long long)secs[0].off);
     char verr[256];
     if (!graph_verify(&p->g, verr, sizeof verr)) FAIL("plan graph fails verification: %s", verr);
+    const Section *ev = &secs[6];
+    if (ev->len > 0) {
+        if (nested) FAIL("offset %llu: an eval plan cannot hold another eval plan", (unsigned long long)ev->off);
+        p->eval = calloc(1, sizeof *p->eval);
+        if (!p->eval) FAIL("out of memory");
+        char why[400];
+        if (!parse_plan(ev->data, ev->len, p->eval, true, why, sizeof why)) FAIL("in the eval plan at offset %llu: %s", (unsigned long long)ev->off, why);
+    }
     return true;
 }
+
+bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap) { return parse_plan(buf, len, p, false, err, errcap); }
 
 bool plan_read(const char *path, Plan *p, char *err, int errcap) {
     memset(p, 0, sizeof *p);
@@ -322,6 +332,11 @@ bool plan_read(const char *path, Plan *p, char *err, int errcap) {
 }
 
 void plan_free(Plan *p) {
+    if (p->eval) {
+        plan_free(p->eval);
+        free(p->eval);
+        p->eval = NULL;
+    }
     cJSON_Delete(p->meta);
     p->meta = NULL;
     arena_free(&p->arena);

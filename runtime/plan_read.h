@@ -16,6 +16,7 @@ typedef struct Plan {
     Precision precision;
     int64_t arena_bytes;    /* the step arena */
     int64_t *offset;        /* per tensor: arena offset, or -1 for its own storage */
+    struct Plan *eval;      /* a training plan's validation graph (EVAL section), or NULL */
 } Plan;
 
 bool plan_parse(const unsigned char *buf, size_t len, Plan *p, char *err, int errcap);

@@ -31,7 +31,7 @@ static void build(Built *b, const char *file, const char *scale, int imgsz, int 
 }
 
 static void unbuild(Built *b) {
-    free(b->tc.meta_json);
+    train_compiled_free(&b->tc);
     arena_free(&b->arena);
 }
 

@@ -28,7 +28,7 @@ static void compile_tiny(Fresh *f, int imgsz, int batch) {
 }
 
 static void release(Fresh *f) {
-    free(f->tc.meta_json);
+    train_compiled_free(&f->tc);
     arena_free(&f->arena);
 }
 
@@ -45,7 +45,7 @@ Test(plan, round_trip_is_the_same_graph) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, &f.tc.m.g, &f.tc.mp, f.tc.meta_json, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
     Plan p;
     cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
     const Graph *a = &f.tc.m.g, *b = &p.g;
@@ -102,7 +102,7 @@ static unsigned char *tiny_plan_bytes(size_t *len) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, &f.tc.m.g, &f.tc.mp, f.tc.meta_json, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
     unsigned char *buf = (unsigned char *)tu_slurp(path, len);
     unlink(path);
     release(&f);
