@@ -1,12 +1,13 @@
-/* runtime/interp.c — executes a graph with the reference kernels. Clarity
- * over speed: every tensor gets its own buffer, kept until interp_free. */
+/* runtime/interp.c — executes a graph with the reference kernels, or the fast
+ * CPU ones where Interp.fast asks for them. Clarity over speed: every tensor
+ * gets its own buffer, kept until interp_free. */
 #include "interp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_kernels.h"
+#include "cpu_conv.h"
 
 size_t dtype_size(DType dt) { return dt == DT_I64 ? 8 : dt == DT_F32 ? 4 : 2; }
 
@@ -51,7 +52,8 @@ bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
     const Graph *g = it->g;
     for (int o = first; o < last; o++) {
         const Op *op = &g->ops[o];
-        RefKernel k = ref_kernel(op->kind);
+        RefKernel k = it->fast ? cpu_kernel(op->kind) : NULL;
+        if (!k) k = ref_kernel(op->kind);
         if (!k) return snprintf(err, (size_t)errcap, "op %d (%s) has no reference kernel", o, op_def(op->kind)->name), false;
         for (int i = 0; i < op->n_in; i++)
             if (!it->buf[op->in[i]])

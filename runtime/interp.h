@@ -1,6 +1,7 @@
 /* runtime/interp.h — the reference interpreter: runs a graph's ops in order
- * with the reference kernels, one heap buffer per tensor. Callers provide the
- * inputs, parameters and buffers; the interpreter owns activations. */
+ * with the reference kernels (or, with fast set, the fast CPU kernels of
+ * cpu_conv.h where an op has one), one heap buffer per tensor. Callers provide
+ * the inputs, parameters and buffers; the interpreter owns activations. */
 #ifndef YOLOCC_INTERP_H
 #define YOLOCC_INTERP_H
 #include "../ir/ir.h"
@@ -12,6 +13,7 @@ typedef struct Interp {
     unsigned char *arena;   /* the step arena when a memory plan is used */
     int *last;          /* arena mode: last op reading each tensor */
     bool poison;        /* arena mode: fill a tensor's bytes with NaN once it is dead */
+    bool fast;          /* run cpu_kernel() where it has an entry; false: the oracle only */
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);

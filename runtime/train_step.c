@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int meta_int(const Plan *p, const char *key) {
@@ -44,24 +45,110 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
     if (plan->offset && !interp_use_arena(&ts->it, plan->offset, plan->arena_bytes, false)) return snprintf(err, (size_t)errcap, "out of memory for the %lld-byte arena", (long long)plan->arena_bytes), false;
     for (int t = 0; t < plan->g.n_tensors; t++)
         if (plan->g.tensors[t].kind != TK_ACTIVATION && !interp_tensor(&ts->it, t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    ts->clip_op = -1;
+    for (int o = 0; o < plan->g.n_ops && ts->clip_op < 0; o++)
+        if (plan->g.ops[o].kind == OP_GRAD_CLIP) ts->clip_op = o;
+    if (ts->clip_op < 0) return snprintf(err, (size_t)errcap, "plan has no optimizer step"), false;
+    for (int o = ts->clip_op + 1; o < plan->g.n_ops; o++) {
+        OpKind k = plan->g.ops[o].kind;
+        if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return snprintf(err, (size_t)errcap, "plan: op %d (%s) follows the optimizer's clip", o, op_def(k)->name), false;
+    }
     return true;
+}
+
+const int *train_step_grads(const TrainStep *ts, int *n) {
+    const Op *clip = &ts->plan->g.ops[ts->clip_op];
+    *n = clip->n_in;
+    return clip->in;
 }
 
 float *train_step_images(TrainStep *ts) { return ts->it.buf[ts->images]; }
 float *train_step_boxes(TrainStep *ts) { return ts->it.buf[ts->boxes]; }
 int64_t *train_step_counts(TrainStep *ts) { return ts->it.buf[ts->counts]; }
 
-bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap) {
+bool train_step_set_fast(TrainStep *ts, bool fast) {
+    bool was = ts->it.fast;
+    ts->it.fast = fast;
+    return was;
+}
+
+static void bind_hyper(TrainStep *ts, const double lr[3], double momentum) {
     float *lrs = ts->it.buf[ts->lrs];
     for (int i = 0; i < 3; i++) lrs[i] = (float)lr[i];
     *(float *)ts->it.buf[ts->momentum] = (float)momentum;
-    *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
     *(float *)ts->it.buf[ts->opt_step] = (float)(ts->step + 1);
+}
+
+static void read_items(TrainStep *ts, StepResult *out) {
+    const float *items = ts->it.buf[ts->items];
+    *out = (StepResult){items[0], items[1], items[2], *(const float *)ts->it.buf[ts->loss], 0};
+}
+
+bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap) {
+    bind_hyper(ts, lr, momentum);
+    *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
     if (!interp_run(&ts->it, 0, ts->plan->g.n_ops, err, errcap)) return false;
     ts->step++;
-    const float *items = ts->it.buf[ts->items];
-    *out = (StepResult){items[0], items[1], items[2], *(const float *)ts->it.buf[ts->loss], *(const float *)ts->it.buf[ts->grad_norm]};
+    read_items(ts, out);
+    out->grad_norm = *(const float *)ts->it.buf[ts->grad_norm];
     return true;
 }
 
-void train_step_free(TrainStep *ts) { interp_free(&ts->it); }
+bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    if (!ts->acc) {
+        ts->acc = calloc((size_t)n, sizeof(float *));
+        if (!ts->acc) return snprintf(err, (size_t)errcap, "out of memory"), false;
+        for (int i = 0; i < n; i++)
+            if (!(ts->acc[i] = calloc((size_t)shape_numel(&ts->plan->g.tensors[grads[i]].shape), sizeof(float))))
+                return snprintf(err, (size_t)errcap, "out of memory"), false;
+    }
+    *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
+    if (!interp_run(&ts->it, 0, ts->clip_op, err, errcap)) return false;
+    for (int i = 0; i < n; i++) {
+        const float *gr = ts->it.buf[grads[i]];
+        int64_t m = shape_numel(&ts->plan->g.tensors[grads[i]].shape);
+        for (int64_t k = 0; k < m; k++) ts->acc[i][k] += gr[k];
+    }
+    ts->n_acc_batches++;
+    read_items(ts, out);
+    return true;
+}
+
+bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap) {
+    if (!ts->acc || ts->n_acc_batches == 0) return snprintf(err, (size_t)errcap, "no accumulated gradients to apply"), false;
+    const Graph *g = &ts->plan->g;
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    /* optimizer ops follow the clip op in gradient order; each reads (param, grad, ...) */
+    for (int i = 0; i < n; i++) {
+        int param = g->ops[ts->clip_op + 1 + i].in[0];
+        size_t bytes = (size_t)shape_numel(&g->tensors[grads[i]].shape) * sizeof(float);
+        if (skip && skip[param]) memset(ts->acc[i], 0, bytes);
+        memcpy(ts->it.buf[grads[i]], ts->acc[i], bytes);
+        memset(ts->acc[i], 0, bytes);
+    }
+    ts->n_acc_batches = 0;
+    bind_hyper(ts, lr, momentum);
+    if (!interp_run(&ts->it, ts->clip_op, ts->clip_op + 1, err, errcap)) return false;
+    for (int i = 0; i < n; i++) {
+        int o = ts->clip_op + 1 + i;
+        if (skip && skip[g->ops[o].in[0]]) continue;
+        if (!interp_run(&ts->it, o, o + 1, err, errcap)) return false;
+    }
+    ts->step++;
+    if (grad_norm) *grad_norm = *(const float *)ts->it.buf[ts->grad_norm];
+    return true;
+}
+
+void train_step_free(TrainStep *ts) {
+    if (ts->acc) {
+        int n;
+        train_step_grads(ts, &n);
+        for (int i = 0; i < n; i++) free(ts->acc[i]);
+        free(ts->acc);
+        ts->acc = NULL;
+    }
+    interp_free(&ts->it);
+}

@@ -14,6 +14,10 @@ typedef struct TrainStep {
     int loss, items, grad_norm;
     int batch, imgsz, max_boxes, nc;
     long step;          /* optimizer steps taken */
+    /* gradient accumulation over batches (training-semantics §5.4) */
+    int clip_op;        /* the first optimizer op (grad_clip); its inputs are the gradients */
+    float **acc;        /* per gradient (in clip-op input order): the running sum, or NULL */
+    int n_acc_batches;  /* batches summed into acc since the last update */
 } TrainStep;
 
 typedef struct StepResult {
@@ -27,7 +31,21 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap);
 float *train_step_images(TrainStep *ts);    /* [batch, ch, imgsz, imgsz], 0..1 */
 float *train_step_boxes(TrainStep *ts);     /* [batch, max_boxes, 5]: cls, cx, cy, w, h (normalised) */
 int64_t *train_step_counts(TrainStep *ts);  /* [batch] */
+/* fast: run the fast CPU kernels (cpu_conv.h) where they exist instead of the
+ * reference oracle (the default). Returns the previous setting. */
+bool train_step_set_fast(TrainStep *ts, bool fast);
 bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap);
+
+/* The step in two halves, for gradient accumulation and freezing:
+ * train_step_backward runs forward, loss and backward of the bound batch and
+ * adds its gradients to the accumulators; train_step_update sums what was
+ * accumulated, clips, updates every parameter whose op is not skipped
+ * (skip[param tensor id] true: frozen, its gradient is zeroed first and its
+ * optimizer op not run; skip may be NULL), and clears the accumulators. */
+bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap);
+bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap);
+/* The gradient tensors (inputs of the clip op) and their count. */
+const int *train_step_grads(const TrainStep *ts, int *n);
 void train_step_free(TrainStep *ts);
 
 #endif

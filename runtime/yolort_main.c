@@ -25,7 +25,8 @@ static const char USAGE[] =
     "  --lr0 X            learning rate of every group (default 0.01 for SGD, 0.001 for AdamW)\n"
     "  --momentum X       SGD momentum / Adam beta1 (default 0.937)\n"
     "  --seed N           seed of the generated batch and of the initial weights (default 0)\n"
-    "  --json             one JSON object per step: step, loss, box, cls, dfl\n";
+    "  --json             one JSON object per step: step, loss, box, cls, dfl\n"
+    "  --reference        run only the reference kernels (default: OpenBLAS convolutions and fast BN/activations)\n";
 
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "yolort: error: ");
@@ -50,12 +51,13 @@ int main(int argc, char **argv) {
     }
     if (argc < 3 || strcmp(argv[1], "train") != 0) return usage_error("%s", argc < 2 ? "no command given" : "expected: yolort train FILE.plan --synthetic");
     const char *plan_path = argv[2], *weights = NULL, *save = NULL;
-    bool synthetic = false, json = false;
+    bool synthetic = false, json = false, reference = false;
     double steps = 10, lr0 = -1, momentum = 0.937, seed = 0;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--synthetic") == 0) synthetic = true;
         else if (strcmp(a, "--json") == 0) json = true;
+        else if (strcmp(a, "--reference") == 0) reference = true;
         else if (i + 1 >= argc) return usage_error("unknown option or missing value: '%s'", a);
         else if (strcmp(a, "--weights") == 0) weights = argv[++i];
         else if (strcmp(a, "--save") == 0) save = argv[++i];
@@ -83,6 +85,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s\n", plan_path, err);
         goto out;
     }
+    train_step_set_fast(&ts, !reference);
     const char *opt = cJSON_GetStringValue(cJSON_GetObjectItem(plan.meta, "optimizer"));
     if (lr0 < 0) lr0 = opt && strcmp(opt, "AdamW") == 0 ? 0.001 : 0.01;
     if (weights) {

@@ -1,0 +1,29 @@
+/* runtime/cpu_conv.h — the fast fp32 CPU kernels the interpreter runs instead
+ * of the reference ones when Interp.fast is set: convolutions (cpu_conv.c)
+ * and BatchNorm/activations (cpu_pointwise.c). Must not change op semantics:
+ * every kernel here matches its ref_kernels.h oracle up to fp32 rounding. */
+#ifndef YOLOCC_CPU_CONV_H
+#define YOLOCC_CPU_CONV_H
+#include "ref_kernels.h"
+
+/* The fast kernel for an op, or NULL when only the reference one exists. */
+RefKernel cpu_kernel(OpKind k);
+
+/* im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1 unpadded convs),
+ * direct loops for depthwise; arbitrary kernel, stride, padding, dilation,
+ * groups. Scratch is one bounded malloc per call; out of memory is an error. */
+bool cpu_conv2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_conv_transpose2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_conv2d_dgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_conv2d_wgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_bias_grad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+
+/* cpu_pointwise.c. The sums are in double like the oracle's, in lanes. */
+double cpu_row_sum(const float *p, int64_t n);
+double cpu_row_dot(const float *a, const float *b, int64_t n);
+bool cpu_batchnorm(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_batchnorm_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_activation(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+
+#endif

@@ -1,0 +1,331 @@
+/* tests/test_cpu_conv.c — the fast CPU kernels (runtime/cpu_conv.c,
+ * runtime/cpu_pointwise.c) against the reference oracle: convolutions over a
+ * grid of shapes, BatchNorm and activations, and whole training steps of the
+ * tiny model with Interp.fast off and on from the same initial state. */
+#include <math.h>
+
+#include "../compiler/train_compile.h"
+#include "../runtime/cpu_conv.h"
+#include "../runtime/interp.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/train_step.h"
+#include "../runtime/weights.h"
+#include "test_util.h"
+
+typedef struct Bench {
+    Arena arena;
+    Graph g;
+    Interp it;
+    unsigned rng;
+} Bench;
+
+static void bench_init(Bench *b, unsigned seed) {
+    memset(b, 0, sizeof *b);
+    arena_init(&b->arena, 0);
+    graph_init(&b->g, &b->arena);
+    b->rng = seed;
+}
+
+static void bench_free(Bench *b) {
+    interp_free(&b->it);
+    arena_free(&b->arena);
+}
+
+static double urand(Bench *b) {
+    b->rng = b->rng * 1664525u + 1013904223u;
+    return ((b->rng >> 8) & 0xFFFFFF) / (double)0x1000000;
+}
+
+static int tensor(Bench *b, TensorKind kind, Shape s) {
+    char name[32];
+    snprintf(name, sizeof name, "t%d", b->g.n_tensors);
+    int t = kind == TK_INPUT ? graph_add_input(&b->g, arena_strdup(&b->arena, name), s, DT_F32)
+                             : graph_add_state(&b->g, kind, arena_strdup(&b->arena, name), s, DT_F32);
+    cr_assert(t >= 0, "%s", b->g.err);
+    return t;
+}
+
+static int op1(Bench *b, OpKind k, const int *in, int n_in, const OpAttrs *a) {
+    int o = graph_add_op(&b->g, k, in, n_in, a, op_def(k)->n_out, 0, "t");
+    cr_assert(o >= 0, "%s", b->g.err);
+    return b->g.ops[o].out[0];
+}
+
+static void fill(Bench *b, int t, double lo, double hi) {
+    float *p = interp_tensor(&b->it, t);
+    for (int64_t i = 0; i < shape_numel(&b->g.tensors[t].shape); i++) p[i] = (float)(lo + (hi - lo) * urand(b));
+}
+
+static size_t bytes(const Graph *g, int t) { return (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype); }
+
+/* Runs the whole graph with the oracle, restores the inputs (some ops update
+ * state in place), runs it again with the fast kernels, and returns the worst
+ * max|fast - ref| / max|ref| over the fp32 tensors. */
+static double fast_vs_ref(Bench *b, double tol, const char *what) {
+    const Graph *g = &b->g;
+    char err[256];
+    cr_assert(graph_verify(g, err, sizeof err), "%s: %s", what, err);
+    void **saved = calloc((size_t)g->n_tensors, sizeof(void *)), **ref = calloc((size_t)g->n_tensors, sizeof(void *));
+    cr_assert(saved && ref);
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].producer < 0 && b->it.buf[t]) {
+            saved[t] = malloc(bytes(g, t) + 1);
+            memcpy(saved[t], b->it.buf[t], bytes(g, t));
+        }
+    b->it.fast = false;
+    cr_assert(interp_run(&b->it, 0, g->n_ops, err, sizeof err), "%s: %s", what, err);
+    for (int t = 0; t < g->n_tensors; t++) {
+        ref[t] = malloc(bytes(g, t) + 1);
+        memcpy(ref[t], b->it.buf[t], bytes(g, t));
+        if (saved[t]) memcpy(b->it.buf[t], saved[t], bytes(g, t));
+    }
+    b->it.fast = true;
+    cr_assert(interp_run(&b->it, 0, g->n_ops, err, sizeof err), "%s: %s", what, err);
+    double worst = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (g->tensors[t].dtype == DT_I64) {
+            cr_expect(memcmp(ref[t], b->it.buf[t], bytes(g, t)) == 0, "%s: int64 tensor %d differs", what, t);
+            continue;
+        }
+        const float *r = ref[t], *f = b->it.buf[t];
+        double dmax = 0, rmax = 0;
+        for (int64_t i = 0; i < shape_numel(&g->tensors[t].shape); i++) {
+            dmax = fmax(dmax, fabs((double)f[i] - r[i]));
+            rmax = fmax(rmax, fabs(r[i]));
+            cr_assert(isfinite(f[i]), "%s: tensor %d element %lld is %g", what, t, (long long)i, f[i]);
+        }
+        double rel = dmax / fmax(rmax, 1e-30);
+        const char *op = g->tensors[t].producer >= 0 ? op_def(g->ops[g->tensors[t].producer].kind)->name : "state";
+        cr_expect(dmax <= tol * rmax, "%s: %s output %%%d: max |fast - ref| %.3g > %.0e x max |ref| %.3g", what, op, t, dmax, tol, rmax);
+        worst = fmax(worst, rel);
+    }
+    for (int t = 0; t < g->n_tensors; t++) {
+        free(saved[t]);
+        free(ref[t]);
+    }
+    free(saved);
+    free(ref);
+    return worst;
+}
+
+/* ---- convolutions ---- */
+
+typedef struct ConvCase {
+    int n, ci, co, h, w, k, stride, dil, groups;
+    int pad[4];
+    bool bias;
+} ConvCase;
+
+static void conv_desc(const ConvCase *c, char *s, size_t cap) {
+    snprintf(s, cap, "conv n%d ci%d co%d %dx%d k%d s%d d%d g%d pad(%d,%d,%d,%d)%s", c->n, c->ci, c->co, c->h, c->w, c->k, c->stride, c->dil, c->groups,
+             c->pad[0], c->pad[1], c->pad[2], c->pad[3], c->bias ? " bias" : "");
+}
+
+static bool conv_fits(const ConvCase *c) {
+    int eff = c->dil * (c->k - 1) + 1;
+    return c->h + c->pad[0] + c->pad[1] >= eff && c->w + c->pad[2] + c->pad[3] >= eff;
+}
+
+/* forward, dgrad, wgrad and bias grad of one conv with an independent random dy */
+static double conv_check(const ConvCase *cc, unsigned seed) {
+    Bench b;
+    bench_init(&b, seed);
+    int x = tensor(&b, TK_INPUT, shape4(cc->n, cc->ci, cc->h, cc->w));
+    int w = tensor(&b, TK_PARAM, shape4(cc->co, cc->ci / cc->groups, cc->k, cc->k));
+    int in[3] = {x, w, cc->bias ? tensor(&b, TK_PARAM, shape1(cc->co)) : -1};
+    OpAttrs a = {.kernel = {cc->k, cc->k}, .stride = {cc->stride, cc->stride}, .dilation = {cc->dil, cc->dil}, .groups = cc->groups};
+    memcpy(a.pad, cc->pad, sizeof a.pad);
+    int y = op1(&b, OP_CONV2D, in, cc->bias ? 3 : 2, &a);
+    int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape);
+    OpAttrs ad = a, aw = a;
+    ad.shape = b.g.tensors[x].shape;
+    aw.shape = b.g.tensors[w].shape;
+    op1(&b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad);
+    op1(&b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw);
+    if (cc->bias) op1(&b, OP_BIAS_GRAD, &dy, 1, NULL);
+    cr_assert(interp_init(&b.it, &b.g));
+    for (int t = 0; t < b.g.n_tensors; t++)
+        if (b.g.tensors[t].producer < 0) fill(&b, t, -1, 1);
+    char what[160];
+    conv_desc(cc, what, sizeof what);
+    double worst = fast_vs_ref(&b, 1e-4, what);
+    bench_free(&b);
+    return worst;
+}
+
+Test(cpu_conv, grid_matches_reference, .timeout = 600) {
+    static const int pads[][4] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {2, 1, 0, 2}};
+    /* groups: 1, 2, depthwise (co = ci), depthwise with multiplier 2 */
+    static const int group_modes[][2] = {{1, 6}, {2, 6}, {4, 4}, {4, 8}};
+    static const int ks[] = {1, 3, 5};
+    double worst = 0;
+    int cases = 0;
+    unsigned seed = 1;
+    for (int ki = 0; ki < 3; ki++)
+        for (int s = 1; s <= 2; s++)
+            for (int pi = 0; pi < 3; pi++)
+                for (int d = 1; d <= 2; d++)
+                    for (int gi = 0; gi < 4; gi++)
+                        for (int bias = 0; bias < 2; bias++)
+                            for (int n = 1; n <= 3; n += 2) {
+                                ConvCase c = {n, 4, group_modes[gi][1], 11, 9, ks[ki], s, d, group_modes[gi][0], {0}, bias};
+                                memcpy(c.pad, pads[pi], sizeof c.pad);
+                                if (!conv_fits(&c)) continue;
+                                worst = fmax(worst, conv_check(&c, seed++));
+                                cases++;
+                            }
+    cr_log_info("cpu_conv grid: %d cases, worst max|fast-ref|/max|ref| = %.3g", cases, worst);
+    cr_expect_gt(cases, 500);
+}
+
+/* big enough that im2col runs in several row chunks; odd sizes and stride 2 */
+Test(cpu_conv, chunked_and_wide, .timeout = 600) {
+    ConvCase cases[] = {
+        {1, 32, 16, 96, 96, 3, 1, 1, 1, {1, 1, 1, 1}, true},
+        {2, 24, 8, 97, 101, 3, 2, 1, 1, {1, 0, 1, 0}, false},
+        {1, 64, 16, 40, 40, 5, 1, 2, 2, {4, 4, 4, 4}, true},
+        {2, 48, 48, 33, 35, 5, 2, 1, 48, {2, 2, 2, 2}, true},
+        {2, 64, 32, 20, 20, 1, 1, 1, 1, {0, 0, 0, 0}, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double r = conv_check(&cases[i], 100 + (unsigned)i);
+        char what[160];
+        conv_desc(&cases[i], what, sizeof what);
+        cr_log_info("%s: worst relative difference %.3g", what, r);
+    }
+}
+
+Test(cpu_conv, transposed_conv_matches_reference) {
+    static const int shapes[][6] = {/* ci, co/g, k, stride, pad, groups */ {4, 3, 2, 2, 0, 1}, {4, 2, 3, 2, 1, 2}, {6, 1, 3, 1, 1, 6}, {4, 5, 1, 1, 0, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *s = shapes[i];
+        Bench b;
+        bench_init(&b, 40 + (unsigned)i);
+        int in[3] = {tensor(&b, TK_INPUT, shape4(2, s[0], 5, 7)), tensor(&b, TK_PARAM, shape4(s[0], s[1], s[2], s[2])),
+                     tensor(&b, TK_PARAM, shape1(s[1] * s[5]))};
+        OpAttrs a = {.kernel = {s[2], s[2]}, .stride = {s[3], s[3]}, .pad = {s[4], s[4], s[4], s[4]}, .dilation = {1, 1}, .groups = s[5]};
+        op1(&b, OP_CONV_TRANSPOSE2D, in, 3, &a);
+        cr_assert(interp_init(&b.it, &b.g));
+        for (int t = 0; t < 3; t++) fill(&b, in[t], -1, 1);
+        fast_vs_ref(&b, 1e-4, "conv_transpose2d");
+        bench_free(&b);
+    }
+}
+
+/* ---- BatchNorm and activations: within 1e-5 of the oracle ---- */
+
+Test(cpu_conv, batchnorm_matches_reference) {
+    for (int training = 0; training < 2; training++) {
+        Bench b;
+        bench_init(&b, 7 + (unsigned)training);
+        int x = tensor(&b, TK_INPUT, shape4(3, 5, 7, 9));
+        int in[6] = {x, tensor(&b, TK_PARAM, shape1(5)), tensor(&b, TK_PARAM, shape1(5)), tensor(&b, TK_BUFFER, shape1(5)),
+                     tensor(&b, TK_BUFFER, shape1(5)), graph_add_state(&b.g, TK_BUFFER, "nbt", (Shape){0, {0}}, DT_I64)};
+        OpAttrs a = {.eps = 1e-3, .momentum = 0.03, .training = training};
+        int o = graph_add_op(&b.g, OP_BATCHNORM, in, 6, &a, 3, 0, "bn");
+        cr_assert(o >= 0, "%s", b.g.err);
+        int dy = tensor(&b, TK_INPUT, shape4(3, 5, 7, 9));
+        int bin[5] = {dy, x, in[1], b.g.ops[o].out[1], b.g.ops[o].out[2]};
+        cr_assert(graph_add_op(&b.g, OP_BATCHNORM_BWD, bin, 5, &a, 3, 0, "bn") >= 0, "%s", b.g.err);
+        cr_assert(interp_init(&b.it, &b.g));
+        fill(&b, x, 2, 5); /* an offset mean, as after a conv */
+        fill(&b, in[1], 0.5, 1.5);
+        fill(&b, in[2], -1, 1);
+        fill(&b, in[3], -0.5, 0.5);
+        fill(&b, in[4], 0.5, 2);
+        fill(&b, dy, -1, 1);
+        *(int64_t *)interp_tensor(&b.it, in[5]) = 4;
+        double r = fast_vs_ref(&b, 1e-5, training ? "batchnorm (training)" : "batchnorm (eval)");
+        cr_log_info("batchnorm %s: worst relative difference %.3g", training ? "training" : "eval", r);
+        bench_free(&b);
+    }
+}
+
+Test(cpu_conv, activations_match_reference) {
+    static const OpKind kinds[] = {OP_SILU, OP_RELU, OP_LEAKY_RELU, OP_HARDSWISH, OP_GELU, OP_SIGMOID};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        Bench b;
+        bench_init(&b, 20 + (unsigned)i);
+        int x = tensor(&b, TK_INPUT, shape4(2, 3, 31, 33)), dy = tensor(&b, TK_INPUT, shape4(2, 3, 31, 33));
+        OpAttrs a = {.alpha = 0.1, .act_op = kinds[i]};
+        op1(&b, kinds[i], &x, 1, &a);
+        op1(&b, OP_ACTIVATION_BWD, (int[]){dy, x}, 2, &a);
+        cr_assert(interp_init(&b.it, &b.g));
+        fill(&b, x, -12, 12);
+        fill(&b, dy, -1, 1);
+        double r = fast_vs_ref(&b, 1e-5, op_def(kinds[i])->name);
+        cr_log_info("%s: worst relative difference %.3g", op_def(kinds[i])->name, r);
+        bench_free(&b);
+    }
+}
+
+Test(cpu_conv, table_and_defaults) {
+    static const OpKind fast[] = {OP_CONV2D,    OP_CONV_TRANSPOSE2D, OP_CONV2D_DGRAD,  OP_CONV2D_WGRAD,  OP_BIAS_GRAD,
+                                  OP_BATCHNORM, OP_BATCHNORM_BWD,    OP_SILU,          OP_ACTIVATION_BWD};
+    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) cr_expect(cpu_kernel(fast[i]) != NULL, "%s has no fast kernel", op_def(fast[i])->name);
+    cr_expect_null(cpu_kernel(OP_DETECT_LOSS));
+    cr_expect_null(cpu_kernel(OP_COUNT));
+    Bench b;
+    bench_init(&b, 1);
+    cr_assert(interp_init(&b.it, &b.g));
+    cr_expect_not(b.it.fast, "the interpreter must default to the oracle");
+    bench_free(&b);
+}
+
+/* ---- whole training steps ---- */
+
+Test(cpu_conv, tiny_training_steps_match_reference, .timeout = 600) {
+    Arena arena;
+    ModelConfig cfg;
+    TrainCompiled tc;
+    Diag d;
+    arena_init(&arena, 0);
+    diag_init(&d, "models/tiny.yaml");
+    ModelOptions mo = {0};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4};
+    cr_assert(model_cfg_load(&arena, "models/tiny.yaml", &mo, &cfg, &d) && compile_training(&arena, &cfg, &to, &tc, &d), "%s", d.msg);
+    Plan plan = {.g = tc.m.g, .meta = cJSON_Parse(tc.meta_json)};
+    char err[512];
+    TrainStep ts[2];
+    StepResult r[2][2];
+    for (int k = 0; k < 2; k++) {
+        cr_assert(train_step_init(&ts[k], &plan, err, sizeof err), "%s", err);
+        cr_expect_not(train_step_set_fast(&ts[k], k == 1), "a fresh step must default to the oracle");
+        cr_assert(weights_init(&plan.g, ts[k].it.buf, 11, err, sizeof err), "%s", err);
+        synthetic_batch(5, ts[k].batch, ts[k].imgsz, ts[k].nc, ts[k].max_boxes, train_step_images(&ts[k]), train_step_boxes(&ts[k]), train_step_counts(&ts[k]));
+        double lr[3] = {0.01, 0.01, 0.01};
+        for (int s = 0; s < 2; s++) cr_assert(train_step_run(&ts[k], lr, 0.937, &r[k][s], err, sizeof err), "%s", err);
+    }
+    double worst_loss = 0;
+    for (int s = 0; s < 2; s++) {
+        double ref[4] = {r[0][s].total, r[0][s].box, r[0][s].cls, r[0][s].dfl}, got[4] = {r[1][s].total, r[1][s].box, r[1][s].cls, r[1][s].dfl};
+        for (int i = 0; i < 4; i++) {
+            double rel = fabs(got[i] - ref[i]) / fabs(ref[i]);
+            worst_loss = fmax(worst_loss, rel);
+            cr_expect_leq(rel, 1e-4, "step %d loss item %d: fast %.9g, reference %.9g", s + 1, i, got[i], ref[i]);
+        }
+    }
+    double worst_param = 0, worst_elem = 0;
+    for (int t = 0; t < plan.g.n_tensors; t++) {
+        const Tensor *x = &plan.g.tensors[t];
+        if (x->kind != TK_PARAM && x->kind != TK_BUFFER) continue;
+        if (x->dtype != DT_F32) continue;
+        const float *a = ts[0].it.buf[t], *f = ts[1].it.buf[t];
+        double dmax = 0, rmax = 0;
+        for (int64_t i = 0; i < shape_numel(&x->shape); i++) {
+            dmax = fmax(dmax, fabs((double)f[i] - a[i]));
+            rmax = fmax(rmax, fabs(a[i]));
+            if (fabs(a[i]) > 1e-2) worst_elem = fmax(worst_elem, fabs((double)f[i] - a[i]) / fabs(a[i]));
+        }
+        double rel = dmax / fmax(rmax, 1e-30);
+        worst_param = fmax(worst_param, rel);
+        cr_expect_leq(rel, 1e-4, "%s: max |fast - ref| %.3g, max |ref| %.3g", x->name, dmax, rmax);
+    }
+    cr_log_info("tiny 64px b2, 2 SGD steps: worst loss relative difference %.3g; worst parameter/buffer max|diff|/max|ref| %.3g, worst element "
+                "relative difference (|ref| > 1e-2) %.3g",
+                worst_loss, worst_param, worst_elem);
+    for (int k = 0; k < 2; k++) train_step_free(&ts[k]);
+    cJSON_Delete(plan.meta);
+    train_compiled_free(&tc);
+    arena_free(&arena);
+}
