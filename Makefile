@@ -18,7 +18,7 @@ CORPUS  ?= ../shared/reference/ultralytics-cfg
 OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
 
-.PHONY: all deps demo test check fuzz fuzz-run clean
+.PHONY: all deps demo test check fuzz fuzz-run bench-loader clean
 
 all: $(BUILD)/yolocc $(BUILD)/yolort
 
@@ -52,10 +52,18 @@ $(BUILD)/san/yolort: $(SAN_OBJ) $(BUILD)/san/runtime/yolort_main.o
 $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) tests/test_util.h $(HDRS)
 	$(CC) $(WARN) $(DEFS) -O1 -g $(SAN) $(TEST_SRC) $(SAN_OBJ) -o $@ $(LIBS) -lcriterion
 
-# The quick start: set-up, build, compile the default model and print its summary.
+# The quick start: set-up, build, then the main job on a built-in default:
+# generate a shapes dataset, compile a small YOLOv8-style model into a plan and
+# train it on the CPU with validation mAP, progress bars and a run directory.
+DEMO        := $(BUILD)/demo
+DEMO_EPOCHS ?= 8
 demo: $(BUILD)/.deps
-	$(MAKE) $(BUILD)/yolocc
-	$(BUILD)/yolocc summary models/yolov8.yaml --scale n
+	$(MAKE) $(BUILD)/yolocc $(BUILD)/yolort
+	$(BUILD)/yolocc summary models/tiny.yaml
+	test -f $(DEMO)/data/data.yaml || $(BUILD)/yolort datagen $(DEMO)/data --images 2000 --size 128 --classes 3
+	$(BUILD)/yolocc models/tiny.yaml --imgsz 128 --batch 16 --optimizer adamw -o $(DEMO)/tiny.plan
+	$(BUILD)/yolort train $(DEMO)/tiny.plan --data $(DEMO)/data/data.yaml --epochs $(DEMO_EPOCHS) --close-mosaic 2 \
+	  --project $(DEMO)/runs --name train --exist-ok
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps
@@ -79,6 +87,10 @@ fuzz: $(FUZZERS)
 
 fuzz-run: $(FUZZERS) $(BUILD)/yolocc
 	FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=$(BUILD) ./scripts/fuzz.sh $(FUZZERS)
+
+# Data-pipeline throughput against a plain decode loop (bench/LOADER.md).
+bench-loader: $(BUILD)/.deps
+	bench/loader.sh
 
 clean:
 	rm -rf $(BUILD)

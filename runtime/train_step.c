@@ -53,6 +53,11 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
         OpKind k = plan->g.ops[o].kind;
         if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return snprintf(err, (size_t)errcap, "plan: op %d (%s) follows the optimizer's clip", o, op_def(k)->name), false;
     }
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    if (!(ts->acc = calloc((size_t)n, sizeof(float *)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < n; i++)
+        if (!(ts->acc[i] = calloc((size_t)shape_numel(&plan->g.tensors[grads[i]].shape), sizeof(float)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     return true;
 }
 
@@ -97,13 +102,6 @@ bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResu
 bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
     int n;
     const int *grads = train_step_grads(ts, &n);
-    if (!ts->acc) {
-        ts->acc = calloc((size_t)n, sizeof(float *));
-        if (!ts->acc) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        for (int i = 0; i < n; i++)
-            if (!(ts->acc[i] = calloc((size_t)shape_numel(&ts->plan->g.tensors[grads[i]].shape), sizeof(float))))
-                return snprintf(err, (size_t)errcap, "out of memory"), false;
-    }
     *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
     if (!interp_run(&ts->it, 0, ts->clip_op, err, errcap)) return false;
     for (int i = 0; i < n; i++) {
@@ -117,7 +115,7 @@ bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) 
 }
 
 bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap) {
-    if (!ts->acc || ts->n_acc_batches == 0) return snprintf(err, (size_t)errcap, "no accumulated gradients to apply"), false;
+    if (ts->n_acc_batches == 0) return snprintf(err, (size_t)errcap, "no accumulated gradients to apply"), false;
     const Graph *g = &ts->plan->g;
     int n;
     const int *grads = train_step_grads(ts, &n);

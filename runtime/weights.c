@@ -1,7 +1,7 @@
 /* runtime/weights.c — initialises, loads and saves a graph's parameters and
- * buffers (see weights.h). Owns the init random generator and the name/shape
- * matching; must not touch the graph, the storage's allocation, or the
- * safetensors byte format (it goes through runtime/safetensors.h). */
+ * buffers (see weights.h). Owns the init streams (keyed by tensor name, drawn
+ * from rng.h) and the name/shape matching; must not touch the graph, the
+ * storage's allocation, or the safetensors byte format (runtime/safetensors.h). */
 #include "weights.h"
 
 #include <math.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../ir/diag.h"
+#include "rng.h"
 #include "safetensors.h"
 
 /* Checks what all three calls rely on before any of them writes a byte. */
@@ -36,41 +37,6 @@ static size_t bytes_of(const Tensor *t) { return numel_of(t) * (t->dtype == DT_I
 
 /* -------------------------------------------------------------- init */
 
-/* xoshiro256** seeded through splitmix64 (Blackman & Vigna): small, fast and
- * statistically sound; nothing here needs torch's exact stream. */
-typedef struct Rng {
-    uint64_t s[4];
-} Rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(Rng *r) {
-    uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-/* uniform in [0, 1) with 53 random bits */
-static double rng_unit(Rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; }
-
-/* standard normal by Box-Muller; one value per pair keeps the stream simple */
-static double rng_normal(Rng *r) {
-    double u1 = 1.0 - rng_unit(r), u2 = rng_unit(r);   /* u1 in (0, 1]: log is finite */
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 /* The stream of a tensor depends only on the seed and its name, so adding a
  * layer does not reshuffle every later tensor. A path component starting
  * with "one2one_" is skipped: v10Detect's one2one branches are deep copies of
@@ -84,9 +50,8 @@ static Rng rng_for(uint64_t seed, const char *name) {
         }
         h = (h ^ (unsigned char)*p++) * 0x100000001b3ull;
     }
-    uint64_t x = seed ^ splitmix64(&h);
     Rng r;
-    for (int i = 0; i < 4; i++) r.s[i] = splitmix64(&x);
+    rng_seed(&r, seed ^ rng_splitmix64(&h));
     return r;
 }
 

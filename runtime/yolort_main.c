@@ -6,27 +6,41 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "data/datagen.h"
 #include "synthetic.h"
+#include "train/trainer.h"
 #include "train_step.h"
 #include "weights.h"
 
 static const char USAGE[] =
-    "usage: yolort train FILE.plan --synthetic [options]\n"
+    "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
+    "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
+    "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
     "\n"
-    "Runs training steps of a yolocc plan on the CPU (reference interpreter) on a\n"
-    "generated batch (fixed seed) and prints box/cls/dfl losses per step.\n"
+    "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
+    "decay; recompile it (yolocc MODEL.yaml --batch B --imgsz S ...) to change them.\n"
     "\n"
-    "options:\n"
-    "  --synthetic        train on a generated batch (the only data source so far)\n"
-    "  --steps N          optimizer steps (default 10)\n"
-    "  --weights FILE     initial weights (.safetensors, PyTorch state_dict names); default: fresh init\n"
-    "  --save FILE        write the trained weights (.safetensors) at the end\n"
-    "  --lr0 X            learning rate of every group (default 0.01 for SGD, 0.001 for AdamW)\n"
-    "  --momentum X       SGD momentum / Adam beta1 (default 0.937)\n"
-    "  --seed N           seed of the generated batch and of the initial weights (default 0)\n"
-    "  --json             one JSON object per step: step, loss, box, cls, dfl\n"
-    "  --reference        run only the reference kernels (default: OpenBLAS convolutions and fast BN/activations)\n";
+    "train options (Ultralytics names and defaults):\n"
+    "  --data FILE         dataset YAML (path, train, val, names)\n"
+    "  --epochs N (100)  --patience N (100)  --close-mosaic N (10)  --freeze N (0)  --seed N (0)\n"
+    "  --lr0 X (SGD 0.01, AdamW round(0.002*5/(4+nc), 6))  --lrf X (0.01)  --momentum X (SGD 0.937, AdamW 0.9)\n"
+    "  --warmup-epochs X (3)  --warmup-momentum X (0.8)  --warmup-bias-lr X (SGD 0.1, AdamW 0)  --cos-lr\n"
+    "  --weight-decay X    must equal the plan's (it is compiled in)\n"
+    "  --batch N           must equal the plan's batch\n"
+    "  --workers N (2)     data-loading threads  --cache ram|none (none)\n"
+    "  --hsv-h X --hsv-s X --hsv-v X --degrees X --translate X --scale X --shear X --perspective X\n"
+    "  --flipud X --fliplr X --mosaic X --mixup X   augmentation (Ultralytics defaults)\n"
+    "  --project DIR (runs/detect)  --name NAME (train)  --exist-ok   run directory PROJECT/NAME[N]\n"
+    "  --resume RUN|STATE  continue a run bit for bit from RUN/weights/last.state\n"
+    "  --weights FILE      initial weights (.safetensors, PyTorch state_dict names)\n"
+    "  --save-period N     also keep weights/epochN.safetensors every N epochs\n"
+    "  --stop-after N      end this process after N epochs (an interruption; continue with --resume)\n"
+    "  --no-val            validate only when needed (last epoch, early stopping)\n"
+    "  --reference         run the reference kernels (the test oracle; slow)\n"
+    "\n"
+    "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n";
 
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "yolort: error: ");
@@ -44,12 +58,8 @@ static bool number(const char *s, double lo, double hi, double *out) {
     return true;
 }
 
-int main(int argc, char **argv) {
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        fputs(USAGE, stdout);
-        return 0;
-    }
-    if (argc < 3 || strcmp(argv[1], "train") != 0) return usage_error("%s", argc < 2 ? "no command given" : "expected: yolort train FILE.plan --synthetic");
+/* `yolort train PLAN --synthetic`: steps on one generated batch, losses printed. */
+static int synthetic_main(int argc, char **argv) {
     const char *plan_path = argv[2], *weights = NULL, *save = NULL;
     bool synthetic = false, json = false, reference = false;
     double steps = 10, lr0 = -1, momentum = 0.937, seed = 0;
@@ -71,7 +81,7 @@ int main(int argc, char **argv) {
             if (!number(argv[++i], 0, 1e15, &seed) || seed != (long long)seed) return usage_error("--seed must be a non-negative integer, got '%s'", argv[i]);
         } else return usage_error("unknown option '%s'", a);
     }
-    if (!synthetic) return usage_error("%s", "no data: pass --synthetic (datasets arrive with the trainer)");
+    if (!synthetic) return usage_error("%s", "no data: pass --data DATA.yaml or --synthetic");
     Plan plan;
     TrainStep ts;
     char err[512];
@@ -131,4 +141,129 @@ out:
     train_step_free(&ts);
     plan_free(&plan);
     return rc;
+}
+
+typedef enum { OPT_INT, OPT_NUM, OPT_STR, OPT_FLAG, OPT_FLOAT } OptKind;
+
+typedef struct TrainOpt {
+    const char *name;
+    OptKind kind;
+    void *dst;
+    double lo, hi;
+} TrainOpt;
+
+/* `yolort train PLAN --data DATA.yaml [options]` */
+static int train_data_main(int argc, char **argv) {
+    TrainArgs a;
+    train_args_defaults(&a);
+    a.plan = argv[2];
+    bool no_val = false;
+    const char *cache = NULL;
+    Hyp *h = &a.hyp;
+    const TrainOpt opts[] = {
+        {"--data", OPT_STR, &a.data, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0}, {"--name", OPT_STR, &a.name, 0, 0},
+        {"--weights", OPT_STR, &a.weights, 0, 0}, {"--resume", OPT_STR, &a.resume, 0, 0}, {"--cache", OPT_STR, &cache, 0, 0},
+        {"--epochs", OPT_INT, &a.epochs, 1, 1e6}, {"--patience", OPT_INT, &a.patience, 0, 1e9}, {"--close-mosaic", OPT_INT, &a.close_mosaic, 0, 1e6},
+        {"--freeze", OPT_INT, &a.freeze, 0, 1000}, {"--seed", OPT_INT, &a.seed, 0, 2147483647}, {"--workers", OPT_INT, &a.workers, 0, 256},
+        {"--batch", OPT_INT, &a.batch, 1, 1e6}, {"--save-period", OPT_INT, &a.save_period, -1, 1e6}, {"--stop-after", OPT_INT, &a.stop_after, 0, 1e6},
+        {"--lr0", OPT_NUM, &a.lr0, 0, 10}, {"--lrf", OPT_NUM, &a.lrf, 0, 1}, {"--momentum", OPT_NUM, &a.momentum, 0, 1},
+        {"--weight-decay", OPT_NUM, &a.weight_decay, 0, 1}, {"--warmup-epochs", OPT_NUM, &a.warmup_epochs, 0, 1e6},
+        {"--warmup-momentum", OPT_NUM, &a.warmup_momentum, 0, 1}, {"--warmup-bias-lr", OPT_NUM, &a.warmup_bias_lr, 0, 10},
+        {"--hsv-h", OPT_FLOAT, &h->hsv_h, 0, 1}, {"--hsv-s", OPT_FLOAT, &h->hsv_s, 0, 1}, {"--hsv-v", OPT_FLOAT, &h->hsv_v, 0, 1},
+        {"--degrees", OPT_FLOAT, &h->degrees, 0, 180}, {"--translate", OPT_FLOAT, &h->translate, 0, 1}, {"--scale", OPT_FLOAT, &h->scale, 0, 1},
+        {"--shear", OPT_FLOAT, &h->shear, 0, 180}, {"--perspective", OPT_FLOAT, &h->perspective, 0, 0.001}, {"--flipud", OPT_FLOAT, &h->flipud, 0, 1},
+        {"--fliplr", OPT_FLOAT, &h->fliplr, 0, 1}, {"--mosaic", OPT_FLOAT, &h->mosaic, 0, 1}, {"--mixup", OPT_FLOAT, &h->mixup, 0, 1},
+        {"--cos-lr", OPT_FLAG, &a.cos_lr, 0, 0}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-val", OPT_FLAG, &no_val, 0, 0},
+        {"--reference", OPT_FLAG, &a.reference, 0, 0},
+    };
+    for (int i = 3; i < argc; i++) {
+        const TrainOpt *o = NULL;
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !o; k++)
+            if (strcmp(argv[i], opts[k].name) == 0) o = &opts[k];
+        if (!o) return usage_error("unknown option '%s'", argv[i]);
+        if (o->kind == OPT_FLAG) {
+            *(bool *)o->dst = true;
+            continue;
+        }
+        if (i + 1 >= argc) return usage_error("%s needs a value", o->name);
+        const char *v = argv[++i];
+        double x;
+        if (o->kind == OPT_STR) {
+            *(const char **)o->dst = v;
+        } else if (!number(v, o->lo, o->hi, &x) || (o->kind == OPT_INT && x != (double)(long long)x)) {
+            fprintf(stderr, "yolort: error: %s must be %s in [%g, %g], got '%s' (see yolort --help)\n", o->name, o->kind == OPT_INT ? "an integer" : "a number", o->lo, o->hi, v);
+            return 2;
+        } else if (o->kind == OPT_INT) {
+            *(int *)o->dst = (int)x;
+        } else if (o->kind == OPT_NUM) {
+            *(double *)o->dst = x;
+        } else {
+            *(float *)o->dst = (float)x;
+        }
+    }
+    if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram or none, got '%s'", cache);
+    a.cache_ram = cache && strcmp(cache, "ram") == 0;
+    a.val = !no_val;
+    if (!a.data && !a.resume) return usage_error("%s", "no data: pass --data DATA.yaml (or --resume RUN)");
+    return train_main(&a);
+}
+
+/* `yolort datagen DIR [options]` */
+static int datagen_main(int argc, char **argv) {
+    DatagenOptions o = datagen_defaults();
+    double images = o.images, size = o.size, classes = o.classes, seed = (double)o.seed, valf = o.val_fraction;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) return usage_error("unknown option or missing value: '%s'", a);
+        const char *v = argv[++i];
+        bool ok;
+        if (strcmp(a, "--images") == 0) ok = number(v, 2, DATAGEN_MAX_IMAGES, &images) && images == (int)images;
+        else if (strcmp(a, "--size") == 0) ok = number(v, 32, 4096, &size) && size == (int)size;
+        else if (strcmp(a, "--classes") == 0) ok = number(v, 1, DATAGEN_MAX_CLASSES, &classes) && classes == (int)classes;
+        else if (strcmp(a, "--seed") == 0) ok = number(v, 0, 1e15, &seed) && seed == (long long)seed;
+        else if (strcmp(a, "--val-fraction") == 0) ok = number(v, 1e-9, 1 - 1e-9, &valf);
+        else return usage_error("unknown option '%s'", a);
+        if (!ok) {
+            fprintf(stderr, "yolort: error: bad value for %s: '%s' (see yolort --help)\n", a, v);
+            return 2;
+        }
+    }
+    o.images = (int)images;
+    o.size = (int)size;
+    o.classes = (int)classes;
+    o.seed = (uint64_t)seed;
+    o.val_fraction = valf;
+    char err[1024];
+    if (!datagen_write(argv[2], &o, stdout, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* OpenBLAS 0.3.21 does not recognise some virtualised AVX-512 CPUs and falls
+ * back to its slowest generic kernels (1.5x slower GEMM here); it reads
+ * OPENBLAS_CORETYPE only when the library loads, so choose a core type from
+ * the CPU's features and restart once. A user's own setting wins. */
+static void choose_blas_kernels(char **argv) {
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    __builtin_cpu_init();
+    const char *core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? "SkylakeX" : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+    if (!core || setenv("OPENBLAS_CORETYPE", core, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* exec failed: carry on with what OpenBLAS chose by itself */
+}
+
+int main(int argc, char **argv) {
+    choose_blas_kernels(argv);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "datagen") == 0) return datagen_main(argc, argv);
+    if (argc < 3 || strcmp(argv[1], "train") != 0)
+        return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");
+    for (int i = 3; i < argc; i++)
+        if (strcmp(argv[i], "--synthetic") == 0) return synthetic_main(argc, argv);
+    return train_data_main(argc, argv);
 }

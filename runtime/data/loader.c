@@ -1,0 +1,516 @@
+/* runtime/data/loader.c — loader.h: a ring of batch slots filled sample by
+ * sample by a pthread pool (or the caller's thread), the per-sample transform
+ * chain, the RAM cache and the float CHW output. Must not touch datasets on
+ * disk beyond decoding the listed images, model plans, or the step.
+ *
+ * Deviations from Ultralytics (also listed in bench/LOADER.md):
+ * - Mosaic's 3 extra images are drawn uniformly (with replacement) from the
+ *   whole split with the sample's own random stream, not from a buffer of
+ *   recently loaded images, so batches do not depend on worker timing. It
+ *   costs 3 more decodes per mosaic sample unless cache_ram is on.
+ * - Validation letterboxes every image into the square imgsz x imgsz input;
+ *   no rect batching (the plan's input shape is fixed).
+ * - Training drops the last partial batch (the plan's batch is fixed).
+ * - Random streams are ours (xoshiro256**), not Python's and numpy's. */
+#include "loader.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+#include "image_io.h"
+
+/* Batches being prepared or held by the caller: one held, two ahead. */
+#define RING 3
+#define MAX_WORKERS 256
+
+/* Domain tags so the shuffle and sample streams never coincide. */
+#define TAG_SHUFFLE 0x5348554646u
+#define TAG_SAMPLE 0x53414d504cu
+
+typedef struct Slot {
+    Batch b;
+    long batch;         /* batch index in the epoch; -1 = free */
+    int n, claimed, done;
+    bool failed;
+    char err[512];
+} Slot;
+
+typedef struct CacheEnt {
+    Image im;           /* load-resized */
+    int w0, h0;         /* decoded size before the resize */
+    bool ready;
+} CacheEnt;
+
+struct Loader {
+    const DataSplit *split;
+    LoaderOptions o;
+    int nb;
+    int *order;
+    int epoch;
+    bool mosaic, started, failed, stop;
+    char fail_err[512];
+    float lut255[256];
+    CacheEnt *cache;                /* NULL without cache_ram */
+    pthread_mutex_t cache_mu;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    Slot slot[RING];
+    long next_assign, next_return, hold;
+    int busy;
+    unsigned gen;
+    pthread_t *threads;
+    int nthreads;
+};
+
+/* Lock, unlock and wait fail only on a corrupted or misused mutex: a bug,
+ * not a condition to recover from. */
+static void must(int rc, const char *what) {
+    if (rc == 0) return;
+    fprintf(stderr, "loader: %s failed: %s\n", what, strerror(rc));
+    abort();
+}
+static void lock(pthread_mutex_t *m) { must(pthread_mutex_lock(m), "pthread_mutex_lock"); }
+static void unlock(pthread_mutex_t *m) { must(pthread_mutex_unlock(m), "pthread_mutex_unlock"); }
+static void wait_on(pthread_cond_t *c, pthread_mutex_t *m) { must(pthread_cond_wait(c, m), "pthread_cond_wait"); }
+static void wake_all(pthread_cond_t *c) { must(pthread_cond_broadcast(c), "pthread_cond_broadcast"); }
+
+/* ------------------------------------------------------------ images */
+
+/* The load-resized image of sample idx: borrowed from the cache, or decoded
+ * into *own (then the caller frees it). */
+static bool get_image(Loader *l, int idx, Image *own, const Image **out, int *w0, int *h0, char *err, int errcap) {
+    *own = (Image){0};
+    const Sample *s = &l->split->samples[idx];
+    if (l->cache) {
+        CacheEnt *c = &l->cache[idx];
+        lock(&l->cache_mu);
+        bool ready = c->ready;
+        unlock(&l->cache_mu);
+        if (ready) {
+            *out = &c->im, *w0 = c->w0, *h0 = c->h0;
+            return true;
+        }
+    }
+    Image im;
+    if (!image_load(s->image, &im, err, errcap)) return false;
+    *w0 = im.w, *h0 = im.h;
+    if (!load_resize(&im, l->o.imgsz)) {
+        image_free(&im);
+        return errf(err, errcap, "%s: out of memory resizing to %d", s->image, l->o.imgsz);
+    }
+    if (l->cache) {
+        CacheEnt *c = &l->cache[idx];
+        lock(&l->cache_mu);
+        /* another worker may have decoded the same image meanwhile */
+        if (!c->ready) c->im = im, c->w0 = *w0, c->h0 = *h0, c->ready = true;
+        else image_free(&im);
+        *out = &c->im, *w0 = c->w0, *h0 = c->h0;
+        unlock(&l->cache_mu);
+        return true;
+    }
+    *own = im;
+    *out = own;
+    return true;
+}
+
+/* Labels as pixel xyxy boxes in an image of w x h (xywhn -> xyxy, then
+ * denormalised, in float as upstream's float32 arrays). */
+static bool labels_to_boxes(const Sample *s, int w, int h, Boxes *bx) {
+    bx->n = 0;
+    for (int i = 0; i < s->n_labels; i++) {
+        const Label *L = &s->labels[i];
+        Box b = {L->cls, (L->cx - L->w / 2) * (float)w, (L->cy - L->h / 2) * (float)h, (L->cx + L->w / 2) * (float)w, (L->cy + L->h / 2) * (float)h};
+        if (!boxes_push(bx, b)) return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ chain */
+
+/* Mosaic (p = hyp.mosaic while mosaic is on) or letterbox, then
+ * RandomPerspective into s x s: upstream's pre_transform, shared by the
+ * sample itself and by mixup's partner. */
+static bool pre_transform(Loader *l, Rng *r, int idx, bool mosaic_on, Image *out, Boxes *bx, char *err, int errcap) {
+    int s = l->o.imgsz, n = l->split->n;
+    bool ok = false;
+    Image own[4] = {{0}}, canvas = {0};
+    const Image *tiles[4];
+    Boxes tb[4] = {{0}};
+    int w0, h0;
+    *out = (Image){0};
+    double u = rng_unit(r);
+    if (mosaic_on && u < l->o.hyp.mosaic) {
+        int pick[4] = {idx, (int)rng_below(r, (uint64_t)n), (int)rng_below(r, (uint64_t)n), (int)rng_below(r, (uint64_t)n)};
+        for (int i = 0; i < 4; i++) {
+            if (!get_image(l, pick[i], &own[i], &tiles[i], &w0, &h0, err, errcap)) goto done;
+            if (!labels_to_boxes(&l->split->samples[pick[i]], tiles[i]->w, tiles[i]->h, &tb[i])) goto oom;
+        }
+        const Boxes *tbp[4] = {&tb[0], &tb[1], &tb[2], &tb[3]};
+        if (!mosaic4(r, tiles, tbp, s, &canvas, bx)) goto oom;
+    } else {
+        if (!get_image(l, idx, &own[0], &tiles[0], &w0, &h0, err, errcap)) goto done;
+        if (!labels_to_boxes(&l->split->samples[idx], tiles[0]->w, tiles[0]->h, bx)) goto oom;
+        if (!letterbox(tiles[0], bx, s, s, true, &canvas, NULL)) goto oom;
+    }
+    if (!random_perspective(r, &l->o.hyp, &canvas, bx, s, s, out)) goto oom;
+    ok = true;
+    goto done;
+oom:
+    errf(err, errcap, "%s: out of memory in the transform chain", l->split->samples[idx].image);
+done:
+    for (int i = 0; i < 4; i++) image_free(&own[i]), boxes_free(&tb[i]);
+    image_free(&canvas);
+    return ok;
+}
+
+static bool train_sample(Loader *l, Rng *r, int idx, Image *im, Boxes *bx, char *err, int errcap) {
+    const Hyp *h = &l->o.hyp;
+    if (!pre_transform(l, r, idx, l->mosaic, im, bx, err, errcap)) return false;
+    /* close_mosaic turns mixup off with mosaic */
+    double u = rng_unit(r);
+    if (l->mosaic && u < h->mixup) {
+        Image im2;
+        Boxes b2 = {0};
+        int j = (int)rng_below(r, (uint64_t)l->split->n);
+        if (!pre_transform(l, r, j, l->mosaic, &im2, &b2, err, errcap)) {
+            boxes_free(&b2);
+            return false;
+        }
+        bool ok = mixup(im, bx, &im2, &b2, rng_beta(r, 32.0, 32.0));
+        image_free(&im2);
+        boxes_free(&b2);
+        if (!ok) return errf(err, errcap, "%s: out of memory in mixup", l->split->samples[idx].image);
+    }
+    random_hsv(r, h->hsv_h, h->hsv_s, h->hsv_v, im);
+    if (rng_unit(r) < h->flipud) flip_ud(im, bx);
+    if (rng_unit(r) < h->fliplr) flip_lr(im, bx);
+    return true;
+}
+
+static bool val_sample(Loader *l, int idx, Image *im, Boxes *bx, ImageInfo *info, char *err, int errcap) {
+    Image own;
+    const Image *src;
+    int w0, h0;
+    if (!get_image(l, idx, &own, &src, &w0, &h0, err, errcap)) return false;
+    LetterboxGeom g;
+    bool ok = labels_to_boxes(&l->split->samples[idx], src->w, src->h, bx) && letterbox(src, bx, l->o.imgsz, l->o.imgsz, false, im, &g);
+    image_free(&own);
+    if (!ok) return errf(err, errcap, "%s: out of memory letterboxing", l->split->samples[idx].image);
+    double r0 = (double)l->o.imgsz / (w0 > h0 ? w0 : h0);
+    *info = (ImageInfo){idx, w0, h0, (float)(r0 * g.r), (float)g.left, (float)g.top};
+    return true;
+}
+
+/* ------------------------------------------------------------ output */
+
+/* Writes image j of slot s; returns kept boxes through *kept, dropped through *dropped. */
+static void emit(Loader *l, Slot *s, int j, const Image *im, const Boxes *bx, const ImageInfo *info, int *kept, int *dropped) {
+    int S = l->o.imgsz, mb = l->o.max_boxes;
+    size_t plane = (size_t)S * S;
+    float *dst = s->b.images + (size_t)j * 3 * plane;
+    if (im) {
+        for (size_t i = 0; i < plane; i++) {
+            const uint8_t *p = im->px + 3 * i;
+            dst[i] = l->lut255[p[0]];
+            dst[plane + i] = l->lut255[p[1]];
+            dst[2 * plane + i] = l->lut255[p[2]];
+        }
+    } else {
+        memset(dst, 0, 3 * plane * sizeof *dst);
+    }
+    float *o = s->b.boxes + (size_t)j * mb * 5;
+    memset(o, 0, (size_t)mb * 5 * sizeof *o);
+    int n = bx ? bx->n : 0, k = n < mb ? n : mb;
+    for (int i = 0; i < k; i++) {
+        const Box *b = &bx->b[i];
+        float inv = 1.0f / (float)S;
+        o[5 * i] = (float)b->cls;
+        o[5 * i + 1] = (b->x1 + b->x2) * 0.5f * inv;
+        o[5 * i + 2] = (b->y1 + b->y2) * 0.5f * inv;
+        o[5 * i + 3] = (b->x2 - b->x1) * inv;
+        o[5 * i + 4] = (b->y2 - b->y1) * inv;
+    }
+    s->b.counts[j] = k;
+    s->b.info[j] = *info;
+    *kept = k;
+    *dropped = n - k;
+}
+
+/* Prepares image j of batch `batch` in slot s. Runs without the lock: it
+ * writes only image j's part of the slot's buffers, and what it reads of the
+ * loader (order, epoch, mosaic) changes only while no claim is in flight. */
+static bool make_sample(Loader *l, Slot *s, long batch, int j, int *kept, int *dropped, char *err, int errcap) {
+    long pos = batch * l->o.batch + j;
+    if (pos >= l->split->n) {
+        ImageInfo pad = {-1, 0, 0, 1, 0, 0};
+        emit(l, s, j, NULL, NULL, &pad, kept, dropped);
+        return true;
+    }
+    int idx = l->order[pos];
+    Image im = {0};
+    Boxes bx = {0};
+    ImageInfo info;
+    bool ok;
+    if (l->o.train) {
+        Rng r;
+        rng_seed(&r, rng_mix(rng_mix(rng_mix(l->o.seed, TAG_SAMPLE), (uint64_t)l->epoch), (uint64_t)pos));
+        ok = train_sample(l, &r, idx, &im, &bx, err, errcap);
+        /* an augmented image has no map back to the original: identity */
+        const Sample *sm = &l->split->samples[idx];
+        info = (ImageInfo){idx, sm->w, sm->h, 1, 0, 0};
+    } else {
+        ok = val_sample(l, idx, &im, &bx, &info, err, errcap);
+    }
+    if (ok) emit(l, s, j, &im, &bx, &info, kept, dropped);
+    image_free(&im);
+    boxes_free(&bx);
+    return ok;
+}
+
+/* ------------------------------------------------------------ scheduling */
+
+/* Puts the next batches into free slots: at most RING batches from the
+ * one the caller holds (or waits for) on. Called with mu held. */
+static void assign(Loader *l) {
+    long base = l->hold >= 0 ? l->hold : l->next_return;
+    while (l->next_assign < l->nb && l->next_assign - base < RING) {
+        Slot *s = &l->slot[l->next_assign % RING];
+        s->batch = l->next_assign++;
+        s->n = l->o.batch;
+        s->claimed = s->done = 0;
+        s->failed = false;
+        s->err[0] = 0;
+        s->b.instances = s->b.dropped_boxes = 0;
+        s->b.n_valid = (int)((l->split->n - s->batch * l->o.batch) < l->o.batch ? l->split->n - s->batch * l->o.batch : l->o.batch);
+    }
+}
+
+/* The lowest assigned batch with an unclaimed image; mu held. */
+static Slot *claimable(Loader *l) {
+    for (long k = l->next_return; k < l->next_assign; k++) {
+        Slot *s = &l->slot[k % RING];
+        if (s->batch == k && s->claimed < s->n) return s;
+    }
+    return NULL;
+}
+
+/* Runs one claimed image and records it; called with mu held, returns
+ * with mu held. */
+static void run_claim(Loader *l, Slot *s, int j) {
+    unsigned gen = l->gen;
+    long batch = s->batch;
+    char err[512] = "";
+    int kept = 0, dropped = 0;
+    l->busy++;
+    unlock(&l->mu);
+    bool ok = make_sample(l, s, batch, j, &kept, &dropped, err, sizeof err);
+    lock(&l->mu);
+    l->busy--;
+    if (gen == l->gen) {
+        s->done++;
+        s->b.instances += kept;
+        s->b.dropped_boxes += dropped;
+        if (!ok && !s->failed) {
+            s->failed = true;
+            snprintf(s->err, sizeof s->err, "%s", err);
+        }
+    }
+    wake_all(&l->done);
+}
+
+static void *worker_main(void *arg) {
+    Loader *l = arg;
+    lock(&l->mu);
+    while (!l->stop) {
+        Slot *s = claimable(l);
+        if (!s) {
+            wait_on(&l->work, &l->mu);
+            continue;
+        }
+        run_claim(l, s, s->claimed++);
+    }
+    unlock(&l->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ API */
+
+static void free_slots(Loader *l) {
+    for (int i = 0; i < RING; i++) {
+        free(l->slot[i].b.images);
+        free(l->slot[i].b.boxes);
+        free(l->slot[i].b.counts);
+        free(l->slot[i].b.info);
+    }
+}
+
+static void free_cache(Loader *l) {
+    if (!l->cache) return;
+    for (int i = 0; i < l->split->n; i++) image_free(&l->cache[i].im);
+    free(l->cache);
+}
+
+/* Creates the locks and conditions, undoing the earlier ones on a failure. */
+static int init_sync(Loader *l) {
+    int rc = pthread_mutex_init(&l->mu, NULL);
+    if (rc != 0) return rc;
+    if ((rc = pthread_mutex_init(&l->cache_mu, NULL)) != 0) goto undo_mu;
+    if ((rc = pthread_cond_init(&l->work, NULL)) != 0) goto undo_cache;
+    if ((rc = pthread_cond_init(&l->done, NULL)) == 0) return 0;
+    must(pthread_cond_destroy(&l->work), "pthread_cond_destroy");
+undo_cache:
+    must(pthread_mutex_destroy(&l->cache_mu), "pthread_mutex_destroy");
+undo_mu:
+    must(pthread_mutex_destroy(&l->mu), "pthread_mutex_destroy");
+    return rc;
+}
+
+Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap) {
+    if (!split || !o) return errf(err, errcap, "loader: no split or no options"), NULL;
+    if (o->batch < 1 || o->imgsz < 2 || o->imgsz > 16384 || o->max_boxes < 0 || o->workers < 0 || o->workers > MAX_WORKERS)
+        return errf(err, errcap, "loader: bad options (batch %d, imgsz %d, max_boxes %d, workers %d; workers <= %d)", o->batch, o->imgsz, o->max_boxes, o->workers, MAX_WORKERS), NULL;
+    if (split->n < 1) return errf(err, errcap, "loader: the split has no images"), NULL;
+    if (o->train && split->n < o->batch)
+        return errf(err, errcap, "loader: %d training images are fewer than one batch of %d", split->n, o->batch), NULL;
+    Loader *l = calloc(1, sizeof *l);
+    if (!l) return errf(err, errcap, "loader: out of memory"), NULL;
+    l->split = split;
+    l->o = *o;
+    l->nb = o->train ? split->n / o->batch : (split->n + o->batch - 1) / o->batch;
+    l->hold = -1;
+    for (int i = 0; i < 256; i++) l->lut255[i] = (float)i / 255.0f;
+    l->order = malloc((size_t)split->n * sizeof *l->order);
+    bool ok = l->order != NULL;
+    size_t px = (size_t)o->batch * 3 * o->imgsz * o->imgsz, nbox = (size_t)o->batch * (o->max_boxes ? o->max_boxes : 1) * 5;
+    for (int i = 0; ok && i < RING; i++) {
+        Batch *b = &l->slot[i].b;
+        l->slot[i].batch = -1;
+        b->images = malloc(px * sizeof *b->images);
+        b->boxes = calloc(nbox, sizeof *b->boxes);
+        b->counts = calloc((size_t)o->batch, sizeof *b->counts);
+        b->info = calloc((size_t)o->batch, sizeof *b->info);
+        ok = b->images && b->boxes && b->counts && b->info;
+    }
+    if (ok && o->cache_ram) ok = (l->cache = calloc((size_t)split->n, sizeof *l->cache)) != NULL;
+    if (!ok) {
+        free_slots(l);
+        free(l->cache);
+        free(l->order);
+        free(l);
+        return errf(err, errcap, "loader: out of memory for %d batch buffers of %d x 3 x %d x %d", RING, o->batch, o->imgsz, o->imgsz), NULL;
+    }
+    int rc = init_sync(l);
+    if (rc != 0) {
+        free_slots(l);
+        free(l->cache);
+        free(l->order);
+        free(l);
+        return errf(err, errcap, "loader: cannot create its locks: %s", strerror(rc)), NULL;
+    }
+    if (o->workers > 0 && !(l->threads = malloc((size_t)o->workers * sizeof *l->threads))) {
+        loader_close(l);
+        return errf(err, errcap, "loader: out of memory"), NULL;
+    }
+    for (int i = 0; i < o->workers; i++) {
+        if ((rc = pthread_create(&l->threads[i], NULL, worker_main, l)) != 0) {
+            loader_close(l);
+            return errf(err, errcap, "loader: cannot start worker thread %d of %d: %s", i + 1, o->workers, strerror(rc)), NULL;
+        }
+        l->nthreads++;
+    }
+    return l;
+}
+
+int loader_batches_per_epoch(const Loader *l) { return l->nb; }
+
+bool loader_start_epoch(Loader *l, int epoch, bool mosaic, int skip, char *err, int errcap) {
+    if (epoch < 0) return errf(err, errcap, "loader: epoch %d is negative", epoch);
+    if (skip < 0 || skip > l->nb) return errf(err, errcap, "loader: cannot skip %d batches of an epoch of %d", skip, l->nb);
+    lock(&l->mu);
+    /* stop handing out the old epoch's images, then wait for those in flight */
+    l->gen++;
+    for (int i = 0; i < RING; i++) l->slot[i].batch = -1;
+    l->next_assign = l->next_return = 0;
+    l->hold = -1;
+    while (l->busy > 0) wait_on(&l->done, &l->mu);
+    for (int i = 0; i < l->split->n; i++) l->order[i] = i;
+    if (l->o.train) {
+        Rng r;
+        rng_seed(&r, rng_mix(rng_mix(l->o.seed, TAG_SHUFFLE), (uint64_t)epoch));
+        for (int i = l->split->n - 1; i > 0; i--) {
+            int j = (int)rng_below(&r, (uint64_t)i + 1);
+            int t = l->order[i];
+            l->order[i] = l->order[j];
+            l->order[j] = t;
+        }
+    }
+    l->epoch = epoch;
+    l->mosaic = mosaic;
+    l->started = true;
+    l->failed = false;
+    l->fail_err[0] = 0;
+    l->next_assign = l->next_return = skip;
+    assign(l);
+    wake_all(&l->work);
+    unlock(&l->mu);
+    return true;
+}
+
+bool loader_next(Loader *l, Batch *b, char *err, int errcap) {
+    if (err && errcap > 0) err[0] = 0;
+    lock(&l->mu);
+    bool ok = false;
+    if (!l->started) {
+        errf(err, errcap, "loader: loader_next before loader_start_epoch");
+        goto out;
+    }
+    if (l->failed) {
+        errf(err, errcap, "%s", l->fail_err);
+        goto out;
+    }
+    l->hold = -1;
+    if (l->next_return >= l->nb) goto out;
+    assign(l);
+    wake_all(&l->work);
+    long k = l->next_return;
+    Slot *s = &l->slot[k % RING];
+    if (l->nthreads == 0) {
+        while (s->claimed < s->n) run_claim(l, s, s->claimed++);
+    }
+    while (s->done < s->n) wait_on(&l->done, &l->mu);
+    if (s->failed) {
+        l->failed = true;
+        snprintf(l->fail_err, sizeof l->fail_err, "%s", s->err);
+        errf(err, errcap, "%s", s->err);
+        goto out;
+    }
+    *b = s->b;
+    l->hold = k;
+    l->next_return++;
+    assign(l);
+    wake_all(&l->work);
+    ok = true;
+out:
+    unlock(&l->mu);
+    return ok;
+}
+
+void loader_close(Loader *l) {
+    if (!l) return;
+    lock(&l->mu);
+    l->stop = true;
+    wake_all(&l->work);
+    unlock(&l->mu);
+    for (int i = 0; i < l->nthreads; i++) must(pthread_join(l->threads[i], NULL), "pthread_join");
+    must(pthread_cond_destroy(&l->done), "pthread_cond_destroy");
+    must(pthread_cond_destroy(&l->work), "pthread_cond_destroy");
+    must(pthread_mutex_destroy(&l->cache_mu), "pthread_mutex_destroy");
+    must(pthread_mutex_destroy(&l->mu), "pthread_mutex_destroy");
+    free(l->threads);
+    free_slots(l);
+    free_cache(l);
+    free(l->order);
+    free(l);
+}

@@ -1,0 +1,63 @@
+/* runtime/data/loader.h — batches for the trainer: per-sample transform chain
+ * (augment.c) run by a pool of C threads that fill the next batches while the
+ * current step runs; optional RAM cache of decoded, resized images;
+ * deterministic per-epoch shuffling and augmentation seeded by (seed, epoch,
+ * sample position), so the batches do not depend on the number of workers or
+ * on timing, and a resumed run sees the same batches.
+ * Must not touch: datasets on disk (dataset.c), model plans, the step. */
+#ifndef YOLOCC_LOADER_H
+#define YOLOCC_LOADER_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "augment.h"
+#include "dataset.h"
+
+typedef struct LoaderOptions {
+    int batch;          /* images per batch (the plan's batch) */
+    int imgsz;          /* square output side (the plan's imgsz) */
+    int max_boxes;      /* boxes per image the plan accepts; extras are dropped and counted */
+    bool train;         /* true: shuffle + augment (Hyp); false: letterbox only, in order */
+    Hyp hyp;            /* augmentation settings (train only) */
+    uint64_t seed;
+    int workers;        /* threads; 0 = decode on the caller's thread */
+    bool cache_ram;     /* keep decoded images resized to imgsz (long side) in memory */
+} LoaderOptions;
+
+/* Per image of a batch, what validation needs to map boxes back to the
+ * original pixels: out = (in - pad) / ratio. */
+typedef struct ImageInfo {
+    int index;          /* sample index in the split, -1 for padding in a partial val batch */
+    int orig_w, orig_h;
+    float ratio;        /* letterbox scale from original to network pixels */
+    float pad_x, pad_y; /* left, top padding in network pixels */
+} ImageInfo;
+
+typedef struct Batch {
+    float *images;      /* [batch, 3, imgsz, imgsz], RGB, value / 255 */
+    float *boxes;       /* [batch, max_boxes, 5]: cls, cx, cy, w, h normalised to imgsz */
+    int64_t *counts;    /* [batch] boxes per image */
+    ImageInfo *info;    /* [batch] */
+    int n_valid;        /* images that are real samples (val: the last batch may be partial) */
+    int instances;      /* boxes in the batch (the progress bar's Instances) */
+    int dropped_boxes;  /* boxes beyond max_boxes, dropped */
+} Batch;
+
+typedef struct Loader Loader;
+
+/* Training drops the last partial batch (the plan's batch is fixed):
+ * batches per epoch = n / batch. Validation pads the last batch with empty
+ * images (info.index -1, counts 0) and n_valid says how many are real. */
+Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap);
+int loader_batches_per_epoch(const Loader *l);
+/* Starts epoch e (0-based): the shuffle order and augmentation random
+ * streams depend only on (seed, e). mosaic false = close_mosaic (also turns
+ * mixup off); skip = batches to skip (resume inside an epoch). */
+bool loader_start_epoch(Loader *l, int epoch, bool mosaic, int skip, char *err, int errcap);
+/* Next batch of the epoch into the loader-owned *b (valid until the next
+ * call); false at the end of the epoch (err empty) or on a failure (err set,
+ * e.g. an image that became unreadable). */
+bool loader_next(Loader *l, Batch *b, char *err, int errcap);
+void loader_close(Loader *l);
+
+#endif

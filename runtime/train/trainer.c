@@ -1,0 +1,489 @@
+/* runtime/train/trainer.c — the epoch loop (training-semantics §5, §7): set-up,
+ * per-batch warmup and accumulation, per-epoch validation, results and
+ * checkpoints, early stopping, resume. Must not touch: kernels, the data
+ * pipeline's internals, file formats (checkpoint.c, report*.c do those). */
+#include "trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../passes/optimizer.h"
+#include "../weights.h"
+#include "checkpoint.h"
+#include "report.h"
+#include "schedule.h"
+#include "train_state.h"
+
+double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void train_args_defaults(TrainArgs *a) {
+    *a = (TrainArgs){.project = "runs/detect", .name = "train", .epochs = 100, .patience = 100, .close_mosaic = 10, .workers = 2, .batch = -1,
+                     .save_period = -1, .lr0 = -1, .lrf = 0.01, .momentum = -1, .warmup_epochs = 3.0, .warmup_momentum = 0.8, .warmup_bias_lr = -1,
+                     .weight_decay = -1, .val = true, .hyp = hyp_defaults()};
+}
+
+static double meta_num(const cJSON *m, const char *key, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* Resident memory of this process in GB (the CPU target's "GPU_mem"). */
+static double rss_gb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, rss = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1e9;
+}
+
+static bool make_dir(const char *path, char *err, int errcap) {
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) return true;
+    snprintf(err, (size_t)errcap, "cannot create %s: %s", path, strerror(errno));
+    return false;
+}
+
+/* project/name, or project/name2, name3, ... (Ultralytics' increment_path) */
+static bool run_dir(Trainer *t, char *err, int errcap) {
+    char proj[1024];
+    snprintf(proj, sizeof proj, "%s", t->a.project);
+    for (char *p = proj + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (!make_dir(proj, err, errcap)) return false;
+            *p = '/';
+        }
+    if (!make_dir(proj, err, errcap)) return false;
+    struct stat st;
+    for (int k = 1; k < 100000; k++) {
+        if (k == 1) snprintf(t->dir, sizeof t->dir, "%s/%s", t->a.project, t->a.name);
+        else snprintf(t->dir, sizeof t->dir, "%s/%s%d", t->a.project, t->a.name, k);
+        if (t->a.exist_ok || stat(t->dir, &st) != 0) break;
+    }
+    char w[1100];
+    snprintf(w, sizeof w, "%s/weights", t->dir);
+    return make_dir(t->dir, err, errcap) && make_dir(w, err, errcap);
+}
+
+static void path_in(const Trainer *t, const char *leaf, char *out, size_t cap) { snprintf(out, cap, "%s/%s", t->dir, leaf); }
+
+static cJSON *args_json(const TrainArgs *a) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "data", a->data);
+    cJSON_AddNumberToObject(j, "epochs", a->epochs);
+    cJSON_AddNumberToObject(j, "patience", a->patience);
+    cJSON_AddNumberToObject(j, "close_mosaic", a->close_mosaic);
+    cJSON_AddNumberToObject(j, "freeze", a->freeze);
+    cJSON_AddNumberToObject(j, "seed", a->seed);
+    cJSON_AddNumberToObject(j, "save_period", a->save_period);
+    cJSON_AddNumberToObject(j, "lr0", a->lr0);
+    cJSON_AddNumberToObject(j, "lrf", a->lrf);
+    cJSON_AddNumberToObject(j, "momentum", a->momentum);
+    cJSON_AddNumberToObject(j, "warmup_epochs", a->warmup_epochs);
+    cJSON_AddNumberToObject(j, "warmup_momentum", a->warmup_momentum);
+    cJSON_AddNumberToObject(j, "warmup_bias_lr", a->warmup_bias_lr);
+    cJSON_AddBoolToObject(j, "cos_lr", a->cos_lr);
+    cJSON_AddBoolToObject(j, "val", a->val);
+    const float *h = &a->hyp.hsv_h;
+    cJSON *hy = cJSON_AddArrayToObject(j, "hyp");
+    for (size_t i = 0; i < sizeof a->hyp / sizeof(float); i++) cJSON_AddItemToArray(hy, cJSON_CreateNumber(h[i]));
+    return j;
+}
+
+/* Resume takes every training argument from the state file (Ultralytics
+ * does the same with its checkpoint's train_args); strings stay owned by
+ * the JSON, which lives as long as the trainer. */
+static bool args_from_json(TrainArgs *a, const cJSON *j) {
+    const char *data = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "data"));
+    const cJSON *hy = cJSON_GetObjectItemCaseSensitive(j, "hyp");
+    if (!data || !cJSON_IsArray(hy) || cJSON_GetArraySize(hy) != (int)(sizeof a->hyp / sizeof(float))) return false;
+    a->data = data;
+    a->epochs = (int)meta_num(j, "epochs", a->epochs);
+    a->patience = (int)meta_num(j, "patience", a->patience);
+    a->close_mosaic = (int)meta_num(j, "close_mosaic", a->close_mosaic);
+    a->freeze = (int)meta_num(j, "freeze", a->freeze);
+    a->seed = (int)meta_num(j, "seed", a->seed);
+    a->save_period = (int)meta_num(j, "save_period", a->save_period);
+    a->lr0 = meta_num(j, "lr0", a->lr0);
+    a->lrf = meta_num(j, "lrf", a->lrf);
+    a->momentum = meta_num(j, "momentum", a->momentum);
+    a->warmup_epochs = meta_num(j, "warmup_epochs", a->warmup_epochs);
+    a->warmup_momentum = meta_num(j, "warmup_momentum", a->warmup_momentum);
+    a->warmup_bias_lr = meta_num(j, "warmup_bias_lr", a->warmup_bias_lr);
+    a->cos_lr = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "cos_lr"));
+    a->val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "val"));
+    float *h = &a->hyp.hsv_h;
+    for (int i = 0; i < cJSON_GetArraySize(hy); i++) h[i] = (float)cJSON_GetNumberValue(cJSON_GetArrayItem(hy, i));
+    return true;
+}
+
+/* Marks frozen parameters: names under model.0. .. model.{N-1}. (§5.5; the
+ * DFL weight is frozen in the plan itself). */
+static bool freeze_layers(Trainer *t) {
+    const Graph *g = &t->plan.g;
+    t->skip = calloc((size_t)g->n_tensors, sizeof(bool));
+    if (!t->skip) return false;
+    for (int i = 0; i < g->n_state; i++) {
+        int id = g->state[i];
+        if (g->tensors[id].kind != TK_PARAM) continue;
+        int layer;
+        if (sscanf(g->tensors[id].name, "model.%d.", &layer) == 1 && layer < t->a.freeze) {
+            t->skip[id] = true;
+            printf("Freezing layer '%s'\n", g->tensors[id].name);
+        }
+    }
+    return true;
+}
+
+static void print_optimizer(const Trainer *t, const char *opt) {
+    const Graph *g = &t->plan.g;
+    int groups[3] = {0};
+    for (int o = t->ts.clip_op + 1; o < g->n_ops; o++) groups[g->ops[o].a.group]++;
+    printf("optimizer: %s(lr=%g, momentum=%g) with parameter groups %d weight(decay=0.0), %d weight(decay=%g), %d bias(decay=0.0)\n", opt, t->lr0, t->momentum,
+           groups[2], groups[1], meta_num(t->plan.meta, "weight_decay", 0), groups[0]);
+}
+
+static cJSON *scalars_json(const Trainer *t, int epoch) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "epoch", epoch);
+    cJSON_AddNumberToObject(j, "last_opt_step", t->last_opt_step);
+    cJSON_AddNumberToObject(j, "opt_steps", (double)t->ts.step);
+    cJSON_AddNumberToObject(j, "acc_batches", t->ts.n_acc_batches);
+    cJSON_AddNumberToObject(j, "ema_updates", (double)t->ema_updates);
+    cJSON_AddNumberToObject(j, "best_fitness", t->best_fitness);
+    cJSON_AddNumberToObject(j, "best_epoch", t->best_epoch);
+    cJSON_AddNumberToObject(j, "plan_crc32", t->plan_crc);
+    cJSON_AddNumberToObject(j, "elapsed", monotonic_seconds() - t->t0);
+    cJSON_AddItemToObject(j, "args", args_json(&t->a));
+    return j;
+}
+
+static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errcap) {
+    char p[1200];
+    cJSON *s = scalars_json(t, epoch);
+    if (!s) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    path_in(t, "weights/last.state", p, sizeof p);
+    bool ok = state_save(t, p, s, err, errcap);
+    cJSON_Delete(s);
+    path_in(t, "weights/last.safetensors", p, sizeof p);
+    ok = ok && ema_save_weights(t, p, err, errcap);
+    if (ok && is_best) {
+        path_in(t, "weights/best.safetensors", p, sizeof p);
+        ok = ema_save_weights(t, p, err, errcap);
+    }
+    if (ok && t->a.save_period > 0 && epoch % t->a.save_period == 0) {
+        char leaf[64];
+        snprintf(leaf, sizeof leaf, "weights/epoch%d.safetensors", epoch);
+        path_in(t, leaf, p, sizeof p);
+        ok = ema_save_weights(t, p, err, errcap);
+    }
+    return ok;
+}
+
+static bool bind_batch(Trainer *t, const Batch *b) {
+    size_t img = (size_t)t->ts.batch * 3 * (size_t)t->ts.imgsz * (size_t)t->ts.imgsz, box = (size_t)t->ts.batch * (size_t)t->ts.max_boxes * 5;
+    memcpy(train_step_images(&t->ts), b->images, img * sizeof(float));
+    memcpy(train_step_boxes(&t->ts), b->boxes, box * sizeof(float));
+    memcpy(train_step_counts(&t->ts), b->counts, (size_t)t->ts.batch * sizeof(int64_t));
+    return true;
+}
+
+/* One epoch of batches; fills the running-mean losses. */
+static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errcap) {
+    const TrainArgs *a = &t->a;
+    double lr_base = t->lr0 * lr_factor(epoch, a->epochs, a->lrf, a->cos_lr);
+    for (int g = 0; g < 3; g++) t->lrs[g] = lr_base;
+    /* Ultralytics closes mosaic at epoch == epochs - close_mosaic, so a run
+     * shorter than close_mosaic keeps it throughout (its resume rule would
+     * close it instead; one rule here keeps resumed runs exact) */
+    int close_at = a->epochs - a->close_mosaic;
+    bool mosaic = a->close_mosaic <= 0 || close_at < 0 || epoch < close_at;
+    if (a->close_mosaic > 0 && epoch == close_at) printf("Closing dataloader mosaic\n");
+    if (!loader_start_epoch(t->train_loader, epoch, mosaic, 0, err, errcap)) return false;
+    Progress pb = progress_begin(stdout, isatty(STDOUT_FILENO), "RAM", epoch, a->epochs, t->nb, monotonic_seconds());
+    tl[0] = tl[1] = tl[2] = 0;
+    for (int i = 0; i < t->nb; i++) {
+        int ni = i + t->nb * epoch;
+        int accumulate = t->accumulate;
+        double momentum = t->momentum;
+        if (ni <= t->nw) {
+            WarmupValues w = warmup_values(ni, t->nw, lr_base, a->warmup_bias_lr, a->warmup_momentum, a->momentum, 64, t->ts.batch);
+            accumulate = w.accumulate;
+            memcpy(t->lrs, w.lr, sizeof t->lrs);
+            momentum = w.momentum;
+        }
+        /* AdamW has no momentum group entry: its beta1 is not warmed up */
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "AdamW") == 0) momentum = a->momentum;
+        Batch b;
+        err[0] = 0;
+        if (!loader_next(t->train_loader, &b, err, errcap)) {
+            if (!err[0]) snprintf(err, (size_t)errcap, "the loader ended epoch %d after %d of %d batches", epoch + 1, i, t->nb);
+            return false;
+        }
+        bind_batch(t, &b);
+        StepResult r;
+        if (!train_step_backward(&t->ts, &r, err, errcap)) return false;
+        double items[3] = {r.box, r.cls, r.dfl};
+        for (int k = 0; k < 3; k++) tl[k] = (tl[k] * i + items[k]) / (i + 1);
+        if (ni - t->last_opt_step >= accumulate) {
+            if (!train_step_update(&t->ts, t->lrs, momentum, t->skip, NULL, err, errcap)) return false;
+            t->last_opt_step = ni;
+            ema_update(t);
+        }
+        if (!isfinite(r.total)) return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
+        progress_update(&pb, i + 1, rss_gb(), tl, b.instances, t->ts.imgsz, monotonic_seconds());
+    }
+    progress_end(&pb);
+    return true;
+}
+
+static bool setup(Trainer *t, char *err, int errcap) {
+    TrainArgs *a = &t->a;
+    if (!plan_read(a->plan, &t->plan, err, errcap)) return false;
+    bool crc_ok;
+    t->plan_crc = file_crc32(a->plan, &crc_ok);
+    if (!crc_ok) return snprintf(err, (size_t)errcap, "%s: cannot read the file", a->plan), false;
+    if (!t->plan.eval) return snprintf(err, (size_t)errcap, "%s: the plan has no validation graph; recompile it with this yolocc", a->plan), false;
+    if (!train_step_init(&t->ts, &t->plan, err, errcap)) return false;
+    train_step_set_fast(&t->ts, !a->reference);
+    if (a->batch > 0 && a->batch != t->ts.batch)
+        return snprintf(err, (size_t)errcap, "--batch %d differs from the plan's batch %d; recompile: yolocc MODEL.yaml --batch %d --imgsz %d -o PLAN", a->batch, t->ts.batch,
+                        a->batch, t->ts.imgsz),
+               false;
+    double wd_hyp = meta_num(t->plan.meta, "weight_decay_hyp", -1);
+    if (a->weight_decay >= 0 && fabs(a->weight_decay - wd_hyp) > 1e-12)
+        return snprintf(err, (size_t)errcap, "--weight-decay %g differs from the plan's %g; weight decay is compiled in: yolocc ... --weight-decay %g", a->weight_decay, wd_hyp,
+                        a->weight_decay),
+               false;
+    const char *opt = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer"));
+    bool adamw = opt && strcmp(opt, "AdamW") == 0;
+    if (a->lr0 < 0) a->lr0 = adamw ? auto_adamw_lr(t->ts.nc) : 0.01;
+    if (a->momentum < 0) a->momentum = adamw ? 0.9 : 0.937;
+    if (a->warmup_bias_lr < 0) a->warmup_bias_lr = adamw ? 0.0 : 0.1;
+    t->lr0 = a->lr0;
+    t->momentum = a->momentum;
+    t->accumulate = (int)meta_num(t->plan.meta, "accumulate", 1);
+    if (!dataset_load(a->data, &t->ds, stderr, err, errcap)) return false;
+    if (t->ds.nc != t->ts.nc)
+        return snprintf(err, (size_t)errcap, "%s has %d classes, the plan was compiled for %d; recompile with yolocc ... --nc %d", a->data, t->ds.nc, t->ts.nc, t->ds.nc), false;
+    char line[512];
+    dataset_issues_format("train", &t->ds.train, line, sizeof line);
+    printf("%s\n", line);
+    dataset_issues_format("val", &t->ds.val, line, sizeof line);
+    printf("%s\n", line);
+    LoaderOptions lo = {.batch = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .train = true, .hyp = a->hyp, .seed = (uint64_t)a->seed,
+                        .workers = a->workers, .cache_ram = a->cache_ram};
+    if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap))) return false;
+    const Plan *ep = t->plan.eval;
+    lo.train = false;
+    lo.batch = (int)meta_num(ep->meta, "batch", 0);
+    lo.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
+    if (!(t->val_loader = loader_open(&t->ds.val, &lo, err, errcap))) return false;
+    t->nb = loader_batches_per_epoch(t->train_loader);
+    if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch), false;
+    t->nw = warmup_iterations(a->warmup_epochs, t->nb);
+    if (a->weights) {
+        WeightsLoadReport rep;
+        if (!weights_load(&t->plan.g, t->ts.it.buf, a->weights, NULL, &rep, err, errcap)) return false;
+        weights_report_format(&rep, line, sizeof line);
+        printf("%s\n", line);
+    } else if (!weights_init(&t->plan.g, t->ts.it.buf, (uint64_t)a->seed, err, errcap)) {
+        return false;
+    }
+    if (!ema_init(t) || !freeze_layers(t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    /* the validation graph reads the EMA in place: same model, same state order */
+    if (!interp_init(&t->ev, &ep->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    t->ev.fast = !a->reference;
+    if (ep->g.n_state != t->plan.g.n_state) return snprintf(err, (size_t)errcap, "%s: the validation graph's state differs from the training graph's", a->plan), false;
+    for (int i = 0; i < ep->g.n_state; i++) {
+        int e = ep->g.state[i], m = t->plan.g.state[i];
+        if (strcmp(ep->g.tensors[e].name, t->plan.g.tensors[m].name) != 0 || !shape_eq(&ep->g.tensors[e].shape, &t->plan.g.tensors[m].shape))
+            return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[e].name), false;
+        t->ev.buf[e] = t->ema[m];
+    }
+    if (ep->offset && !interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int id = 0; id < ep->g.n_tensors; id++)
+        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    print_optimizer(t, opt ? opt : "?");
+    return true;
+}
+
+static bool resume(Trainer *t, cJSON **keep, char *err, int errcap) {
+    cJSON *s;
+    if (!state_load(t, t->a.resume, &s, err, errcap)) return false;
+    *keep = s;
+    uint32_t crc = (uint32_t)meta_num(s, "plan_crc32", -1);
+    if (crc != t->plan_crc) return snprintf(err, (size_t)errcap, "%s was written for another plan (plan checksum %08x, %s has %08x)", t->a.resume, crc, t->a.plan, t->plan_crc), false;
+    t->start_epoch = (int)meta_num(s, "epoch", -2) + 1;
+    t->last_opt_step = (int)meta_num(s, "last_opt_step", -1);
+    t->ts.step = (long)meta_num(s, "opt_steps", 0);
+    t->ts.n_acc_batches = (int)meta_num(s, "acc_batches", 0);
+    t->ema_updates = (long)meta_num(s, "ema_updates", 0);
+    t->best_fitness = meta_num(s, "best_fitness", 0);
+    t->best_epoch = (int)meta_num(s, "best_epoch", 0);
+    t->t0 -= meta_num(s, "elapsed", 0);
+    if (t->start_epoch < 1) return snprintf(err, (size_t)errcap, "%s: no finished epoch to resume from", t->a.resume), false;
+    if (t->start_epoch >= t->a.epochs) return snprintf(err, (size_t)errcap, "%s: training already finished %d epochs; nothing to resume", t->a.resume, t->a.epochs), false;
+    printf("Resuming training from %s from epoch %d to %d total epochs\n", t->a.resume, t->start_epoch + 1, t->a.epochs);
+    return true;
+}
+
+/* Reads the resume file's arguments before set-up needs them. */
+static bool resume_args(TrainArgs *a, cJSON **keep, char *err, int errcap) {
+    StFile f;
+    cJSON *s;
+    if (!ckpt_read(a->resume, &f, &s, err, errcap)) return false;
+    st_free(&f);
+    *keep = s;
+    if (!args_from_json(a, cJSON_GetObjectItemCaseSensitive(s, "args"))) return snprintf(err, (size_t)errcap, "%s: the training arguments are missing", a->resume), false;
+    return true;
+}
+
+static void results_row(const Trainer *t, int epoch, const double tl[3], ResultsRow *r) {
+    double v[RESULTS_NCOLS] = {epoch + 1, monotonic_seconds() - t->t0, tl[0], tl[1], tl[2], t->last_val.precision, t->last_val.recall, t->last_val.map50,
+                               t->last_val.map50_95, t->last_val.loss[0], t->last_val.loss[1], t->last_val.loss[2], t->lrs[0], t->lrs[1], t->lrs[2]};
+    memcpy(r->v, v, sizeof v);
+}
+
+static void write_args_yaml(const Trainer *t) {
+    char buf[24][32], p[1200];
+    const TrainArgs *a = &t->a;
+    snprintf(buf[0], 32, "%d", a->epochs);
+    snprintf(buf[1], 32, "%d", t->ts.batch);
+    snprintf(buf[2], 32, "%d", t->ts.imgsz);
+    snprintf(buf[3], 32, "%d", a->patience);
+    snprintf(buf[4], 32, "%d", a->seed);
+    snprintf(buf[5], 32, "%d", a->close_mosaic);
+    snprintf(buf[6], 32, "%g", a->lr0);
+    snprintf(buf[7], 32, "%g", a->lrf);
+    snprintf(buf[8], 32, "%g", a->momentum);
+    snprintf(buf[9], 32, "%g", meta_num(t->plan.meta, "weight_decay_hyp", 0));
+    snprintf(buf[10], 32, "%g", a->warmup_epochs);
+    snprintf(buf[11], 32, "%g", a->warmup_momentum);
+    snprintf(buf[12], 32, "%g", a->warmup_bias_lr);
+    snprintf(buf[13], 32, "%d", a->freeze);
+    snprintf(buf[14], 32, "%d", a->workers);
+    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", buf[0], "patience", buf[3], "batch", buf[1], "imgsz", buf[2],
+                        "save_period", "-1", "workers", buf[14], "project", a->project, "name", a->name, "exist_ok", a->exist_ok ? "true" : "false",
+                        "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "cos_lr", a->cos_lr ? "true" : "false",
+                        "close_mosaic", buf[5], "resume", a->resume, "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
+                        "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "save_dir", t->dir, NULL};
+    char err[256];
+    path_in(t, "args.yaml", p, sizeof p);
+    if (!report_write_args_yaml(p, kv, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
+}
+
+static void trainer_free(Trainer *t) {
+    loader_close(t->train_loader);
+    loader_close(t->val_loader);
+    dataset_free(&t->ds);
+    interp_free(&t->ev);
+    ema_free(t);
+    free(t->skip);
+    train_step_free(&t->ts);
+    plan_free(&t->plan);
+}
+
+/* The directory of a run from its state file: RUN/weights/last.state -> RUN. */
+static bool dir_of_state(const char *state, char *dir, size_t cap) {
+    snprintf(dir, cap, "%s", state);
+    for (int k = 0; k < 2; k++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return false;
+        *slash = 0;
+    }
+    return dir[0] != 0;
+}
+
+int train_main(const TrainArgs *args) {
+    Trainer *t = calloc(1, sizeof *t);
+    if (!t) return fprintf(stderr, "yolort: error: out of memory\n"), 1;
+    t->a = *args;
+    t->t0 = monotonic_seconds();
+    t->last_opt_step = -1;
+    char err[1024] = "", state_path[1200];
+    cJSON *resumed = NULL, *resumed_args = NULL;
+    int rc = 2;
+    if (t->a.resume) {
+        struct stat st;
+        if (stat(t->a.resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(state_path, sizeof state_path, "%s/weights/last.state", t->a.resume);
+            t->a.resume = state_path;
+        }
+        if (!resume_args(&t->a, &resumed_args, err, sizeof err)) goto out;
+    }
+    if (!setup(t, err, sizeof err)) goto out;
+    if (t->a.resume) {
+        if (!dir_of_state(t->a.resume, t->dir, sizeof t->dir)) {
+            snprintf(err, sizeof err, "%s: expected RUN/weights/last.state", t->a.resume);
+            goto out;
+        }
+        if (!resume(t, &resumed, err, sizeof err)) goto out;
+    } else if (!run_dir(t, err, sizeof err)) {
+        goto out;
+    }
+    write_args_yaml(t);
+    rc = 1;
+    printf("Image sizes %d train, %d val\nLogging results to %s\nStarting training for %d epochs...\n", t->ts.imgsz, t->ts.imgsz, t->dir, t->a.epochs);
+    char csv[1200], svg[1200];
+    path_in(t, "results.csv", csv, sizeof csv);
+    path_in(t, "results.svg", svg, sizeof svg);
+    int epoch = t->start_epoch;
+    for (; epoch < t->a.epochs; epoch++) {
+        double tl[3];
+        if (!train_epoch(t, epoch, tl, err, sizeof err)) goto out;
+        bool final = epoch + 1 >= t->a.epochs;
+        bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
+        if (t->a.val || final || possible_stop) {
+            if (!validate_run(t, false, &t->last_val, err, sizeof err)) goto out;
+        }
+        ResultsRow row;
+        results_row(t, epoch, tl, &row);
+        if (!results_csv_append(csv, &row, err, sizeof err)) goto out;
+        if (!report_plot_svg(csv, svg, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
+        /* fitness as Ultralytics uses it: rounded to 5 decimals; ties count as best */
+        double fit = nearbyint(t->last_val.fitness * 1e5) / 1e5;
+        bool is_best = fit >= t->best_fitness;
+        if (is_best) {
+            t->best_fitness = fit;
+            t->best_epoch = epoch + 1;
+        }
+        if (!save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
+        if (t->a.stop_after > 0 && epoch + 1 - t->start_epoch >= t->a.stop_after && !final) {
+            printf("Stopping after %d epochs as asked; continue with: yolort train %s --resume %s\n", t->a.stop_after, t->a.plan, t->dir);
+            rc = 0;
+            goto out;
+        }
+        if (t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience && !final) {
+            printf("Stopping training early as no improvement observed in last %d epochs. Best results observed at epoch %d.\n", t->a.patience, t->best_epoch);
+            epoch++;
+            break;
+        }
+    }
+    printf("\n%d epochs completed in %.3f hours.\n", epoch - t->start_epoch, (monotonic_seconds() - t->t0) / 3600.0);
+    /* final evaluation of best.safetensors, with a row per class */
+    char best[1200];
+    path_in(t, "weights/best.safetensors", best, sizeof best);
+    if (!weights_load(&t->plan.g, t->ema, best, NULL, NULL, err, sizeof err)) goto out;
+    printf("Validating %s...\n", best);
+    ValResult v;
+    if (!validate_run(t, true, &v, err, sizeof err)) goto out;
+    printf("Results saved to %s\n", t->dir);
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "yolort: error: %s\n", err);
+    cJSON_Delete(resumed);
+    cJSON_Delete(resumed_args);
+    trainer_free(t);
+    free(t);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/* runtime/train/trainer.h — `yolort train PLAN --data DATA.yaml`: the epoch
+ * loop of training-semantics §5-§10 on a compiled plan (schedule, warmup,
+ * gradient accumulation, EMA, validation, early stopping, checkpoints, exact
+ * resume, results files). The plan fixes batch, image size, optimizer and
+ * weight decay; everything else is a run-time option. */
+#ifndef YOLOCC_TRAINER_H
+#define YOLOCC_TRAINER_H
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../data/dataset.h"
+#include "../data/loader.h"
+#include "../plan_read.h"
+#include "../train_step.h"
+
+typedef struct TrainArgs {
+    const char *plan, *data, *project, *name, *weights, *resume;
+    int epochs, patience, close_mosaic, freeze, seed, workers, batch, save_period;
+    int stop_after;         /* > 0: end this process after that many epochs (continue with resume) */
+    double lr0, lrf, momentum, warmup_epochs, warmup_momentum, warmup_bias_lr;
+    double weight_decay;    /* must match the plan's hyper-parameter (< 0: take the plan's) */
+    bool cos_lr, cache_ram, exist_ok, val, reference;
+    Hyp hyp;
+} TrainArgs;
+
+/* Ultralytics' defaults; lr0, momentum and warmup_bias_lr stay "unset" (< 0)
+ * until the plan's optimizer is known (SGD: 0.01 / 0.937 / 0.1; AdamW: the
+ * optimizer=auto choice round(0.002 * 5 / (4 + nc), 6) / 0.9 / 0.0). */
+void train_args_defaults(TrainArgs *a);
+
+/* What one validation pass measured. */
+typedef struct ValResult {
+    double precision, recall, map50, map50_95, fitness;
+    double loss[3];     /* box, cls, dfl summed over batches / batches */
+    int images, instances;
+} ValResult;
+
+typedef struct Trainer {
+    TrainArgs a;
+    Plan plan;
+    TrainStep ts;
+    Interp ev;              /* the plan's validation graph, reading the EMA */
+    Dataset ds;
+    Loader *train_loader, *val_loader;
+    void **ema;             /* per train-graph tensor id: EMA copy of each state tensor */
+    long ema_updates;
+    bool *skip;             /* per tensor id: frozen parameter (no update) */
+    int nb, nw, accumulate, last_opt_step, start_epoch, best_epoch;
+    double lr0, lrs[3], momentum, best_fitness;
+    uint32_t plan_crc;
+    char dir[1024];         /* the run directory */
+    double t0;              /* monotonic seconds at the start of training */
+    ValResult last_val;
+} Trainer;
+
+/* The whole command: returns the process exit code (0 done, 1 failure while
+ * training, 2 bad arguments, plan or data). Prints progress to stdout and
+ * warnings/errors to stderr. */
+int train_main(const TrainArgs *a);
+
+/* Validates the EMA weights on the val split (runtime/train/validate.c);
+ * per_class prints one table row per class (the final evaluation). */
+bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap);
+
+double monotonic_seconds(void);
+
+#endif

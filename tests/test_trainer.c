@@ -1,0 +1,234 @@
+/* tests/test_trainer.c — `yolort train --data` as a user runs it: a generated
+ * dataset, a compiled plan, the run directory it leaves (results.csv,
+ * args.yaml, plot, weights, training state), bit-exact resume, refusal of a
+ * mismatched plan, and checkpoints that survive being killed mid-write. */
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <time.h>
+
+#include "../runtime/safetensors.h"
+#include "../runtime/train/checkpoint.h"
+#include "../runtime/train/report.h"
+#include "test_util.h"
+
+static const char *yolort_bin(void) {
+    const char *b = getenv("YOLORT_BIN");
+    return b ? b : "build/yolort";
+}
+
+/* One dataset and plan per test run, made by the real tools. Criterion runs
+ * each test in a child of the runner, so the runner's pid names the run;
+ * tests running at once build it in private directories and the first
+ * rename wins. */
+static char ROOT[128];
+
+static void prepare(void) {
+    snprintf(ROOT, sizeof ROOT, "/tmp/yolocc-trainer-%ld", (long)getppid());
+    char tmp[256], args[768];
+    struct stat st;
+    snprintf(args, sizeof args, "%s/tiny.plan", ROOT);
+    if (stat(args, &st) == 0) return;
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", ROOT, (long)getpid());
+    snprintf(args, sizeof args, "datagen %s/data --images 40 --size 64 --classes 3 --seed 7", tmp);
+    CliResult r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 32 -o %s/tiny.plan", tmp);
+    r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    if (rename(tmp, ROOT) != 0) {
+        snprintf(args, sizeof args, "rm -rf %s", tmp);
+        cr_assert_eq(system(args), 0);
+    }
+    snprintf(args, sizeof args, "%s/tiny.plan", ROOT);
+    cr_assert_eq(stat(args, &st), 0, "no plan at %s", args);
+}
+
+static CliResult train(const char *name, const char *extra) {
+    char args[1024];
+    snprintf(args, sizeof args, "train %s/tiny.plan --data %s/data/data.yaml --project %s/runs --name %s --exist-ok --workers 2 %s", ROOT, ROOT, ROOT, name, extra);
+    return tu_run_bin(yolort_bin(), args);
+}
+
+static bool exists(const char *name, const char *leaf) {
+    char p[600];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/runs/%s/%s", ROOT, name, leaf);
+    return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+static void read_results(const char *name, ResultsTable *t) {
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/runs/%s/results.csv", ROOT, name);
+    cr_assert(results_csv_read(p, t, err, sizeof err), "%s", err);
+}
+
+Test(trainer, run_directory_and_files, .timeout = 900) {
+    prepare();
+    CliResult r = train("files", "--epochs 2");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "box_loss") && strstr(r.out, "Instances") && strstr(r.out, "2/2"), "%s", r.out);
+    cr_expect(strstr(r.out, "mAP50-95)") && strstr(r.out, "all "), "%s", r.out);
+    cr_expect(strstr(r.out, "train: 32 images") || strstr(r.out, "train: "), "%s", r.out);
+    const char *files[] = {"args.yaml", "results.csv", "results.svg", "weights/last.safetensors", "weights/best.safetensors", "weights/last.state"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) cr_expect(exists("files", files[i]), "missing %s", files[i]);
+    ResultsTable t;
+    read_results("files", &t);
+    cr_assert_eq(t.n, 2);
+    for (int e = 0; e < 2; e++) {
+        cr_expect_eq(t.rows[e].v[RESULTS_EPOCH], e + 1);
+        for (int k = RESULTS_TRAIN_BOX; k <= RESULTS_TRAIN_DFL; k++) cr_expect(t.rows[e].v[k] > 0 && t.rows[e].v[k] < 50, "epoch %d col %d = %g", e + 1, k, t.rows[e].v[k]);
+        for (int k = RESULTS_VAL_BOX; k <= RESULTS_VAL_DFL; k++) cr_expect(t.rows[e].v[k] > 0 && t.rows[e].v[k] < 50, "epoch %d val col %d = %g", e + 1, k, t.rows[e].v[k]);
+        cr_expect(t.rows[e].v[RESULTS_LR_PG1] > 0 && t.rows[e].v[RESULTS_LR_PG1] < 0.1);
+    }
+    results_table_free(&t);
+    /* last.safetensors holds the EMA under Ultralytics' names */
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/runs/files/weights/last.safetensors", ROOT);
+    StFile f;
+    cr_assert(st_read(p, &f, err, sizeof err), "%s", err);
+    cr_expect(st_find(&f, "model.0.conv.weight") && st_find(&f, "model.13.dfl.conv.weight") && st_find(&f, "model.0.bn.running_mean"));
+    st_free(&f);
+    tu_free(&r);
+}
+
+static void state_tensors_equal(const char *a, const char *b) {
+    char pa[600], pb[600], err[512];
+    snprintf(pa, sizeof pa, "%s/runs/%s/weights/last.state", ROOT, a);
+    snprintf(pb, sizeof pb, "%s/runs/%s/weights/last.state", ROOT, b);
+    StFile fa, fb;
+    cJSON *sa, *sb;
+    cr_assert(ckpt_read(pa, &fa, &sa, err, sizeof err), "%s", err);
+    cr_assert(ckpt_read(pb, &fb, &sb, err, sizeof err), "%s", err);
+    cr_assert_eq(fa.n, fb.n);
+    int differ = 0;
+    for (int i = 0; i < fa.n; i++) {
+        const StTensor *x = &fa.tensors[i], *y = st_find(&fb, x->name);
+        cr_assert(y, "%s missing", x->name);
+        if (x->nbytes != y->nbytes || memcmp(x->data, y->data, x->nbytes) != 0) {
+            if (differ++ < 5) cr_log_error("tensor %s differs", x->name);
+        }
+    }
+    cr_expect_eq(differ, 0, "%d of %d tensors differ", differ, fa.n);
+    const char *keys[] = {"epoch", "opt_steps", "ema_updates", "last_opt_step", "best_fitness"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(sa, keys[k])), cJSON_GetNumberValue(cJSON_GetObjectItem(sb, keys[k])), "%s differs", keys[k]);
+    cJSON_Delete(sa);
+    cJSON_Delete(sb);
+    st_free(&fa);
+    st_free(&fb);
+}
+
+Test(trainer, resume_is_bit_exact, .timeout = 900) {
+    prepare();
+    /* 4 epochs straight; 2 epochs, stop, resume for the other 2 */
+    CliResult r = train("straight", "--epochs 4 --close-mosaic 1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    r = train("split", "--epochs 4 --close-mosaic 1 --stop-after 2");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "--resume"), "%s", r.out);
+    tu_free(&r);
+    char args[1024];
+    snprintf(args, sizeof args, "train %s/tiny.plan --resume %s/runs/split --workers 1", ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "Resuming training"), "%s", r.out);
+    tu_free(&r);
+    state_tensors_equal("straight", "split");
+    ResultsTable a, b;
+    read_results("straight", &a);
+    read_results("split", &b);
+    cr_assert_eq(a.n, 4);
+    cr_assert_eq(b.n, 4);
+    for (int e = 0; e < 4; e++)
+        for (int k = RESULTS_TRAIN_BOX; k < RESULTS_NCOLS; k++)
+            cr_expect_eq(a.rows[e].v[k], b.rows[e].v[k], "epoch %d column %s: %g vs %g", e + 1, results_csv_columns[k], a.rows[e].v[k], b.rows[e].v[k]);
+    results_table_free(&a);
+    results_table_free(&b);
+}
+
+Test(trainer, resume_refuses_another_plan_and_bad_data, .timeout = 900) {
+    prepare();
+    CliResult r = train("other", "--epochs 2 --stop-after 1");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    char args[1024];
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 16 -o %s/other.plan", ROOT);
+    r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "train %s/other.plan --resume %s/runs/other", ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_expect_neq(r.status, 0);
+    cr_expect(strstr(r.err, "another plan"), "%s", r.err);
+    cr_expect_eq(tu_lines(r.err), 1, "%s", r.err);
+    tu_free(&r);
+    /* a plan compiled for another batch: the error says how to recompile */
+    snprintf(args, sizeof args, "train %s/tiny.plan --data %s/data/data.yaml --batch 8 --project %s/runs", ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "recompile") && strstr(r.err, "--batch 8"), "%s", r.err);
+    tu_free(&r);
+    /* a dataset YAML that does not exist */
+    snprintf(args, sizeof args, "train %s/tiny.plan --data %s/none.yaml --project %s/runs", ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_expect_eq(r.status, 2);
+    cr_expect_eq(tu_lines(r.err), 1, "%s", r.err);
+    tu_free(&r);
+}
+
+/* SIGKILL the trainer at random moments, many times: whatever instant the
+ * kill lands on (inside a checkpoint write included), the previous
+ * checkpoint must load and pass its checksums. */
+Test(trainer, killed_runs_leave_loadable_checkpoints, .timeout = 900) {
+    prepare();
+    char plan[300], data[300], proj[300];
+    snprintf(plan, sizeof plan, "%s/tiny.plan", ROOT);
+    snprintf(data, sizeof data, "%s/data/data.yaml", ROOT);
+    snprintf(proj, sizeof proj, "%s/runs", ROOT);
+    srand(12345);
+    int kills = 0, loaded = 0;
+    for (int round = 0; round < 12; round++) {
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+            if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
+            execl(yolort_bin(), yolort_bin(), "train", plan, "--data", data, "--project", proj, "--name", "killed", "--exist-ok", "--epochs", "1000", "--no-val",
+                  "--workers", "1", (char *)NULL);
+            _exit(127);
+        }
+        /* 0.3 .. 2.3 s: past set-up and into the checkpoint writes of early epochs */
+        struct timespec ts = {0, 0};
+        long ms = 300 + rand() % 2000;
+        ts.tv_sec = ms / 1000;
+        ts.tv_nsec = (ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st)) kills++;
+        char p[700], err[512];
+        snprintf(p, sizeof p, "%s/killed/weights/last.state", proj);
+        struct stat sb;
+        if (stat(p, &sb) != 0) continue;
+        StFile f;
+        cJSON *s;
+        cr_assert(ckpt_read(p, &f, &s, err, sizeof err), "round %d: %s", round, err);
+        st_free(&f);
+        cJSON_Delete(s);
+        snprintf(p, sizeof p, "%s/killed/weights/last.safetensors", proj);
+        cr_assert(st_read(p, &f, err, sizeof err), "round %d: %s", round, err);
+        st_free(&f);
+        loaded++;
+    }
+    cr_expect(kills >= 10, "only %d of 12 runs were killed", kills);
+    cr_expect(loaded >= 6, "only %d rounds had a checkpoint to check", loaded);
+    /* and the survivor resumes */
+    char args[1024];
+    snprintf(args, sizeof args, "train %s --resume %s/killed --stop-after 1", plan, proj);
+    CliResult r = tu_run_bin(yolort_bin(), args);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+}
