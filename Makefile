@@ -56,13 +56,13 @@ $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) tests/test_util.h $(HDRS)
 # generate a shapes dataset, compile a small YOLOv8-style model into a plan and
 # train it on the CPU with validation mAP, progress bars and a run directory.
 DEMO        := $(BUILD)/demo
-DEMO_EPOCHS ?= 8
+DEMO_EPOCHS ?= 12
 demo: $(BUILD)/.deps
 	$(MAKE) $(BUILD)/yolocc $(BUILD)/yolort
 	$(BUILD)/yolocc summary models/tiny.yaml
 	test -f $(DEMO)/data/data.yaml || $(BUILD)/yolort datagen $(DEMO)/data --images 2000 --size 128 --classes 3
 	$(BUILD)/yolocc models/tiny.yaml --imgsz 128 --batch 16 --optimizer adamw -o $(DEMO)/tiny.plan
-	$(BUILD)/yolort train $(DEMO)/tiny.plan --data $(DEMO)/data/data.yaml --epochs $(DEMO_EPOCHS) --close-mosaic 2 \
+	$(BUILD)/yolort train $(DEMO)/tiny.plan --data $(DEMO)/data/data.yaml --epochs $(DEMO_EPOCHS) --close-mosaic 3 \
 	  --project $(DEMO)/runs --name train --exist-ok
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
