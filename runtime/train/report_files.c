@@ -1,6 +1,7 @@
 /* runtime/train/report_files.c — results.csv (atomic append, strict reader)
  * and args.yaml (libyaml emitter). Owns these two file formats only; must not
  * touch checkpoints, the console or the values' meaning (the trainer's). */
+#include "../../ir/diag.h"
 #include "report.h"
 
 #include <ctype.h>
@@ -37,15 +38,6 @@ const char *const results_csv_columns[RESULTS_NCOLS] = {
     "lr/pg2",
 };
 
-static bool fail(char *err, int errcap, const char *fmt, ...) {
-    if (err && errcap > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errcap, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 /* ---- a growable byte buffer ---------------------------------------------- */
 
@@ -82,21 +74,21 @@ static bool slurp(const char *path, Buf *out, bool *missing, char *err, int errc
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) *missing = true;
-        return fail(err, errcap, "cannot open %s: %s", path, strerror(errno));
+        return errf(err, errcap, "cannot open %s: %s", path, strerror(errno));
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
         int e = errno;
         fclose(f);
-        return fail(err, errcap, "cannot stat %s: %s", path, strerror(e));
+        return errf(err, errcap, "cannot stat %s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         fclose(f);
-        return fail(err, errcap, "%s: not a regular file", path);
+        return errf(err, errcap, "%s: not a regular file", path);
     }
     if ((uintmax_t)st.st_size > CSV_MAX_BYTES) {
         fclose(f);
-        return fail(err, errcap, "%s: %jd bytes, more than a results file can hold (%u)", path,
+        return errf(err, errcap, "%s: %jd bytes, more than a results file can hold (%u)", path,
                     (intmax_t)st.st_size, CSV_MAX_BYTES);
     }
     char chunk[8192];
@@ -111,9 +103,9 @@ static bool slurp(const char *path, Buf *out, bool *missing, char *err, int errc
         bad = true;
         e = errno;
     }
-    if (bad) return fail(err, errcap, "cannot read %s: %s", path, strerror(e));
-    if (out->oom) return fail(err, errcap, "out of memory reading %s", path);
-    if (out->len > CSV_MAX_BYTES) return fail(err, errcap, "%s: grew past %u bytes while reading", path, CSV_MAX_BYTES);
+    if (bad) return errf(err, errcap, "cannot read %s: %s", path, strerror(e));
+    if (out->oom) return errf(err, errcap, "out of memory reading %s", path);
+    if (out->len > CSV_MAX_BYTES) return errf(err, errcap, "%s: grew past %u bytes while reading", path, CSV_MAX_BYTES);
     return true;
 }
 
@@ -187,18 +179,18 @@ static bool parse_header(const char *s, const char *e, const char *name, char *e
             char got[64];
             excerpt(fs, fe, got, sizeof got);
             if (col >= RESULTS_NCOLS)
-                return fail(err, errcap, "%s:1: header has more than %d columns (extra '%s')", name, RESULTS_NCOLS,
+                return errf(err, errcap, "%s:1: header has more than %d columns (extra '%s')", name, RESULTS_NCOLS,
                             got);
             const char *want = results_csv_columns[col];
             if ((size_t)(fe - fs) != strlen(want) || memcmp(fs, want, strlen(want)) != 0)
-                return fail(err, errcap, "%s:1: header column %d is '%s', expected '%s'", name, col + 1, got, want);
+                return errf(err, errcap, "%s:1: header column %d is '%s', expected '%s'", name, col + 1, got, want);
             col++;
             if (q == e) break;
             f = q + 1;
         }
     }
     if (col != RESULTS_NCOLS)
-        return fail(err, errcap, "%s:1: header has %d columns, expected %d (next: '%s')", name, col, RESULTS_NCOLS,
+        return errf(err, errcap, "%s:1: header has %d columns, expected %d (next: '%s')", name, col, RESULTS_NCOLS,
                     results_csv_columns[col]);
     return true;
 }
@@ -210,15 +202,15 @@ static bool parse_row(const char *s, const char *e, const char *name, int line, 
     for (const char *q = s;; q++) {
         if (q == e || *q == ',') {
             if (col >= RESULTS_NCOLS)
-                return fail(err, errcap, "%s:%d: more than %d values", name, line, RESULTS_NCOLS);
+                return errf(err, errcap, "%s:%d: more than %d values", name, line, RESULTS_NCOLS);
             const char *fs = f, *fe = q;
             trim(&fs, &fe);
             char tmp[64], shown[40];
             excerpt(fs, fe, shown, sizeof shown);
             if (fs == fe)
-                return fail(err, errcap, "%s:%d: %s is empty", name, line, results_csv_columns[col]);
+                return errf(err, errcap, "%s:%d: %s is empty", name, line, results_csv_columns[col]);
             if ((size_t)(fe - fs) >= sizeof tmp)
-                return fail(err, errcap, "%s:%d: %s: '%s' is not a number", name, line, results_csv_columns[col],
+                return errf(err, errcap, "%s:%d: %s: '%s' is not a number", name, line, results_csv_columns[col],
                             shown);
             memcpy(tmp, fs, (size_t)(fe - fs));
             tmp[fe - fs] = 0;
@@ -228,7 +220,7 @@ static bool parse_row(const char *s, const char *e, const char *name, int line, 
             /* ERANGE on underflow still gives the nearest value; only the
              * syntax decides here */
             if (end == tmp || *end)
-                return fail(err, errcap, "%s:%d: %s: '%s' is not a number", name, line, results_csv_columns[col],
+                return errf(err, errcap, "%s:%d: %s: '%s' is not a number", name, line, results_csv_columns[col],
                             shown);
             row->v[col++] = v;
             if (q == e) break;
@@ -236,7 +228,7 @@ static bool parse_row(const char *s, const char *e, const char *name, int line, 
         }
     }
     if (col != RESULTS_NCOLS)
-        return fail(err, errcap, "%s:%d: %d values, expected %d (a cut-off row?)", name, line, col, RESULTS_NCOLS);
+        return errf(err, errcap, "%s:%d: %d values, expected %d (a cut-off row?)", name, line, col, RESULTS_NCOLS);
     return true;
 }
 
@@ -247,7 +239,7 @@ bool results_csv_parse(const char *text, size_t len, const char *name, ResultsTa
         const char *z = memchr(text, 0, len);
         int line = 1;
         for (const char *q = text; q < z; q++) line += *q == '\n';
-        return fail(err, errcap, "%s:%d: NUL byte (binary data?)", name, line);
+        return errf(err, errcap, "%s:%d: NUL byte (binary data?)", name, line);
     }
     const char *p = text, *end = text + len;
     int line = 0, cap = 0;
@@ -264,7 +256,7 @@ bool results_csv_parse(const char *text, size_t len, const char *name, ResultsTa
         if (bs == be) {
             if (!have_header && line == 1) {
                 results_table_free(out);
-                return fail(err, errcap, "%s:1: empty first line, expected the header", name);
+                return errf(err, errcap, "%s:1: empty first line, expected the header", name);
             }
             continue;
         }
@@ -281,12 +273,12 @@ bool results_csv_parse(const char *text, size_t len, const char *name, ResultsTa
         double ep = row.v[RESULTS_EPOCH];
         if (!is_epoch(ep)) {
             results_table_free(out);
-            return fail(err, errcap, "%s:%d: epoch %.17g is not an integer >= 1", name, line, ep);
+            return errf(err, errcap, "%s:%d: epoch %.17g is not an integer >= 1", name, line, ep);
         }
         if (out->n > 0 && ep <= out->rows[out->n - 1].v[RESULTS_EPOCH]) {
             double prev = out->rows[out->n - 1].v[RESULTS_EPOCH];
             results_table_free(out);
-            return fail(err, errcap, "%s:%d: epoch %.0f after epoch %.0f (epochs must increase)", name, line, ep,
+            return errf(err, errcap, "%s:%d: epoch %.0f after epoch %.0f (epochs must increase)", name, line, ep,
                         prev);
         }
         if (out->n == cap) {
@@ -294,14 +286,14 @@ bool results_csv_parse(const char *text, size_t len, const char *name, ResultsTa
             ResultsRow *nr = realloc(out->rows, (size_t)nc * sizeof *nr);
             if (!nr) {
                 results_table_free(out);
-                return fail(err, errcap, "out of memory reading %s", name);
+                return errf(err, errcap, "out of memory reading %s", name);
             }
             out->rows = nr;
             cap = nc;
         }
         out->rows[out->n++] = row;
     }
-    if (!have_header) return fail(err, errcap, "%s:1: empty file, expected the header", name);
+    if (!have_header) return errf(err, errcap, "%s:1: empty file, expected the header", name);
     return true;
 }
 
@@ -321,7 +313,7 @@ bool results_csv_read(const char *path, ResultsTable *out, char *err, int errcap
 
 bool results_csv_append(const char *path, const ResultsRow *row, char *err, int errcap) {
     double ep = row->v[RESULTS_EPOCH];
-    if (!is_epoch(ep)) return fail(err, errcap, "%s: epoch %.17g is not an integer >= 1", path, ep);
+    if (!is_epoch(ep)) return errf(err, errcap, "%s: epoch %.17g is not an integer >= 1", path, ep);
     ResultsTable old = {0};
     Buf in = {0};
     bool missing;
@@ -344,7 +336,7 @@ bool results_csv_append(const char *path, const ResultsRow *row, char *err, int 
     results_table_free(&old);
     if (out.oom) {
         free(out.p);
-        return fail(err, errcap, "out of memory writing %s", path);
+        return errf(err, errcap, "out of memory writing %s", path);
     }
     const void *chunks[1] = {out.p};
     size_t lens[1] = {out.len};
@@ -468,9 +460,9 @@ static bool emit_value(yaml_emitter_t *em, const char *v) {
 
 bool report_write_args_yaml(const char *path, const char *const *kv, char *err, int errcap) {
     for (int i = 0; kv[i]; i += 2)
-        if (!kv[i][0]) return fail(err, errcap, "%s: argument %d has an empty key", path, i / 2 + 1);
+        if (!kv[i][0]) return errf(err, errcap, "%s: argument %d has an empty key", path, i / 2 + 1);
     yaml_emitter_t em;
-    if (!yaml_emitter_initialize(&em)) return fail(err, errcap, "%s: cannot initialise the YAML emitter", path);
+    if (!yaml_emitter_initialize(&em)) return errf(err, errcap, "%s: cannot initialise the YAML emitter", path);
     Buf out = {0};
     yaml_emitter_set_output(&em, yaml_write_handler, &out);
     yaml_emitter_set_unicode(&em, 1);
@@ -493,7 +485,7 @@ bool report_write_args_yaml(const char *path, const char *const *kv, char *err, 
     ok = ok && yaml_emitter_flush(&em);
     if (!ok) {
         const char *why = out.oom ? "out of memory" : em.problem ? em.problem : "text is not valid UTF-8";
-        fail(err, errcap, "%s: cannot write YAML near argument %d: %s", path, i / 2 + 1, why);
+        errf(err, errcap, "%s: cannot write YAML near argument %d: %s", path, i / 2 + 1, why);
         yaml_emitter_delete(&em);
         free(out.p);
         return false;
