@@ -20,7 +20,7 @@ static uint32_t bytes_crc(const void *p, uint64_t n) {
     return (uint32_t)crc;
 }
 
-static uint64_t item_bytes(const StWriteItem *it) {
+uint64_t ckpt_item_bytes(const StWriteItem *it) {
     uint64_t n = st_dtype_size(it->dtype);
     for (int d = 0; d < it->nd; d++) n *= (uint64_t)it->shape[d];
     return n;
@@ -31,7 +31,7 @@ bool ckpt_write(const char *path, const StWriteItem *items, int n, const cJSON *
     bool ok = crcs != NULL;
     for (int i = 0; ok && i < n; i++) {
         char hex[16];
-        snprintf(hex, sizeof hex, "%08x", bytes_crc(items[i].data, item_bytes(&items[i])));
+        snprintf(hex, sizeof hex, "%08x", bytes_crc(items[i].data, ckpt_item_bytes(&items[i])));
         ok = cJSON_AddStringToObject(crcs, items[i].name, hex) != NULL;
     }
     char *crc_txt = ok ? cJSON_PrintUnformatted(crcs) : NULL, *state_txt = ok ? cJSON_PrintUnformatted(state) : NULL;

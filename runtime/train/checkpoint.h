@@ -13,6 +13,9 @@
  * leaves the previous file at path untouched. */
 bool ckpt_write(const char *path, const StWriteItem *items, int n, const cJSON *state, char *err, int errcap);
 
+/* Bytes of an item's data: dtype size times its shape. */
+uint64_t ckpt_item_bytes(const StWriteItem *it);
+
 /* Reads path, checks every tensor against its stored CRC-32 and parses the
  * state object. On success the caller owns *f (st_free) and *state
  * (cJSON_Delete). Errors name the path and the tensor. */

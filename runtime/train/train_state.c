@@ -129,36 +129,27 @@ bool state_save(Trainer *t, const char *path, cJSON *scalars, char *err, int err
     return ok;
 }
 
-bool state_load(Trainer *t, const char *path, cJSON **scalars, char *err, int errcap) {
-    StFile f;
-    if (!ckpt_read(path, &f, scalars, err, errcap)) return false;
+bool state_restore(Trainer *t, const StFile *f, const char *path, char *err, int errcap) {
     StateList l = {0};
     bool ok = state_list(t, &l);
     if (!ok) snprintf(err, (size_t)errcap, "out of memory");
     /* check every tensor first, so a mismatched file changes nothing */
     for (int i = 0; ok && i < l.n; i++) {
-        const StTensor *s = st_find(&f, l.items[i].name);
-        uint64_t want = st_dtype_size(l.items[i].dtype);
-        for (int d = 0; d < l.items[i].nd; d++) want *= (uint64_t)l.items[i].shape[d];
-        if (!s || s->dtype != l.items[i].dtype || s->nbytes != want) {
+        const StTensor *s = st_find(f, l.items[i].name);
+        if (!s || s->dtype != l.items[i].dtype || s->nbytes != ckpt_item_bytes(&l.items[i])) {
             snprintf(err, (size_t)errcap, "%s: tensor '%s' is %s in the file; the plan needs another shape or dtype", path, l.items[i].name, s ? "different" : "missing");
             ok = false;
         }
     }
-    if (ok && f.n != l.n) {
-        snprintf(err, (size_t)errcap, "%s: %d tensors, the plan's training state has %d", path, f.n, l.n);
+    if (ok && f->n != l.n) {
+        snprintf(err, (size_t)errcap, "%s: %d tensors, the plan's training state has %d", path, f->n, l.n);
         ok = false;
     }
     for (int i = 0; ok && i < l.n; i++) {
-        const StTensor *s = st_find(&f, l.items[i].name);
+        const StTensor *s = st_find(f, l.items[i].name);
         memcpy((void *)l.items[i].data, s->data, s->nbytes);
     }
     list_free(&l);
-    st_free(&f);
-    if (!ok) {
-        cJSON_Delete(*scalars);
-        *scalars = NULL;
-    }
     return ok;
 }
 

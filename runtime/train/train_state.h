@@ -6,6 +6,8 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "../safetensors.h"
+
 #include "trainer.h"
 
 /* A copy of every state tensor of the model, taken now. */
@@ -17,9 +19,9 @@ void ema_free(Trainer *t);
 /* Model state, EMA, optimizer state and gradient accumulators, plus the
  * loop's scalars (JSON object, not consumed). Atomic. */
 bool state_save(Trainer *t, const char *path, cJSON *scalars, char *err, int errcap);
-/* Restores what state_save wrote; *scalars receives the JSON (caller frees).
- * Nothing changes unless every tensor matches the plan. */
-bool state_load(Trainer *t, const char *path, cJSON **scalars, char *err, int errcap);
+/* Copies the tensors of a state file read with ckpt_read (path names it in
+ * errors) into the trainer. Nothing changes unless every tensor matches. */
+bool state_restore(Trainer *t, const StFile *f, const char *path, char *err, int errcap);
 /* The EMA weights under Ultralytics' state_dict names (what best/last hold). */
 bool ema_save_weights(Trainer *t, const char *path, char *err, int errcap);
 

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,53 +77,53 @@ static bool run_dir(Trainer *t, char *err, int errcap) {
 
 static void path_in(const Trainer *t, const char *leaf, char *out, size_t cap) { snprintf(out, cap, "%s/%s", t->dir, leaf); }
 
+/* The training arguments a state file records, for --resume (Ultralytics
+ * takes them from its checkpoint's train_args the same way). */
+typedef struct ArgField {
+    const char *key;
+    size_t off;
+    char kind; /* 'i' int, 'd' double, 'b' bool */
+} ArgField;
+
+static const ArgField ARG_FIELDS[] = {
+    {"epochs", offsetof(TrainArgs, epochs), 'i'}, {"patience", offsetof(TrainArgs, patience), 'i'},
+    {"close_mosaic", offsetof(TrainArgs, close_mosaic), 'i'}, {"freeze", offsetof(TrainArgs, freeze), 'i'},
+    {"seed", offsetof(TrainArgs, seed), 'i'}, {"save_period", offsetof(TrainArgs, save_period), 'i'},
+    {"lr0", offsetof(TrainArgs, lr0), 'd'}, {"lrf", offsetof(TrainArgs, lrf), 'd'}, {"momentum", offsetof(TrainArgs, momentum), 'd'},
+    {"warmup_epochs", offsetof(TrainArgs, warmup_epochs), 'd'}, {"warmup_momentum", offsetof(TrainArgs, warmup_momentum), 'd'},
+    {"warmup_bias_lr", offsetof(TrainArgs, warmup_bias_lr), 'd'}, {"cos_lr", offsetof(TrainArgs, cos_lr), 'b'}, {"val", offsetof(TrainArgs, val), 'b'},
+};
+enum { N_ARG_FIELDS = sizeof ARG_FIELDS / sizeof ARG_FIELDS[0], N_HYP = sizeof(Hyp) / sizeof(float) };
+
 static cJSON *args_json(const TrainArgs *a) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "data", a->data);
-    cJSON_AddNumberToObject(j, "epochs", a->epochs);
-    cJSON_AddNumberToObject(j, "patience", a->patience);
-    cJSON_AddNumberToObject(j, "close_mosaic", a->close_mosaic);
-    cJSON_AddNumberToObject(j, "freeze", a->freeze);
-    cJSON_AddNumberToObject(j, "seed", a->seed);
-    cJSON_AddNumberToObject(j, "save_period", a->save_period);
-    cJSON_AddNumberToObject(j, "lr0", a->lr0);
-    cJSON_AddNumberToObject(j, "lrf", a->lrf);
-    cJSON_AddNumberToObject(j, "momentum", a->momentum);
-    cJSON_AddNumberToObject(j, "warmup_epochs", a->warmup_epochs);
-    cJSON_AddNumberToObject(j, "warmup_momentum", a->warmup_momentum);
-    cJSON_AddNumberToObject(j, "warmup_bias_lr", a->warmup_bias_lr);
-    cJSON_AddBoolToObject(j, "cos_lr", a->cos_lr);
-    cJSON_AddBoolToObject(j, "val", a->val);
+    for (int i = 0; i < N_ARG_FIELDS; i++) {
+        const char *p = (const char *)a + ARG_FIELDS[i].off;
+        if (ARG_FIELDS[i].kind == 'b') cJSON_AddBoolToObject(j, ARG_FIELDS[i].key, *(const bool *)p);
+        else cJSON_AddNumberToObject(j, ARG_FIELDS[i].key, ARG_FIELDS[i].kind == 'i' ? *(const int *)p : *(const double *)p);
+    }
     const float *h = &a->hyp.hsv_h;
     cJSON *hy = cJSON_AddArrayToObject(j, "hyp");
-    for (size_t i = 0; i < sizeof a->hyp / sizeof(float); i++) cJSON_AddItemToArray(hy, cJSON_CreateNumber(h[i]));
+    for (int i = 0; i < N_HYP; i++) cJSON_AddItemToArray(hy, cJSON_CreateNumber(h[i]));
     return j;
 }
 
-/* Resume takes every training argument from the state file (Ultralytics
- * does the same with its checkpoint's train_args); strings stay owned by
- * the JSON, which lives as long as the trainer. */
+/* Strings stay owned by the JSON, which lives as long as the trainer. */
 static bool args_from_json(TrainArgs *a, const cJSON *j) {
     const char *data = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "data"));
     const cJSON *hy = cJSON_GetObjectItemCaseSensitive(j, "hyp");
-    if (!data || !cJSON_IsArray(hy) || cJSON_GetArraySize(hy) != (int)(sizeof a->hyp / sizeof(float))) return false;
+    if (!data || !cJSON_IsArray(hy) || cJSON_GetArraySize(hy) != N_HYP) return false;
     a->data = data;
-    a->epochs = (int)meta_num(j, "epochs", a->epochs);
-    a->patience = (int)meta_num(j, "patience", a->patience);
-    a->close_mosaic = (int)meta_num(j, "close_mosaic", a->close_mosaic);
-    a->freeze = (int)meta_num(j, "freeze", a->freeze);
-    a->seed = (int)meta_num(j, "seed", a->seed);
-    a->save_period = (int)meta_num(j, "save_period", a->save_period);
-    a->lr0 = meta_num(j, "lr0", a->lr0);
-    a->lrf = meta_num(j, "lrf", a->lrf);
-    a->momentum = meta_num(j, "momentum", a->momentum);
-    a->warmup_epochs = meta_num(j, "warmup_epochs", a->warmup_epochs);
-    a->warmup_momentum = meta_num(j, "warmup_momentum", a->warmup_momentum);
-    a->warmup_bias_lr = meta_num(j, "warmup_bias_lr", a->warmup_bias_lr);
-    a->cos_lr = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "cos_lr"));
-    a->val = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "val"));
+    for (int i = 0; i < N_ARG_FIELDS; i++) {
+        char *p = (char *)a + ARG_FIELDS[i].off;
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, ARG_FIELDS[i].key);
+        if (ARG_FIELDS[i].kind == 'b') *(bool *)p = cJSON_IsTrue(v);
+        else if (ARG_FIELDS[i].kind == 'i') *(int *)p = (int)meta_num(j, ARG_FIELDS[i].key, *(int *)p);
+        else *(double *)p = meta_num(j, ARG_FIELDS[i].key, *(double *)p);
+    }
     float *h = &a->hyp.hsv_h;
-    for (int i = 0; i < cJSON_GetArraySize(hy); i++) h[i] = (float)cJSON_GetNumberValue(cJSON_GetArrayItem(hy, i));
+    for (int i = 0; i < N_HYP; i++) h[i] = (float)cJSON_GetNumberValue(cJSON_GetArrayItem(hy, i));
     return true;
 }
 
@@ -189,12 +190,11 @@ static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errca
     return ok;
 }
 
-static bool bind_batch(Trainer *t, const Batch *b) {
+static void bind_batch(Trainer *t, const Batch *b) {
     size_t img = (size_t)t->ts.batch * 3 * (size_t)t->ts.imgsz * (size_t)t->ts.imgsz, box = (size_t)t->ts.batch * (size_t)t->ts.max_boxes * 5;
     memcpy(train_step_images(&t->ts), b->images, img * sizeof(float));
     memcpy(train_step_boxes(&t->ts), b->boxes, box * sizeof(float));
     memcpy(train_step_counts(&t->ts), b->counts, (size_t)t->ts.batch * sizeof(int64_t));
-    return true;
 }
 
 /* One epoch of batches; fills the running-mean losses. */
@@ -222,7 +222,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
             momentum = w.momentum;
         }
         /* AdamW has no momentum group entry: its beta1 is not warmed up */
-        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "AdamW") == 0) momentum = a->momentum;
+        if (t->adamw) momentum = a->momentum;
         Batch b;
         err[0] = 0;
         if (!loader_next(t->train_loader, &b, err, errcap)) {
@@ -265,10 +265,10 @@ static bool setup(Trainer *t, char *err, int errcap) {
                         a->weight_decay),
                false;
     const char *opt = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer"));
-    bool adamw = opt && strcmp(opt, "AdamW") == 0;
-    if (a->lr0 < 0) a->lr0 = adamw ? auto_adamw_lr(t->ts.nc) : 0.01;
-    if (a->momentum < 0) a->momentum = adamw ? 0.9 : 0.937;
-    if (a->warmup_bias_lr < 0) a->warmup_bias_lr = adamw ? 0.0 : 0.1;
+    t->adamw = opt && strcmp(opt, "AdamW") == 0;
+    if (a->lr0 < 0) a->lr0 = t->adamw ? auto_adamw_lr(t->ts.nc) : 0.01;
+    if (a->momentum < 0) a->momentum = t->adamw ? 0.9 : 0.937;
+    if (a->warmup_bias_lr < 0) a->warmup_bias_lr = t->adamw ? 0.0 : 0.1;
     t->lr0 = a->lr0;
     t->momentum = a->momentum;
     t->accumulate = (int)meta_num(t->plan.meta, "accumulate", 1);
@@ -317,12 +317,11 @@ static bool setup(Trainer *t, char *err, int errcap) {
     return true;
 }
 
-static bool resume(Trainer *t, cJSON **keep, char *err, int errcap) {
-    cJSON *s;
-    if (!state_load(t, t->a.resume, &s, err, errcap)) return false;
-    *keep = s;
+/* Continues from the state file read by resume_args. */
+static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int errcap) {
     uint32_t crc = (uint32_t)meta_num(s, "plan_crc32", -1);
     if (crc != t->plan_crc) return snprintf(err, (size_t)errcap, "%s was written for another plan (plan checksum %08x, %s has %08x)", t->a.resume, crc, t->a.plan, t->plan_crc), false;
+    if (!state_restore(t, f, t->a.resume, err, errcap)) return false;
     t->start_epoch = (int)meta_num(s, "epoch", -2) + 1;
     t->last_opt_step = (int)meta_num(s, "last_opt_step", -1);
     t->ts.step = (long)meta_num(s, "opt_steps", 0);
@@ -337,14 +336,11 @@ static bool resume(Trainer *t, cJSON **keep, char *err, int errcap) {
     return true;
 }
 
-/* Reads the resume file's arguments before set-up needs them. */
-static bool resume_args(TrainArgs *a, cJSON **keep, char *err, int errcap) {
-    StFile f;
-    cJSON *s;
-    if (!ckpt_read(a->resume, &f, &s, err, errcap)) return false;
-    st_free(&f);
-    *keep = s;
-    if (!args_from_json(a, cJSON_GetObjectItemCaseSensitive(s, "args"))) return snprintf(err, (size_t)errcap, "%s: the training arguments are missing", a->resume), false;
+/* Reads the state file once (checksums included): its arguments are needed
+ * before set-up, its tensors after. */
+static bool resume_args(TrainArgs *a, StFile *f, cJSON **s, char *err, int errcap) {
+    if (!ckpt_read(a->resume, f, s, err, errcap)) return false;
+    if (!args_from_json(a, cJSON_GetObjectItemCaseSensitive(*s, "args"))) return snprintf(err, (size_t)errcap, "%s: the training arguments are missing", a->resume), false;
     return true;
 }
 
@@ -411,7 +407,8 @@ int train_main(const TrainArgs *args) {
     t->t0 = monotonic_seconds();
     t->last_opt_step = -1;
     char err[1024] = "", state_path[1200];
-    cJSON *resumed = NULL, *resumed_args = NULL;
+    cJSON *resumed = NULL;
+    StFile resume_file = {0};
     int rc = 2;
     if (t->a.resume) {
         struct stat st;
@@ -419,7 +416,7 @@ int train_main(const TrainArgs *args) {
             snprintf(state_path, sizeof state_path, "%s/weights/last.state", t->a.resume);
             t->a.resume = state_path;
         }
-        if (!resume_args(&t->a, &resumed_args, err, sizeof err)) goto out;
+        if (!resume_args(&t->a, &resume_file, &resumed, err, sizeof err)) goto out;
     }
     if (!setup(t, err, sizeof err)) goto out;
     if (t->a.resume) {
@@ -427,7 +424,9 @@ int train_main(const TrainArgs *args) {
             snprintf(err, sizeof err, "%s: expected RUN/weights/last.state", t->a.resume);
             goto out;
         }
-        if (!resume(t, &resumed, err, sizeof err)) goto out;
+        bool ok = resume(t, &resume_file, resumed, err, sizeof err);
+        st_free(&resume_file);
+        if (!ok) goto out;
     } else if (!run_dir(t, err, sizeof err)) {
         goto out;
     }
@@ -482,7 +481,7 @@ int train_main(const TrainArgs *args) {
 out:
     if (rc) fprintf(stderr, "yolort: error: %s\n", err);
     cJSON_Delete(resumed);
-    cJSON_Delete(resumed_args);
+    st_free(&resume_file);
     trainer_free(t);
     free(t);
     return rc;

@@ -47,6 +47,7 @@ typedef struct Trainer {
     bool *skip;             /* per tensor id: frozen parameter (no update) */
     int nb, nw, accumulate, last_opt_step, start_epoch, best_epoch;
     double lr0, lrs[3], momentum, best_fitness;
+    bool adamw;             /* the plan's optimizer is AdamW (else SGD) */
     uint32_t plan_crc;
     char dir[1024];         /* the run directory */
     double t0;              /* monotonic seconds at the start of training */
