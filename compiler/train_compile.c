@@ -1,6 +1,8 @@
 /* compiler/train_compile.c — the training-step pipeline and its META. */
 #include "train_compile.h"
 
+#include "recompute_budget.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -86,114 +88,34 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     return true;
 }
 
-typedef struct Candidate {
-    int tensor;
-    double flops_per_byte;
-} Candidate;
+typedef struct StepCtx {
+    Arena *a;
+    const ModelConfig *cfg;
+    const TrainOptions *o;
+    TrainCompiled *tc;
+    Diag *d;
+} StepCtx;
 
-static int cheapest_first(const void *x, const void *y) {
-    const Candidate *a = x, *b = y;
-    if (a->flops_per_byte != b->flops_per_byte) return a->flops_per_byte < b->flops_per_byte ? -1 : 1;
-    return a->tensor - b->tensor;
+static bool build_step_cb(void *ctx, const bool *convs, bool place) {
+    StepCtx *c = ctx;
+    return build_step(c->a, c->cfg, c->o, convs, place, c->tc, c->d);
 }
 
-/* Marks in feeds[] the convs whose outputs reach tensor t through ops that
- * pointwise recompute re-emits (BN, activations, adds, layout ops). */
-static void conv_feeders(const Graph *g, int t, int n_fwd_ops, bool *feeds, int depth) {
-    int p = g->tensors[t].producer;
-    if (p < 0 || p >= n_fwd_ops || depth > 64) return;
-    const Op *op = &g->ops[p];
-    if (op->kind == OP_CONV2D) {
-        feeds[p] = true;
-        return;
-    }
-    switch (op->kind) {
-    case OP_BATCHNORM:
-        conv_feeders(g, op->in[0], n_fwd_ops, feeds, depth + 1);
-        return;
-    case OP_SILU: case OP_RELU: case OP_LEAKY_RELU: case OP_HARDSWISH: case OP_GELU: case OP_SIGMOID: case OP_ADD: case OP_CHANNEL_SCALE:
-    case OP_CONCAT: case OP_SPLIT: case OP_RESHAPE: case OP_RESIZE_NEAREST: case OP_ZEROPAD2D:
-        for (int i = 0; i < op->n_in; i++)
-            if (g->tensors[op->in[i]].kind == TK_ACTIVATION) conv_feeders(g, op->in[i], n_fwd_ops, feeds, depth + 1);
-        return;
-    default: return;
-    }
-}
-
-/* The order in which the budget search adds conv outputs to recompute:
- * cheapest recompute per saved byte first, skipping any conv whose input is
- * fed by an already chosen conv or that feeds one, so every recomputed conv
- * reads kept tensors (segments between kept conv outputs, never chains back
- * to the image). Tensor ids are stable across rebuilds of the same model. */
-static int conv_sequence(Arena *a, const TrainCompiled *tc, Candidate *out) {
-    const Graph *g = &tc->m.g;
-    int n = 0, n_ops = tc->tg.n_forward_ops;
-    Candidate *all = arena_array(a, (size_t)n_ops + 1, sizeof(Candidate));
-    bool *chosen_op = arena_array(a, (size_t)n_ops + 1, sizeof(bool)), *feeds = arena_array(a, (size_t)n_ops + 1, sizeof(bool));
-    bool *feeds_chosen = arena_array(a, (size_t)n_ops + 1, sizeof(bool));
-    if (!all || !chosen_op || !feeds || !feeds_chosen) return -1;
-    for (int o = 0; o < n_ops; o++) {
-        const Op *op = &g->ops[o];
-        if (op->kind != OP_CONV2D) continue;
-        double bytes = (double)shape_numel(&g->tensors[op->out[0]].shape);
-        all[n++] = (Candidate){op->out[0], op_def(op->kind)->flops(g, op) / bytes};
-    }
-    qsort(all, (size_t)n, sizeof(Candidate), cheapest_first);
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        int c = g->tensors[all[i].tensor].producer;
-        if (feeds_chosen[c]) continue;
-        memset(feeds, 0, sizeof(bool) * (size_t)n_ops);
-        conv_feeders(g, g->ops[c].in[0], n_ops, feeds, 0);
-        bool blocked = false;
-        for (int o = 0; o < n_ops && !blocked; o++) blocked = feeds[o] && chosen_op[o];
-        if (blocked) continue;
-        chosen_op[c] = true;
-        for (int o = 0; o < n_ops; o++) feeds_chosen[o] |= feeds[o];
-        out[m++] = all[i];
-    }
-    return m;
-}
-
-/* Recompute the first k conv outputs of conv_sequence too: the smallest k
- * whose lower bound fits 99% of the budget (binary search), then the real
- * placement, growing k while the arena is still over. */
 static bool fit_budget(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
+    StepCtx ctx = {a, cfg, o, tc, d};
+    Graph *g = &tc->m.g;
+    const TrainingGraph *tg = &tc->tg;
+    const MemPlan *mp = &tc->mp;
+    BudgetResult r;
+    /* the first build tells the head's level count */
     if (!build_step(a, cfg, o, NULL, false, tc, d)) return false;
-    int n_tensors = tc->m.g.n_tensors;
-    Candidate *cand = arena_array(a, (size_t)n_tensors + 1, sizeof(Candidate));
-    bool *set = arena_array(a, (size_t)n_tensors + 1, sizeof(bool));
-    if (!cand || !set) return diag_error(d, (Mark){0, 0}, "out of memory");
-    int nc = conv_sequence(a, tc, cand);
-    if (nc < 0) return diag_error(d, (Mark){0, 0}, "out of memory");
-    int64_t target = (int64_t)((double)o->recompute_budget * 0.99);
-    int lo = 0, hi = nc;
-    if (tc->mp.lower_bound_bytes > target) {
-        for (int i = 0; i < nc; i++) set[cand[i].tensor] = true;
-        if (!build_step(a, cfg, o, set, true, tc, d)) return false;
-        if (tc->mp.arena_bytes > o->recompute_budget)
-            return diag_error(d, (Mark){0, 0}, "recompute budget of %lld bytes cannot be met: recomputing every eligible conv output still needs a %lld-byte arena (the smallest feasible budget)",
-                              (long long)o->recompute_budget, (long long)tc->mp.arena_bytes);
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            memset(set, 0, sizeof(bool) * (size_t)n_tensors);
-            for (int i = 0; i < mid; i++) set[cand[i].tensor] = true;
-            if (!build_step(a, cfg, o, set, false, tc, d)) return false;
-            if (tc->mp.lower_bound_bytes <= target) hi = mid;
-            else lo = mid + 1;
-        }
-    }
-    for (int k = lo;; k += k < nc ? (nc / 16 > 1 ? nc / 16 : 1) : 0) {
-        if (k > nc) k = nc;
-        memset(set, 0, sizeof(bool) * (size_t)n_tensors);
-        for (int i = 0; i < k; i++) set[cand[i].tensor] = true;
-        if (!build_step(a, cfg, o, k ? set : NULL, true, tc, d)) return false;
-        tc->recompute_convs = k;
-        if (tc->mp.arena_bytes <= o->recompute_budget) return true;
-        if (k == nc)
-            return diag_error(d, (Mark){0, 0}, "recompute budget of %lld bytes cannot be met; the smallest feasible budget is %lld bytes",
-                              (long long)o->recompute_budget, (long long)tc->mp.arena_bytes);
-    }
+    bool ok = recompute_fit_budget(a, o->recompute_budget, build_step_cb, &ctx, &g, &tg, &mp, tc->s.nstrides, &r);
+    tc->recompute_convs = r.recompute_convs;
+    if (ok) return true;
+    if (d->failed) return false;
+    if (!r.smallest) return diag_error(d, (Mark){0, 0}, "out of memory");
+    return diag_error(d, (Mark){0, 0}, "recompute budget of %lld bytes cannot be met: recomputing every conv output that lowers the peak still needs a %lld-byte arena (the smallest feasible budget)",
+                      (long long)o->recompute_budget, (long long)r.smallest);
 }
 
 /* The validation graph: the model in eval mode (BN running statistics,

@@ -34,21 +34,26 @@ typedef struct Recompute {
     const bool *conv_too;   /* forward conv outputs also recomputed */
     int n_fwd_ops;      /* ops below this index are forward */
     int *copy;          /* per forward tensor: its recomputed twin, or -1 */
+    int *copy_sweep;    /* per forward tensor: the backward sweep step that made the twin */
+    int sweep;          /* the current backward sweep step */
     int n_tensors;      /* forward tensors (copy[] size) */
     TrainingGraph *tg;
 } Recompute;
 
 /* The tensor backward should read in place of forward tensor t: t itself if
  * it is kept (an input, state, a conv output, BN statistics, ...), else a
- * twin recomputed now, right before its first backward use, from kept
- * tensors. Twins are shared by later backward uses. */
+ * twin recomputed now, right before its backward use, from kept tensors.
+ * Conv twins are shared by every later backward use (they are expensive);
+ * pointwise twins only within one gradient rule, and made again for a later
+ * rule: cheap to redo, while keeping them would hold their bytes across the
+ * backward of everything in between. */
 static int recompute(Recompute *rc, int t) {
     Graph *g = rc->g;
     if (t >= rc->n_tensors || g->tensors[t].kind != TK_ACTIVATION) return t;
-    if (rc->copy[t] >= 0) return rc->copy[t];
     int p = g->tensors[t].producer;
     if (p < 0 || p >= rc->n_fwd_ops) return t;
     bool conv = g->ops[p].kind == OP_CONV2D && rc->conv_too && rc->conv_too[t];
+    if (rc->copy[t] >= 0 && (conv || rc->copy_sweep[t] == rc->sweep)) return rc->copy[t];
     if (!conv && !recomputable(g->ops[p].kind)) return t;
     Op op = g->ops[p];
     if (op.kind == OP_BATCHNORM && t != op.out[0]) return t; /* statistics are kept */
@@ -66,9 +71,9 @@ static int recompute(Recompute *rc, int t) {
     const Op *made = &g->ops[id];
     rc->tg->n_recompute_ops++;
     rc->tg->recompute_flops += op_def(made->kind)->flops(g, made);
-    if (op.kind == OP_BATCHNORM) rc->copy[t] = made->out[0];
+    if (op.kind == OP_BATCHNORM) rc->copy[t] = made->out[0], rc->copy_sweep[t] = rc->sweep;
     else
-        for (int i = 0; i < op.n_out; i++) rc->copy[op.out[i]] = made->out[i];
+        for (int i = 0; i < op.n_out; i++) rc->copy[op.out[i]] = made->out[i], rc->copy_sweep[op.out[i]] = rc->sweep;
     return rc->copy[t];
 }
 
@@ -106,6 +111,8 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     if (g->n_outputs != ls->nlevels)
         return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
     if (!loss_build(g, ls, g->outputs, tg)) return false;
+    memcpy(tg->levels, g->outputs, sizeof(int) * (size_t)ls->nlevels);
+    g->n_outputs = 0;
     tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
     if (tg->grad_seed < 0) return false;
     int loss_op = g->tensors[tg->loss].producer;
@@ -131,7 +138,8 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     Recompute rc = {.g = g, .n_fwd_ops = tg->n_forward_ops, .n_tensors = n_fwd_tensors, .tg = tg, .conv_too = ls->recompute_conv};
     if (ls->recompute == RECOMPUTE_POINTWISE) {
         rc.copy = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
-        if (!rc.copy) return snprintf(g->err, sizeof g->err, "out of memory"), false;
+        rc.copy_sweep = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
+        if (!rc.copy || !rc.copy_sweep) return snprintf(g->err, sizeof g->err, "out of memory"), false;
         for (int t = 0; t < n_fwd_tensors; t++) rc.copy[t] = -1;
     }
 
@@ -139,6 +147,7 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
      * already added its contribution to acc[] */
     for (int o = loss_op; o >= 0; o--) {
         Op op = g->ops[o]; /* copy: emitting ops may move g->ops */
+        rc.sweep = o;
         const OpDef *def = op_def(op.kind);
         int dy[IR_MAX_SPLIT], dx[IR_MAX_SPLIT + IR_MAX_LEVELS];
         bool any = false;

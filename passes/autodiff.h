@@ -29,6 +29,7 @@ typedef struct LossSpec {
 typedef struct TrainingGraph {
     int images, boxes, counts, grad_seed;   /* inputs */
     int loss, items;                        /* total (what backward starts from) and logged items */
+    int levels[IR_MAX_LEVELS];              /* the head levels the loss reads */
     int n_forward_ops;                      /* ops before the loss */
     int *grad_of;                           /* per tensor id: its gradient tensor, or -1 */
     int n_grad_of;
@@ -43,7 +44,8 @@ typedef struct TrainingGraph {
 bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg);
 
 /* g: forward graph in training mode whose outputs are the head levels.
- * Adds inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised),
+ * The levels stop being graph outputs (tg->levels names them), so the
+ * memory plan frees them after the loss's backward. Adds inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised),
  * counts [B] and grad_seed [1] (1, or the fp16 loss scale). */
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg);
 

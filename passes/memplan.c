@@ -183,7 +183,7 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *
     int64_t live = 0;
     for (int o = 0; o <= g->n_ops; o++) {
         live += delta[o];
-        if (live > mp->lower_bound_bytes) mp->lower_bound_bytes = live;
+        if (live > mp->lower_bound_bytes) mp->lower_bound_bytes = live, mp->peak_op = o;
     }
     if (!place) return true;
     /* greedy placement under a few orders and fit rules; keep the smallest arena */

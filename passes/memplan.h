@@ -18,6 +18,7 @@ typedef struct MemPlan {
     int *def, *last;        /* per tensor: producing op (or -1) and last op that reads it */
     int64_t arena_bytes;            /* the step arena */
     int64_t lower_bound_bytes;      /* max over the schedule of live arena bytes */
+    int peak_op;                    /* the first op at which that many bytes are live */
     int64_t naive_bytes;            /* every arena tensor in its own buffer */
     int64_t persistent_bytes;       /* parameters (+ low-precision copies), gradients, buffers, optimizer state */
     int64_t input_bytes;

@@ -204,6 +204,31 @@ Test(memplan, pointwise_recompute_saves_activations) {
     unbuild(&b);
 }
 
+/* issue 4: a budget of 0.65x the pointwise arena compiles for YOLOv8n 640
+ * b16 bf16, the arena fits it, and the extra recompute stays within 15% of
+ * the step's FLOPs */
+Test(memplan, budget_of_065x_pointwise_fits_yolov8n) {
+    Built p, b;
+    build_r(&p, "models/yolov8.yaml", "n", 640, 16, PREC_BF16, RECOMPUTE_POINTWISE);
+    int64_t budget = (int64_t)(0.65 * (double)p.tc.mp.arena_bytes);
+    arena_init(&b.arena, 0);
+    diag_init(&b.d, "models/yolov8.yaml");
+    ModelOptions mo = {.scale = "n"};
+    TrainOptions to = {.imgsz = 640, .batch = 16, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = PREC_BF16,
+                       .recompute = RECOMPUTE_POINTWISE, .recompute_budget = budget};
+    cr_assert(model_cfg_load(&b.arena, "models/yolov8.yaml", &mo, &b.cfg, &b.d) && compile_training(&b.arena, &b.cfg, &to, &b.tc, &b.d), "%s", b.d.msg);
+    double extra = b.tc.tg.recompute_flops / b.tc.mp.step_flops;
+    cr_log_info("YOLOv8n 640 b16 bf16: pointwise arena %.3f GB, budget %.3f GB -> arena %.3f GB (%.3fx), %d conv outputs recomputed, recompute %.2f%% of the step",
+                p.tc.mp.arena_bytes / 1e9, budget / 1e9, b.tc.mp.arena_bytes / 1e9, (double)b.tc.mp.arena_bytes / (double)p.tc.mp.arena_bytes,
+                b.tc.recompute_convs, 100 * extra);
+    cr_expect_leq(b.tc.mp.arena_bytes, budget);
+    cr_expect_gt(b.tc.recompute_convs, 0);
+    cr_expect_leq(extra, 0.15);
+    check_no_live_overlap(&b);
+    unbuild(&p);
+    unbuild(&b);
+}
+
 /* Recomputing in backward changes nothing: losses and parameters after two
  * steps (in poisoned arenas) are bit-identical to keeping every tensor. */
 static void check_recompute_equivalent(const char *file, const char *scale, int imgsz) {
