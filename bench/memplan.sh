@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/memplan.sh — memory-plan numbers of the training step, read from
-# `yolocc inspect --json` (no GPU needed): arena vs its lower bound vs no
-# reuse, saved activations, persistent bytes. Ratios are against the no-reuse
-# baseline computed in the same run. Usage: bench/memplan.sh [--append]
+# `yolocc inspect --json` (no GPU needed), for the three policies issue 4
+# compares: `--fuse none --recompute none` (the baseline, measured in the same
+# run), `--fuse full --recompute pointwise`, and a byte budget of 0.65x that
+# plan's arena. Prints saved activations and lower bound against the
+# baseline, arena / lower bound, extra FLOPs, and kernel launches.
+# Usage: bench/memplan.sh [--append]   (--append adds dated rows to bench/RESULTS.md)
 set -euo pipefail
 append=${1:-}
 cd "$(dirname "$0")/.."
@@ -10,22 +13,35 @@ make -s build/yolocc >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rows=""
-printf '%-9s %5s %4s %-9s %11s %11s %11s %11s %9s %9s\n' model batch prec recompute arena_GB lower_GB noreuse_GB saved_GB arena/lb extraflops
-for spec in "yolov8.yaml n yolov8n" "yolov8.yaml s yolov8s" "yolo11.yaml n yolo11n"; do
-  set -- $spec
-  for batch in 16 64; do
-   for rc in none pointwise; do
-    set -- $spec
-    build/yolocc "models/$1" --scale "$2" --imgsz 640 --batch "$batch" --precision bf16 --recompute "$rc" -o "$tmp/p.plan" >/dev/null
-    line=$(build/yolocc inspect "$tmp/p.plan" --json | python3 -c '
+fmt='%-8s %5s %-5s %-10s %9s %9s %9s %8s %8s %9s %9s %7s\n'
+printf "$fmt" model batch fuse recompute arena_GB lower_GB saved_GB saved/b lower/b arena/lb extraflops launches
+stats() {
+  build/yolocc inspect "$1" --json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-a, lb, nv, sv = d["arena_bytes"], d["lower_bound_bytes"], d["naive_bytes"], d["saved_activation_bytes"]
-print("%.3f %.3f %.3f %.3f %.4f %.4f" % (a / 1e9, lb / 1e9, nv / 1e9, sv / 1e9, a / lb, d["recompute_flops"] / d["step_flops"]))')
-    read -r arena lb naive saved r1 r2 <<<"$line"
-    printf '%-9s %5s %4s %-9s %11s %11s %11s %11s %9s %9s\n' "$3" "$batch" bf16 "$rc" "$arena" "$lb" "$naive" "$saved" "$r1" "$r2"
-    rows+="| $(date -u +%F) | $(git rev-parse --short HEAD) | CPU compile (no device) | $3 | 640 | $batch | bf16 | none | $rc | $arena | $lb | $naive | $saved | $r1 | $r2 |"$'\n'
-   done
+g = d["groups"]
+print(d["arena_bytes"], d["lower_bound_bytes"], d["saved_activation_bytes"], "%.4f" % (d["recompute_flops"] / d["step_flops"]), g["library_calls"] + g["generated_kernels"])'
+}
+for spec in "yolov8.yaml n yolov8n" "yolov8.yaml s yolov8s" "yolo11.yaml n yolo11n"; do
+  for batch in 16 64; do
+    set -- $spec
+    base_saved=0 base_lb=0 pw_arena=0
+    for policy in "none none" "full pointwise" "full budget"; do
+      set -- $spec $policy
+      rc=$5
+      if [ "$rc" = budget ]; then rc=$(python3 -c "print(int(0.65 * $pw_arena))"); fi
+      build/yolocc "models/$1" --scale "$2" --imgsz 640 --batch "$batch" --precision bf16 --fuse "$4" --recompute "$rc" -o "$tmp/p.plan" >/dev/null
+      read -r arena lb saved extra launches <<<"$(stats "$tmp/p.plan")"
+      if [ "$4 $5" = "none none" ]; then base_saved=$saved base_lb=$lb; fi
+      if [ "$5" = pointwise ]; then pw_arena=$arena; fi
+      line=$(python3 -c "
+a, lb, s, bs, blb = $arena, $lb, $saved, $base_saved, $base_lb
+print('%.3f %.3f %.3f %.3f %.3f %.4f' % (a / 1e9, lb / 1e9, s / 1e9, s / bs, lb / blb, a / lb))")
+      read -r ag lg sg sr lr alr <<<"$line"
+      label=$5; [ "$5" = budget ] && label="0.65x=${rc}"
+      printf "$fmt" "$3" "$batch" "$4" "$5" "$ag" "$lg" "$sg" "$sr" "$lr" "$alr" "$extra" "$launches"
+      rows+="| $(date -u +%F) | $(git rev-parse --short HEAD) | CPU compile (no device) | $3 | 640 | $batch | bf16 | $4 | $label | $ag | $lg | $sg | $sr | $alr | $extra | $launches |"$'\n'
+    done
   done
 done
 if [ "$append" = "--append" ]; then printf '%s' "$rows" >> bench/RESULTS.md; fi

@@ -19,6 +19,30 @@ static cJSON *shape_array(const Shape *s) {
     return a;
 }
 
+/* groups by kind and by pattern, and the launches they cost */
+static cJSON *fusion_report(const Graph *g, const Fusion *f) {
+    int by_kind[GROUP_KINDS] = {0}, by_pattern[PATTERN_COUNT] = {0}, library = 0, generated = 0;
+    for (int i = 0; i < f->n_groups; i++) {
+        by_kind[f->groups[i].kind]++;
+        by_pattern[f->groups[i].pattern]++;
+        GroupLaunches l = fuse_group_launches(g, &f->groups[i]);
+        library += l.library_calls;
+        generated += l.generated_kernels;
+    }
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "total", f->n_groups);
+    cJSON *k = cJSON_AddObjectToObject(r, "by_kind");
+    for (int i = 0; i < GROUP_KINDS; i++) cJSON_AddNumberToObject(k, group_kind_name((GroupKind)i), by_kind[i]);
+    cJSON *pt = cJSON_AddObjectToObject(r, "by_pattern");
+    for (int i = 0; i < PATTERN_COUNT; i++) cJSON_AddNumberToObject(pt, group_pattern_name((GroupPattern)i), by_pattern[i]);
+    cJSON_AddNumberToObject(r, "library_calls", library);
+    cJSON_AddNumberToObject(r, "generated_kernels", generated);
+    int64_t internal = 0;
+    for (int t = 0; t < g->n_tensors; t++) internal += f->internal[t];
+    cJSON_AddNumberToObject(r, "internal_tensors", (double)internal);
+    return r;
+}
+
 static cJSON *build_report(const char *path, const Plan *p) {
     const Graph *g = &p->g;
     cJSON *r = cJSON_CreateObject();
@@ -50,8 +74,7 @@ static cJSON *build_report(const char *path, const Plan *p) {
     cJSON *bk = cJSON_AddObjectToObject(ops, "by_kind");
     for (int k = 0; k < OP_COUNT; k++)
         if (by_kind[k]) cJSON_AddNumberToObject(bk, op_def((OpKind)k)->name, by_kind[k]);
-    /* no fusion yet: every op is its own group */
-    cJSON_AddItemToObject(r, "groups", cJSON_Duplicate(bk, true));
+    cJSON_AddItemToObject(r, "groups", fusion_report(g, &p->fusion));
     if (p->eval) {
         cJSON *ev = cJSON_AddObjectToObject(r, "eval");
         cJSON_AddItemToObject(ev, "meta", cJSON_Duplicate(p->eval->meta, true));

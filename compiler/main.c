@@ -40,6 +40,9 @@ static const char USAGE[] =
     "                          adds and layout ops from kept conv outputs and BN statistics; none keeps\n"
     "                          them; BYTES (e.g. 400M, 2G; K/M/G = 2^10/2^20/2^30) also recomputes the\n"
     "                          cheapest conv outputs until the step arena fits\n"
+    "  --fuse full|none        full (default): fusion groups (conv-BN-activation, BN-activation backward,\n"
+    "                          elementwise chains, one optimizer group) whose inner tensors take no memory;\n"
+    "                          none: one op per group\n"
     "  --precision fp32|bf16|fp16  storage precision of activations and gradients (plan; default fp32,\n"
     "                          the CPU runs fp32 plans only)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
@@ -58,6 +61,7 @@ typedef struct Options {
     OptimKind optimizer;
     double weight_decay;
     Precision precision;
+    FusePolicy fuse;
     RecomputePolicy recompute;
     int64_t recompute_budget;
     bool json;
@@ -102,6 +106,7 @@ static int parse_args(int argc, char **argv, Options *o) {
     o->max_boxes = 300;
     o->weight_decay = 0.0005;
     o->recompute = RECOMPUTE_POINTWISE;
+    o->fuse = FUSE_FULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long v;
@@ -111,7 +116,7 @@ static int parse_args(int argc, char **argv, Options *o) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
-                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0) {
+                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -125,6 +130,10 @@ static int parse_args(int argc, char **argv, Options *o) {
                 else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
                 else if (!parse_bytes(val, &o->recompute_budget))
                     return usage_error("--recompute must be none, pointwise or a byte budget like 400M, got '%s'", val);
+            } else if (strcmp(a, "--fuse") == 0) {
+                if (strcmp(val, "none") == 0) o->fuse = FUSE_NONE;
+                else if (strcmp(val, "full") == 0) o->fuse = FUSE_FULL;
+                else return usage_error("--fuse must be full or none, got '%s'", val);
             } else if (strcmp(a, "--precision") == 0) {
                 if (strcmp(val, "fp32") == 0) o->precision = PREC_FP32;
                 else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
@@ -201,14 +210,14 @@ int main(int argc, char **argv) {
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
-                           .precision = o.precision, .recompute = o.recompute, .recompute_budget = o.recompute_budget};
+                           .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget};
         TrainCompiled tc = {0};
         char err[512];
         if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
-        } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, tc.meta_json}, &(PlanPart){&tc.em.g, &tc.emp, tc.eval_meta_json}, err, sizeof err)) {
+        } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, &tc.fu, tc.meta_json}, &(PlanPart){&tc.em.g, &tc.emp, &tc.efu, tc.eval_meta_json}, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: %s\n", err);
             rc = 1;
         } else {

@@ -99,6 +99,15 @@ static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp) {
     for (int t = 0; t < g->n_tensors; t++) pc_i64(c, &mp->offset[t], "offset");
 }
 
+static void write_groups(PlanCodec *c, const Fusion *fu) {
+    uint32_t n = (uint32_t)fu->n_groups;
+    pc_u32(c, &n, "group count");
+    for (int i = 0; i < fu->n_groups; i++) {
+        uint32_t v[4] = {(uint32_t)fu->groups[i].kind, (uint32_t)fu->groups[i].pattern, (uint32_t)fu->groups[i].first, (uint32_t)fu->groups[i].n};
+        for (int k = 0; k < 4; k++) pc_u32(c, &v[k], "group");
+    }
+}
+
 /* One plan's bytes (header, table, sections) in out->out; nested is the
  * EVAL payload (NULL: an empty section). */
 static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec *out, char *err, int errcap) {
@@ -118,7 +127,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
-    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN, EVAL */
+    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN, EVAL, GROUPS */
     pc_append(&sec[0], (const unsigned char *)meta_json, strlen(meta_json));
     write_tensors(&sec[2], &st, g);
     write_ops(&sec[3], &st, g);
@@ -127,6 +136,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
     write_list(&sec[4], g->state, g->n_state);
     write_memplan(&sec[5], g, mp);
     if (nested) pc_append(&sec[6], nested->out, nested->len);
+    write_groups(&sec[7], part->fu);
     uint8_t nul = 0;
     pc_u8(&st.bytes, &nul, "strings"); /* a final NUL: every offset reads a terminated string */
     sec[1] = st.bytes;
@@ -136,7 +146,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
             snprintf(err, (size_t)errcap, "%s", sec[i].err);
             goto out;
         }
-    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN, PLAN_SEC_EVAL};
+    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN, PLAN_SEC_EVAL, PLAN_SEC_GROUPS};
     PlanCodec *head = out;
     uint64_t offset = PLAN_HEADER_BYTES + (uint64_t)NSEC * PLAN_ENTRY_BYTES, total = offset;
     for (int i = 0; i < NSEC; i++) total += sec[i].len;

@@ -2,13 +2,15 @@
  * file (format: ir/plan_format.h), atomically. Knows nothing of execution. */
 #ifndef YOLOCC_PLAN_WRITE_H
 #define YOLOCC_PLAN_WRITE_H
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 
-/* One graph of a plan: g, its memory plan, and the META section (a JSON
+/* One graph of a plan: g, its fusion groups and memory plan, and the META section (a JSON
  * object the caller builds). */
 typedef struct PlanPart {
     const Graph *g;
     const MemPlan *mp;
+    const Fusion *fu;
     const char *meta_json;
 } PlanPart;
 

@@ -30,6 +30,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "target", "cpu");
     cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
+    cJSON_AddStringToObject(m, "fuse", fuse_policy_name(o->fuse));
     cJSON_AddStringToObject(m, "recompute", o->recompute_budget > 0 ? "budget" : o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
     cJSON_AddNumberToObject(m, "recompute_budget", (double)o->recompute_budget);
     cJSON_AddNumberToObject(m, "recompute_convs", tc->recompute_convs);
@@ -84,7 +85,8 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
         return diag_error(d, (Mark){0, 0}, "building the training step: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: training graph fails verification: %s", err);
     int loss_op = g->tensors[tc->tg.loss].producer;
-    if (!memplan_build(g, loss_op, o->precision, place, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
+    if (!fuse_build(g, o->fuse, a, &tc->fu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "fusion: %s", err);
+    if (!memplan_build(g, loss_op, tc->fu.internal, o->precision, place, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
     return true;
 }
 
@@ -133,7 +135,8 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     char err[256];
     if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
-    if (!memplan_build(g, -1, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
+    if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
+    if (!memplan_build(g, -1, tc->efu.internal, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
     cJSON *m = cJSON_CreateObject();
     if (!m) return diag_error(d, (Mark){0, 0}, "out of memory");
     cJSON_AddStringToObject(m, "format", "yolocc-plan");

@@ -4,6 +4,7 @@
  * META that tells the runtime which tensors are its inputs and outputs. */
 #ifndef YOLOCC_TRAIN_COMPILE_H
 #define YOLOCC_TRAIN_COMPILE_H
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/optimizer.h"
 #include "lower.h"
@@ -14,6 +15,7 @@ typedef struct TrainOptions {
     double weight_decay;
     Precision precision;
     RecomputePolicy recompute;
+    FusePolicy fuse;            /* FUSE_NONE (0): one op per group */
     int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
     int val_batch;              /* validation graph batch; 0: 2 x batch, as Ultralytics validates */
 } TrainOptions;
@@ -23,12 +25,14 @@ typedef struct TrainCompiled {
     ModelSummary s;
     TrainingGraph tg;
     OptimGraph og;
+    Fusion fu;
     MemPlan mp;
     int recompute_convs;        /* conv outputs recomputed to meet the budget */
     int accumulate;             /* batches per optimizer step: max(round(64 / batch), 1) */
     int val_batch;
     Model em;                   /* the validation graph (eval mode + loss) */
     TrainingGraph etg;
+    Fusion efu;
     MemPlan emp;
     char *meta_json, *eval_meta_json;    /* malloc'd */
 } TrainCompiled;

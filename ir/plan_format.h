@@ -1,4 +1,4 @@
-/* ir/plan_format.h — the plan file format (v2), shared by the writer
+/* ir/plan_format.h — the plan file format (v3), shared by the writer
  * (compiler/plan_write.c) and the reader (runtime/plan_read.c).
  *
  * Little-endian throughout. Layout:
@@ -17,9 +17,12 @@
  *   GRAPH    u32 n, i32[n] graph inputs; u32 n, i32[n] outputs; u32 n, i32[n] state order
  *   MEMPLAN  u32 precision (0 fp32, 1 bf16, 2 fp16), u32 zero, u64 arena bytes,
  *            u32 tensor count, u32 zero, i64 offset per tensor in the step
- *            arena (-1: its own persistent storage)
+ *            arena (-1: its own persistent storage; -2: internal to its fusion
+ *            group, no storage)
  *   EVAL     empty, or (training plans) the validation graph as a complete
  *            plan of its own (kind "eval", whose EVAL section is empty)
+ *   GROUPS   u32 count, then per fusion group: u32 kind, u32 pattern, u32 first
+ *            op, u32 op count (passes/fuse.h); the groups partition the ops
  * Op outputs are numbered as the graph numbers them: the ops, replayed in
  * order, recreate every activation tensor id. */
 #ifndef YOLOCC_PLAN_FORMAT_H
@@ -28,13 +31,13 @@
 
 #define PLAN_MAGIC "YOLOCCPL"
 enum {
-    PLAN_VERSION = 2,
+    PLAN_VERSION = 3,
     PLAN_HEADER_BYTES = 24,
     PLAN_ENTRY_BYTES = 32,
     PLAN_MAX_SECTIONS = 16,
     PLAN_TENSOR_BYTES = 72,
 };
-enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5, PLAN_SEC_MEMPLAN = 6, PLAN_SEC_EVAL = 7, PLAN_SECTIONS = 7 };
+enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5, PLAN_SEC_MEMPLAN = 6, PLAN_SEC_EVAL = 7, PLAN_SEC_GROUPS = 8, PLAN_SECTIONS = 8 };
 #define PLAN_NO_STRING 0xFFFFFFFFu
 /* limits the reader enforces before allocating */
 #define PLAN_MAX_BYTES ((uint64_t)1 << 32)

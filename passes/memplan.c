@@ -127,7 +127,7 @@ static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *place
 /* Places the arena tensors in `order` (then compacts) and keeps the result
  * in mp if its arena is smaller than the best so far. */
 static void try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit, Placed *placed, ByOffset *tops, int64_t *trial) {
-    for (int t = 0; t < n; t++) trial[t] = -1;
+    for (int t = 0; t < n; t++) trial[t] = mp->offset[t] == MEMPLAN_INTERNAL ? MEMPLAN_INTERNAL : -1;
     place_greedy(mp, order, m, best_fit, placed, trial);
     int64_t arena = compact(mp, order, m, placed, tops, trial);
     if (arena < mp->arena_bytes) {
@@ -136,7 +136,7 @@ static void try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit
     }
 }
 
-bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
+bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
     memset(mp, 0, sizeof *mp);
     mp->precision = p;
     int n = g->n_tensors;
@@ -166,7 +166,9 @@ bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *
         const Tensor *x = &g->tensors[t];
         mp->bytes[t] = memplan_tensor_bytes(g, t, persistent[t], p);
         mp->offset[t] = -1;
-        if (x->kind == TK_INPUT) {
+        if (internal && internal[t]) {
+            mp->offset[t] = MEMPLAN_INTERNAL;
+        } else if (x->kind == TK_INPUT) {
             mp->input_bytes += mp->bytes[t];
         } else if (persistent[t]) {
             mp->persistent_bytes += mp->bytes[t];

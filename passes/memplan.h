@@ -9,11 +9,12 @@
 
 typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
 
-enum { MEMPLAN_ALIGN = 256 };
+enum { MEMPLAN_ALIGN = 256, MEMPLAN_INTERNAL = -2 };
 
 typedef struct MemPlan {
     Precision precision;
-    int64_t *offset;        /* per tensor: byte offset in the arena, or -1 (persistent) */
+    int64_t *offset;        /* per tensor: byte offset in the arena, -1 (persistent), or
+                             * MEMPLAN_INTERNAL (never leaves its fusion group: no memory) */
     int64_t *bytes;         /* per tensor: storage bytes at this precision */
     int *def, *last;        /* per tensor: producing op (or -1) and last op that reads it */
     int64_t arena_bytes;            /* the step arena */
@@ -27,10 +28,11 @@ typedef struct MemPlan {
 } MemPlan;
 
 const char *precision_name(Precision p);
-/* loss_op: index of the detect_loss op (forward ends there), or -1. With
+/* loss_op: index of the detect_loss op (forward ends there), or -1.
+ * internal (NULL: none): tensors a fusion group keeps to itself. With
  * place false only the sizes and the lower bound are computed (offsets stay
  * -1, arena_bytes 0): the fast objective of the recompute budget search. */
-bool memplan_build(const Graph *g, int loss_op, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
+bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
 /* Storage bytes of tensor t: activations and activation gradients at the
  * precision; master weights, their gradients, BN statistics, optimizer state
  * and the loss stay fp32. */

@@ -29,15 +29,44 @@ void *interp_tensor(Interp *it, int t) {
     return it->buf[t];
 }
 
+/* free_at/free_list: per op, the transient tensors to drop after it runs
+ * (CSR): at end[t], or at their last reader when end is NULL */
+static bool schedule_frees(Interp *it, const int *end) {
+    const Graph *g = it->g;
+    free(it->free_at);
+    free(it->free_list);
+    it->free_at = calloc((size_t)g->n_ops + 2, sizeof(int));
+    it->free_list = calloc((size_t)g->n_tensors + 1, sizeof(int));
+    if (!it->free_at || !it->free_list) return false;
+    for (int t = 0; t < g->n_tensors; t++) {
+        int at = end ? end[t] : it->last[t];
+        if (it->transient[t] && at >= 0 && at < g->n_ops) it->free_at[at + 1]++;
+    }
+    for (int o = 0; o < g->n_ops; o++) it->free_at[o + 1] += it->free_at[o];
+    int *fill = calloc((size_t)g->n_ops + 1, sizeof(int));
+    if (!fill) return false;
+    for (int t = 0; t < g->n_tensors; t++) {
+        int at = end ? end[t] : it->last[t];
+        if (it->transient[t] && at >= 0 && at < g->n_ops) it->free_list[it->free_at[at] + fill[at]++] = t;
+    }
+    free(fill);
+    return true;
+}
+
 bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison) {
     const Graph *g = it->g;
     it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1);
     it->last = calloc((size_t)g->n_tensors + 1, sizeof(int));
-    if (!it->arena || !it->last) return false;
+    it->transient = calloc((size_t)g->n_tensors + 1, sizeof(bool));
+    if (!it->arena || !it->last || !it->transient) return false;
     memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
     graph_last_use(g, it->last);
     for (int t = 0; t < g->n_tensors; t++)
-        if (offset[t] >= 0) {
+        if (offset[t] == -2) {
+            /* internal to a fusion group: a buffer of its own only while the
+             * group runs (the generated kernel keeps it in registers) */
+            it->transient[t] = true;
+        } else if (offset[t] >= 0) {
             if (it->owned[t]) free(it->buf[t]);
             it->owned[t] = false;
             it->buf[t] = it->arena + offset[t];
@@ -45,7 +74,24 @@ bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bo
             it->last[t] = -1; /* never poisoned */
         }
     it->poison = poison;
-    return true;
+    return schedule_frees(it, NULL);
+}
+
+bool interp_use_groups(Interp *it, const Fusion *f) {
+    const Graph *g = it->g;
+    int *end = malloc(sizeof(int) * ((size_t)g->n_tensors + 1)), *group_end = malloc(sizeof(int) * ((size_t)g->n_ops + 1));
+    if (!end || !group_end) {
+        free(end);
+        free(group_end);
+        return false;
+    }
+    for (int i = 0; i < f->n_groups; i++)
+        for (int o = f->groups[i].first; o < f->groups[i].first + f->groups[i].n; o++) group_end[o] = f->groups[i].first + f->groups[i].n - 1;
+    for (int t = 0; t < g->n_tensors; t++) end[t] = g->tensors[t].producer >= 0 ? group_end[g->tensors[t].producer] : -1;
+    bool ok = schedule_frees(it, end);
+    free(end);
+    free(group_end);
+    return ok;
 }
 
 bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
@@ -63,11 +109,16 @@ bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
         char why[200];
         if (!k(g, op, it->buf, why, sizeof why))
             return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
-        if (it->poison)
-            for (int i = 0; i < op->n_in; i++) {
-                int t = op->in[i];
-                if (it->last[t] == o) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
-            }
+        for (int i = 0; it->poison && i < op->n_in; i++) {
+            int t = op->in[i];
+            if (it->last[t] == o && !it->transient[t]) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
+        }
+        for (int j = it->free_at ? it->free_at[o] : 0; it->free_at && j < it->free_at[o + 1]; j++) {
+            int t = it->free_list[j];
+            if (it->owned[t]) free(it->buf[t]);
+            it->buf[t] = NULL;
+            it->owned[t] = false;
+        }
     }
     return true;
 }
@@ -80,6 +131,11 @@ void interp_free(Interp *it) {
     free(it->owned);
     free(it->arena);
     free(it->last);
+    free(it->transient);
+    free(it->free_at);
+    free(it->free_list);
+    it->transient = NULL;
+    it->free_at = it->free_list = NULL;
     it->buf = NULL;
     it->owned = NULL;
     it->arena = NULL;

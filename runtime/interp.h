@@ -5,6 +5,7 @@
 #ifndef YOLOCC_INTERP_H
 #define YOLOCC_INTERP_H
 #include "../ir/ir.h"
+#include "../passes/fuse.h"
 
 typedef struct Interp {
     const Graph *g;
@@ -12,6 +13,8 @@ typedef struct Interp {
     bool *owned;        /* buffers the interpreter allocated */
     unsigned char *arena;   /* the step arena when a memory plan is used */
     int *last;          /* arena mode: last op reading each tensor */
+    bool *transient;    /* arena mode: internal to a fusion group (offset -2): own buffer, dropped early */
+    int *free_at, *free_list;   /* per op: transient tensors dropped after it (CSR) */
     bool poison;        /* arena mode: fill a tensor's bytes with NaN once it is dead */
     bool fast;          /* run cpu_kernel() where it has an entry; false: the oracle only */
 } Interp;
@@ -20,10 +23,14 @@ bool interp_init(Interp *it, const Graph *g);
 /* Allocates (zeroed) storage for tensor t if it has none; returns it. */
 void *interp_tensor(Interp *it, int t);
 /* Places activations at the memory plan's offsets in one arena (offset -1:
- * own buffer). With poison, every arena tensor is overwritten with a NaN
+ * own buffer; -2: internal to a fusion group, allocated when made and freed
+ * after its last reader). With poison, every arena tensor is overwritten with a NaN
  * pattern right after its last reader, so a plan that lets a tensor be read
  * after its bytes were reused changes results. Call before running. */
 bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison);
+/* Drops each internal tensor when its fusion group ends instead of after its
+ * last reader, so a group that lets one escape fails ("has no value"). */
+bool interp_use_groups(Interp *it, const Fusion *f);
 /* Runs ops [first, last); false with err naming the op on failure. */
 bool interp_run(Interp *it, int first, int last, char *err, int errcap);
 void interp_free(Interp *it);

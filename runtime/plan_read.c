@@ -256,7 +256,10 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
         uint64_t at = sec->off + c.pos;
         pc_i64(&c, &p->offset[t], "offset");
         int64_t off = p->offset[t], bytes = memplan_tensor_bytes(g, (int)t, false, p->precision);
-        if (off == -1) continue;
+        if ((off == MEMPLAN_INTERNAL) != p->fusion.internal[t])
+            FAIL("offset %llu: tensor %u %s its fusion group, but the memory plan %s", (unsigned long long)at, t,
+                 p->fusion.internal[t] ? "never leaves" : "leaves", p->fusion.internal[t] ? "gives it storage" : "gives it none");
+        if (off == -1 || off == MEMPLAN_INTERNAL) continue;
         if (g->tensors[t].kind != TK_ACTIVATION || off < 0 || off % MEMPLAN_ALIGN || bytes > (int64_t)arena || off > (int64_t)arena - bytes)
             FAIL("offset %llu: tensor %u cannot sit at arena offset %lld", (unsigned long long)at, t, (long long)off);
         spans[ns++] = (Span){off, off + bytes, g->tensors[t].producer, last[t]};
@@ -266,6 +269,33 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
         for (int j = i + 1; j < ns && spans[j].off < spans[i].end; j++)
             if (spans[i].def <= spans[j].last && spans[j].def <= spans[i].last)
                 FAIL("offset %llu: the memory plan puts tensors that are live together in the same bytes", (unsigned long long)sec->off);
+    return true;
+}
+
+/* The fusion groups: a partition of the ops that fuse_check re-derives from
+ * the rules, so a plan cannot claim a tensor is internal when it is not. */
+static bool read_groups(Plan *p, const Section *sec, char *err, int errcap) {
+    PlanCodec c;
+    pc_reader(&c, sec->data, sec->len, sec->off);
+    uint32_t n;
+    pc_u32(&c, &n, "group count");
+    if (c.failed) FAIL("%s", c.err);
+    if (n > (uint32_t)p->g.n_ops || sec->len != 4 + 16ULL * n) FAIL("offset %llu: %u fusion groups do not fit the %llu-byte section or the %d ops", (unsigned long long)sec->off, n,
+                                                                  (unsigned long long)sec->len, p->g.n_ops);
+    Fusion *f = &p->fusion;
+    f->groups = arena_array(&p->arena, (size_t)n + 1, sizeof(FusionGroup));
+    if (!f->groups) FAIL("out of memory");
+    f->n_groups = (int)n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t v[4];
+        for (int k = 0; k < 4; k++) pc_u32(&c, &v[k], "group");
+        if (v[0] >= GROUP_KINDS || v[1] >= PATTERN_COUNT || v[2] > (uint32_t)p->g.n_ops || v[3] > (uint32_t)p->g.n_ops)
+            FAIL("offset %llu: fusion group %u is invalid", (unsigned long long)(sec->off + 4 + 16ULL * i), i);
+        f->groups[i] = (FusionGroup){(GroupKind)v[0], (GroupPattern)v[1], (int)v[2], (int)v[3]};
+        if (v[1] != PATTERN_SINGLE) f->policy = FUSE_FULL;
+    }
+    char why[200];
+    if (!fuse_check(&p->g, &p->arena, f, why, sizeof why)) FAIL("offset %llu: fusion groups: %s", (unsigned long long)sec->off, why);
     return true;
 }
 
@@ -287,7 +317,7 @@ static bool parse_plan(const unsigned char *buf, size_t len, Plan *p, bool neste
     uint32_t nt;
     StoredTensor *ts = read_tensors(p, &secs[2], &strs_own, &nt, err, errcap);
     if (!ts || !replay_ops(p, &secs[3], &strs_own, ts, nt, err, errcap) || !read_lists(p, &secs[4], err, errcap) ||
-        !read_memplan(p, &secs[5], err, errcap))
+        !read_groups(p, &secs[7], err, errcap) || !read_memplan(p, &secs[5], err, errcap))
         return false;
     if (secs[0].len > PLAN_MAX_META_BYTES) FAIL("offset %llu: META is %llu bytes, the limit is %u", (unsigned long long)secs[0].off, (unsigned long long)secs[0].len, PLAN_MAX_META_BYTES);
     p->meta = cJSON_ParseWithLength((const char *)secs[0].data, secs[0].len);

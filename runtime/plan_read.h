@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "../ir/ir.h"
+#include "../passes/fuse.h"
 #include "../passes/memplan.h"
 
 typedef struct Plan {
@@ -15,7 +16,9 @@ typedef struct Plan {
     size_t file_bytes;
     Precision precision;
     int64_t arena_bytes;    /* the step arena */
-    int64_t *offset;        /* per tensor: arena offset, or -1 for its own storage */
+    int64_t *offset;        /* per tensor: arena offset, -1 for its own storage, or
+                             * MEMPLAN_INTERNAL (lives inside its fusion group only) */
+    Fusion fusion;          /* the fusion groups (GROUPS section), checked against their rules */
     struct Plan *eval;      /* a training plan's validation graph (EVAL section), or NULL */
 } Plan;
 

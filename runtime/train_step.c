@@ -42,7 +42,7 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
         return snprintf(err, (size_t)errcap, "a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", precision_name(plan->precision)), false;
     if (!interp_init(&ts->it, &plan->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     /* activations live where the memory plan put them */
-    if (plan->offset && !interp_use_arena(&ts->it, plan->offset, plan->arena_bytes, false)) return snprintf(err, (size_t)errcap, "out of memory for the %lld-byte arena", (long long)plan->arena_bytes), false;
+    if (plan->offset && (!interp_use_arena(&ts->it, plan->offset, plan->arena_bytes, false) || !interp_use_groups(&ts->it, &plan->fusion))) return snprintf(err, (size_t)errcap, "out of memory for the %lld-byte arena", (long long)plan->arena_bytes), false;
     for (int t = 0; t < plan->g.n_tensors; t++)
         if (plan->g.tensors[t].kind != TK_ACTIVATION && !interp_tensor(&ts->it, t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     ts->clip_op = -1;

@@ -18,12 +18,17 @@ typedef struct Built {
     Diag d;
 } Built;
 
-static void build_r(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r) {
+static void build_f(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r, FusePolicy f, int64_t budget) {
     arena_init(&b->arena, 0);
     diag_init(&b->d, file);
     ModelOptions mo = {.scale = scale};
-    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = p, .recompute = r};
+    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = p, .recompute = r,
+                       .fuse = f, .recompute_budget = budget};
     cr_assert(model_cfg_load(&b->arena, file, &mo, &b->cfg, &b->d) && compile_training(&b->arena, &b->cfg, &to, &b->tc, &b->d), "%s: %s", file, b->d.msg);
+}
+
+static void build_r(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r) {
+    build_f(b, file, scale, imgsz, batch, p, r, FUSE_NONE, 0);
 }
 
 static void build(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p) {
@@ -62,14 +67,14 @@ Test(memplan, live_tensors_never_share_bytes) {
 }
 
 /* issue 4 acceptance: arena <= 1.02 x lower bound, every model, 640, b16,
- * with and without pointwise recompute */
+ * fused, with and without pointwise recompute */
 Test(memplan, arena_near_lower_bound_for_every_model) {
     struct { const char *file, *scale; } models[] = {{"models/yolov3.yaml", NULL}, {"models/yolov5.yaml", "n"}, {"models/yolov8.yaml", "n"},
                                                       {"models/yolo11.yaml", "n"}, {"models/tiny.yaml", NULL}};
     for (size_t i = 0; i < 2 * sizeof models / sizeof models[0]; i++) {
         Built b;
         size_t m = i / 2;
-        build_r(&b, models[m].file, models[m].scale, 640, 16, PREC_BF16, i % 2 ? RECOMPUTE_POINTWISE : RECOMPUTE_NONE);
+        build_f(&b, models[m].file, models[m].scale, 640, 16, PREC_BF16, i % 2 ? RECOMPUTE_POINTWISE : RECOMPUTE_NONE, FUSE_FULL, 0);
         double ratio = (double)b.tc.mp.arena_bytes / (double)b.tc.mp.lower_bound_bytes;
         cr_log_info("%s (%s): arena %.3f GB, lower bound %.3f GB, ratio %.4f", models[m].file, i % 2 ? "pointwise" : "none", b.tc.mp.arena_bytes / 1e9,
                     b.tc.mp.lower_bound_bytes / 1e9, ratio);
@@ -99,7 +104,7 @@ static void run_two_steps(Built *b, bool use_arena, float **params_out, double *
     cr_assert(interp_init(&it, g));
     for (int t = 0; t < g->n_tensors; t++)
         if (g->tensors[t].kind != TK_ACTIVATION) cr_assert(interp_tensor(&it, t));
-    if (use_arena) cr_assert(interp_use_arena(&it, b->tc.mp.offset, b->tc.mp.arena_bytes, true));
+    if (use_arena) cr_assert(interp_use_arena(&it, b->tc.mp.offset, b->tc.mp.arena_bytes, true) && interp_use_groups(&it, &b->tc.fu));
     cr_assert(weights_init(g, it.buf, 11, err, sizeof err), "%s", err);
     const Shape *img = &g->tensors[b->tc.tg.images].shape;
     synthetic_batch(5, (int)img->d[0], (int)img->d[2], (int)b->cfg.nc, 8, it.buf[b->tc.tg.images], it.buf[b->tc.tg.boxes], it.buf[b->tc.tg.counts]);
@@ -253,6 +258,55 @@ static void check_recompute_equivalent(const char *file, const char *scale, int 
 Test(memplan, pointwise_recompute_equals_keeping_yolov8_style) { check_recompute_equivalent("models/tiny.yaml", NULL, 64); }
 Test(memplan, pointwise_recompute_equals_keeping_yolo11_style) { check_recompute_equivalent("tests/parity/v11tiny.yaml", "n", 64); }
 Test(memplan, pointwise_recompute_equals_keeping_yolov5_style) { check_recompute_equivalent("models/yolov5.yaml", "n", 32); }
+
+/* issue 4: every combination of --fuse none|full x --recompute
+ * none|pointwise|<tight budget> trains two steps inside its poisoned arena
+ * (fusion-internal tensors freed after their group) to the losses and
+ * parameters of the unplanned, unfused, keep-everything step (<= 1e-5
+ * relative; today the same kernels run, so the differences are zero). */
+static void check_fuse_recompute_matrix(const char *file, const char *scale, int imgsz) {
+    Built ref, pw;
+    build_f(&ref, file, scale, imgsz, 2, PREC_FP32, RECOMPUTE_NONE, FUSE_NONE, 0);
+    build_f(&pw, file, scale, imgsz, 2, PREC_FP32, RECOMPUTE_POINTWISE, FUSE_FULL, 0);
+    float *pr;
+    double lr[2];
+    run_two_steps(&ref, false, &pr, lr);
+    int64_t total = 0;
+    for (int i = 0; i < ref.tc.m.g.n_state; i++) total += shape_numel(&ref.tc.m.g.tensors[ref.tc.m.g.state[i]].shape);
+    /* a tight budget: 80% of the fused pointwise arena */
+    int64_t tight = (int64_t)(0.8 * (double)pw.tc.mp.arena_bytes);
+    for (int f = 0; f < 2; f++)
+        for (int r = 0; r < 3; r++) {
+            Built b;
+            build_f(&b, file, scale, imgsz, 2, PREC_FP32, r == 0 ? RECOMPUTE_NONE : RECOMPUTE_POINTWISE, f ? FUSE_FULL : FUSE_NONE, r == 2 ? tight : 0);
+            int internal = 0;
+            for (int t = 0; t < b.tc.m.g.n_tensors; t++) internal += b.tc.fu.internal[t];
+            if (f) cr_expect_gt(internal, 0, "%s: fusion keeps no tensor inside a group", file);
+            else cr_expect_eq(internal, 0);
+            float *pb;
+            double lb[2];
+            run_two_steps(&b, true, &pb, lb);
+            double worst = fmax(fabs(lb[0] - lr[0]) / fabs(lr[0]), fabs(lb[1] - lr[1]) / fabs(lr[1]));
+            for (int64_t i = 0; i < total; i++) {
+                double d = fabs((double)pb[i] - pr[i]) / fmax(fabs((double)pr[i]), 1e-3);
+                if (d > worst) worst = d;
+            }
+            cr_log_info("%s fuse %s recompute %s: %d groups, %d internal tensors, arena %lld, %d conv outputs recomputed, worst relative difference %.3g", file,
+                        f ? "full" : "none", r == 0 ? "none" : r == 1 ? "pointwise" : "budget", b.tc.fu.n_groups, internal, (long long)b.tc.mp.arena_bytes,
+                        b.tc.recompute_convs, worst);
+            cr_expect_leq(worst, 1e-5, "%s fuse %d recompute %d: worst relative difference %.3g", file, f, r, worst);
+            if (r == 2) cr_expect_leq(b.tc.mp.arena_bytes, tight);
+            free(pb);
+            unbuild(&b);
+        }
+    free(pr);
+    unbuild(&ref);
+    unbuild(&pw);
+}
+
+Test(memplan, fuse_x_recompute_equals_reference_yolov8_style) { check_fuse_recompute_matrix("models/tiny.yaml", NULL, 64); }
+Test(memplan, fuse_x_recompute_equals_reference_yolo11_style) { check_fuse_recompute_matrix("tests/parity/v11tiny.yaml", "n", 64); }
+Test(memplan, fuse_x_recompute_equals_reference_yolov5_style) { check_fuse_recompute_matrix("models/yolov5.yaml", "n", 32); }
 
 /* --recompute BYTES: a budget between the smallest feasible arena and the
  * pointwise arena gives a plan that fits it, recomputes some conv outputs,

@@ -23,7 +23,7 @@ static void compile_tiny(Fresh *f, int imgsz, int batch) {
     arena_init(&f->arena, 0);
     diag_init(&f->d, "models/tiny.yaml");
     ModelOptions mo = {0};
-    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4};
+    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .fuse = FUSE_FULL};
     cr_assert(model_cfg_load(&f->arena, "models/tiny.yaml", &mo, &f->cfg, &f->d) && compile_training(&f->arena, &f->cfg, &to, &f->tc, &f->d), "%s", f->d.msg);
 }
 
@@ -45,7 +45,7 @@ Test(plan, round_trip_is_the_same_graph) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
     Plan p;
     cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
     const Graph *a = &f.tc.m.g, *b = &p.g;
@@ -102,7 +102,7 @@ static unsigned char *tiny_plan_bytes(size_t *len) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json}, err, sizeof err), "%s", err);
     unsigned char *buf = (unsigned char *)tu_slurp(path, len);
     unlink(path);
     release(&f);

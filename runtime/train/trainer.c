@@ -310,7 +310,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
             return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[e].name), false;
         t->ev.buf[e] = t->ema[m];
     }
-    if (ep->offset && !interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (ep->offset && (!interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&t->ev, &ep->fusion))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int id = 0; id < ep->g.n_tensors; id++)
         if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     print_optimizer(t, opt ? opt : "?");

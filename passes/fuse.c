@@ -1,0 +1,178 @@
+/* passes/fuse.c — the fusion rules (few, each a contiguous op pattern over
+ * the dataflow) and which tensors stay inside a group. Every op belongs to
+ * exactly one group; `--fuse none` makes every op its own group. */
+#include "fuse.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *KIND_NAMES[GROUP_KINDS] = {"library", "pointwise", "reduction", "data", "loss", "optimizer", "other"};
+static const char *PATTERN_NAMES[PATTERN_COUNT] = {"single", "conv_bn_act", "bn_act", "pointwise", "bn_act_bwd", "optimizer"};
+
+const char *group_kind_name(GroupKind k) { return k < GROUP_KINDS ? KIND_NAMES[k] : "?"; }
+const char *group_pattern_name(GroupPattern p) { return p < PATTERN_COUNT ? PATTERN_NAMES[p] : "?"; }
+const char *fuse_policy_name(FusePolicy p) { return p == FUSE_FULL ? "full" : "none"; }
+
+static bool is_activation(OpKind k) {
+    return k == OP_SILU || k == OP_RELU || k == OP_LEAKY_RELU || k == OP_HARDSWISH || k == OP_GELU || k == OP_SIGMOID;
+}
+
+/* elementwise with at most per-channel parameters: one pass over the data */
+static bool is_pointwise(const Op *op) {
+    return is_activation(op->kind) || op->kind == OP_BN_APPLY || op->kind == OP_ADD || op->kind == OP_CHANNEL_SCALE ||
+           (op->kind == OP_BATCHNORM && !op->a.training);
+}
+
+static bool reads(const Op *op, int t) {
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i] == t) return true;
+    return false;
+}
+
+static GroupKind single_kind(const Op *op) {
+    switch (op->kind) {
+    case OP_CONV2D: case OP_CONV_TRANSPOSE2D: case OP_CONV2D_DGRAD: case OP_CONV2D_WGRAD: case OP_ATTENTION: case OP_ATTENTION_BWD: return GROUP_LIBRARY;
+    case OP_BATCHNORM: return op->a.training ? GROUP_REDUCTION : GROUP_POINTWISE;
+    case OP_BATCHNORM_BWD: case OP_BIAS_GRAD: case OP_CHANNEL_DOT: return GROUP_REDUCTION;
+    case OP_CONCAT: case OP_SPLIT: case OP_RESHAPE: case OP_ZEROPAD2D: case OP_CROP2D: case OP_DETACH: case OP_ZEROS: return GROUP_DATA;
+    case OP_DETECT_LOSS: case OP_DETECT_LOSS_BWD: return GROUP_LOSS;
+    case OP_GRAD_CLIP: case OP_SGD_STEP: case OP_ADAMW_STEP: return GROUP_OPTIMIZER;
+    default: return is_pointwise(op) ? GROUP_POINTWISE : GROUP_OTHER;
+    }
+}
+
+/* The longest group the rules allow starting at op o (its pattern in *pat). */
+static int match_at(const Graph *g, int o, GroupPattern *pat) {
+    const Op *ops = g->ops;
+    int n = g->n_ops;
+    const Op *op = &ops[o];
+    *pat = PATTERN_SINGLE;
+    if (op->kind == OP_CONV2D || (op->kind == OP_BATCHNORM && op->a.training)) {
+        int k = o, y = op->out[0];
+        if (op->kind == OP_CONV2D) {
+            if (k + 1 >= n || ops[k + 1].kind != OP_BATCHNORM || ops[k + 1].in[0] != y) return 1;
+            k++;
+            y = ops[k].out[0];
+        }
+        if (k + 1 < n && is_activation(ops[k + 1].kind) && ops[k + 1].in[0] == y) {
+            k++;
+            if (k + 1 < n && ops[k + 1].kind == OP_ADD && reads(&ops[k + 1], ops[k].out[0])) k++;
+        } else if (op->kind == OP_BATCHNORM) {
+            return 1;
+        }
+        *pat = op->kind == OP_CONV2D ? PATTERN_CONV_BN_ACT : PATTERN_BN_ACT;
+        return k - o + 1;
+    }
+    if (op->kind == OP_BN_APPLY || op->kind == OP_ACTIVATION_BWD) {
+        int k = o;
+        if (op->kind == OP_BN_APPLY) k++;
+        if (k + 1 < n && k < n && ops[k].kind == OP_ACTIVATION_BWD && (k == o || ops[k].in[1] == ops[o].out[0]) && ops[k + 1].kind == OP_BATCHNORM_BWD &&
+            ops[k + 1].in[0] == ops[k].out[0]) {
+            *pat = PATTERN_BN_ACT_BWD;
+            return k + 1 - o + 1;
+        }
+    }
+    if (is_pointwise(op)) {
+        int k = o;
+        while (k + 1 < n && is_pointwise(&ops[k + 1]) && reads(&ops[k + 1], ops[k].out[0])) k++;
+        if (k > o) *pat = PATTERN_POINTWISE;
+        return k - o + 1;
+    }
+    if (op->kind == OP_GRAD_CLIP) {
+        int k = o;
+        while (k + 1 < n && (ops[k + 1].kind == OP_SGD_STEP || ops[k + 1].kind == OP_ADAMW_STEP)) k++;
+        if (k > o) *pat = PATTERN_OPTIMIZER;
+        return k - o + 1;
+    }
+    return 1;
+}
+
+static GroupKind pattern_kind(const Graph *g, const FusionGroup *gr) {
+    switch (gr->pattern) {
+    case PATTERN_CONV_BN_ACT: return GROUP_LIBRARY;
+    case PATTERN_BN_ACT: case PATTERN_BN_ACT_BWD: return GROUP_REDUCTION;
+    case PATTERN_POINTWISE: return GROUP_POINTWISE;
+    case PATTERN_OPTIMIZER: return GROUP_OPTIMIZER;
+    default: return single_kind(&g->ops[gr->first]);
+    }
+}
+
+/* internal: activation tensors made inside a group and read only there */
+static bool mark_internal(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
+    f->internal = arena_array(a, (size_t)g->n_tensors + 1, sizeof(bool));
+    int *group_of = arena_array(a, (size_t)g->n_ops + 1, sizeof(int));
+    bool *outside = arena_array(a, (size_t)g->n_tensors + 1, sizeof(bool));
+    if (!f->internal || !group_of || !outside) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < f->n_groups; i++)
+        for (int o = f->groups[i].first; o < f->groups[i].first + f->groups[i].n; o++) group_of[o] = i;
+    for (int i = 0; i < g->n_outputs; i++) outside[g->outputs[i]] = true;
+    for (int o = 0; o < g->n_ops; o++)
+        for (int i = 0; i < g->ops[o].n_in; i++) {
+            int t = g->ops[o].in[i], p = g->tensors[t].producer;
+            if (p < 0 || group_of[p] != group_of[o]) outside[t] = true;
+        }
+    for (int t = 0; t < g->n_tensors; t++) {
+        int p = g->tensors[t].producer;
+        /* a tensor nobody reads is an output the runtime may look at */
+        bool read = false;
+        if (p >= 0 && g->tensors[t].kind == TK_ACTIVATION && !outside[t])
+            for (int o = p + 1; o < f->groups[group_of[p]].first + f->groups[group_of[p]].n && !read; o++) read = reads(&g->ops[o], t);
+        f->internal[t] = read;
+    }
+    return true;
+}
+
+bool fuse_build(const Graph *g, FusePolicy p, Arena *a, Fusion *f, char *err, int errcap) {
+    memset(f, 0, sizeof *f);
+    f->policy = p;
+    f->groups = arena_array(a, (size_t)g->n_ops + 1, sizeof(FusionGroup));
+    if (!f->groups) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int o = 0; o < g->n_ops;) {
+        GroupPattern pat = PATTERN_SINGLE;
+        int len = p == FUSE_FULL ? match_at(g, o, &pat) : 1;
+        FusionGroup *gr = &f->groups[f->n_groups++];
+        *gr = (FusionGroup){.pattern = pat, .first = o, .n = len};
+        gr->kind = pattern_kind(g, gr);
+        o += len;
+    }
+    return mark_internal(g, a, f, err, errcap);
+}
+
+bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
+    int next = 0;
+    for (int i = 0; i < f->n_groups; i++) {
+        FusionGroup *gr = &f->groups[i];
+        if (gr->first != next || gr->n < 1 || gr->n > g->n_ops - next || gr->pattern >= PATTERN_COUNT)
+            return snprintf(err, (size_t)errcap, "group %d does not continue the partition of the ops at op %d", i, next), false;
+        GroupPattern pat;
+        int len = match_at(g, gr->first, &pat);
+        bool ok = gr->pattern == PATTERN_SINGLE ? gr->n == 1 : pat == gr->pattern && len == gr->n;
+        if (!ok) return snprintf(err, (size_t)errcap, "group %d (ops %d..%d) does not match the %s rule", i, gr->first, gr->first + gr->n - 1, group_pattern_name(gr->pattern)), false;
+        if (gr->kind != pattern_kind(g, gr)) return snprintf(err, (size_t)errcap, "group %d has kind %d, its ops make it %s", i, (int)gr->kind, group_kind_name(pattern_kind(g, gr))), false;
+        next += gr->n;
+    }
+    if (next != g->n_ops) return snprintf(err, (size_t)errcap, "the groups cover %d of %d ops", next, g->n_ops), false;
+    return mark_internal(g, a, f, err, errcap);
+}
+
+GroupLaunches fuse_group_launches(const Graph *g, const FusionGroup *gr) {
+    const Op *first = &g->ops[gr->first];
+    switch (gr->pattern) {
+    /* the conv, a statistics reduction that ends in the per-channel finalize,
+     * one apply-activation(-add) pass; eval BN needs no statistics */
+    case PATTERN_CONV_BN_ACT: return (GroupLaunches){1, g->ops[gr->first + 1].a.training ? 2 : 1};
+    case PATTERN_BN_ACT: return (GroupLaunches){0, 2};
+    case PATTERN_POINTWISE: return (GroupLaunches){0, 1};
+    /* the BN-grad sums (recomputing BN-apply and the activation grad on the
+     * fly), then the dY pass that recomputes them again */
+    case PATTERN_BN_ACT_BWD: return (GroupLaunches){0, 2};
+    /* the gradient norm reduction, one multi-tensor update */
+    case PATTERN_OPTIMIZER: return (GroupLaunches){0, 2};
+    default: break;
+    }
+    switch (single_kind(first)) {
+    case GROUP_LIBRARY: return (GroupLaunches){1, 0};
+    case GROUP_REDUCTION: return (GroupLaunches){0, first->kind == OP_BATCHNORM || first->kind == OP_BATCHNORM_BWD ? 2 : 1};
+    default: return (GroupLaunches){0, first->kind == OP_RESHAPE || first->kind == OP_DETACH ? 0 : 1};
+    }
+}

@@ -1,0 +1,161 @@
+/* tests/test_fuse.c — fusion groups: what each block type costs in launches
+ * (kernel counts), that --fuse none is one op per group, that the internal
+ * marks have teeth (a tensor read outside its group cannot be internal), and
+ * that plans carry their groups and reject groups that break the rules. */
+#include "../compiler/plan_write.h"
+#include "../compiler/train_compile.h"
+#include "../runtime/interp.h"
+#include "../runtime/plan_read.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/weights.h"
+#include "test_util.h"
+
+typedef struct Fused {
+    Arena arena;
+    ModelConfig cfg;
+    TrainCompiled tc;
+    Diag d;
+} Fused;
+
+static void compile_tiny(Fused *f, FusePolicy fuse, RecomputePolicy r) {
+    arena_init(&f->arena, 0);
+    diag_init(&f->d, "models/tiny.yaml");
+    ModelOptions mo = {0};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = r, .fuse = fuse};
+    cr_assert(model_cfg_load(&f->arena, "models/tiny.yaml", &mo, &f->cfg, &f->d) && compile_training(&f->arena, &f->cfg, &to, &f->tc, &f->d), "%s", f->d.msg);
+}
+
+static void release(Fused *f) {
+    train_compiled_free(&f->tc);
+    arena_free(&f->arena);
+}
+
+static int count_ops(const Graph *g, OpKind k, int first, int last) {
+    int n = 0;
+    for (int o = first; o < last; o++) n += g->ops[o].kind == k;
+    return n;
+}
+
+/* Counts (tiny model, training step, pointwise recompute):
+ *  - a conv-BN-SiLU block forward is ONE group: 1 library call (the conv) +
+ *    2 generated kernels (BN statistics ending in the per-channel finalize;
+ *    BN-apply + SiLU [+ residual add]);
+ *  - its backward is one bn_act_bwd group of 2 generated kernels (the BN-grad
+ *    sums with BN-apply and SiLU-grad recomputed inside; the dY pass) plus 2
+ *    library calls (dgrad, wgrad) of their own;
+ *  - the whole optimizer (clip + every update) is one group of 2 kernels. */
+Test(fuse, kernel_counts_per_block_type) {
+    Fused f;
+    compile_tiny(&f, FUSE_FULL, RECOMPUTE_POINTWISE);
+    const Graph *g = &f.tc.m.g;
+    const Fusion *fu = &f.tc.fu;
+    int n_fwd = f.tc.tg.n_forward_ops, conv_blocks = 0, bwd_blocks = 0, optim = 0, library = 0;
+    for (int i = 0; i < fu->n_groups; i++) {
+        const FusionGroup *gr = &fu->groups[i];
+        GroupLaunches l = fuse_group_launches(g, gr);
+        library += l.library_calls;
+        if (gr->pattern == PATTERN_CONV_BN_ACT) {
+            conv_blocks++;
+            cr_expect_eq(g->ops[gr->first].kind, OP_CONV2D);
+            cr_expect_eq(g->ops[gr->first + 1].kind, OP_BATCHNORM);
+            cr_expect(gr->n == 3 || gr->n == 4, "conv block of %d ops", gr->n);
+            cr_expect_eq(l.library_calls, 1);
+            cr_expect_eq(l.generated_kernels, 2);
+            /* the BN output never leaves the group; the conv output is kept for backward */
+            cr_expect(fu->internal[g->ops[gr->first + 1].out[0]]);
+            cr_expect_not(fu->internal[g->ops[gr->first].out[0]]);
+        } else if (gr->pattern == PATTERN_BN_ACT_BWD) {
+            bwd_blocks++;
+            cr_expect_eq(l.library_calls, 0);
+            cr_expect_eq(l.generated_kernels, 2);
+            const Op *last = &g->ops[gr->first + gr->n - 1];
+            cr_expect_eq(last->kind, OP_BATCHNORM_BWD);
+            cr_expect(fu->internal[last->in[0]], "the activation gradient is materialised");
+        } else if (gr->pattern == PATTERN_OPTIMIZER) {
+            optim++;
+            cr_expect_eq(l.generated_kernels, 2);
+            cr_expect_eq(gr->n, 1 + count_ops(g, OP_SGD_STEP, 0, g->n_ops));
+        }
+    }
+    int fwd_bn = count_ops(g, OP_BATCHNORM, 0, n_fwd), bn_bwd = count_ops(g, OP_BATCHNORM_BWD, 0, g->n_ops);
+    cr_expect_eq(conv_blocks, fwd_bn, "every BN of the tiny model follows a conv: %d blocks, %d BNs", conv_blocks, fwd_bn);
+    cr_expect_eq(bwd_blocks, bn_bwd);
+    cr_expect_eq(optim, 1);
+    int lib_ops = count_ops(g, OP_CONV2D, 0, g->n_ops) + count_ops(g, OP_CONV2D_DGRAD, 0, g->n_ops) + count_ops(g, OP_CONV2D_WGRAD, 0, g->n_ops);
+    cr_expect_eq(library, lib_ops, "library calls are exactly the convolutions");
+    cr_log_info("tiny training step: %d ops in %d groups; %d conv-BN-SiLU blocks, %d BN-act backward groups, %d library calls", g->n_ops, fu->n_groups, conv_blocks,
+                bwd_blocks, library);
+    release(&f);
+}
+
+Test(fuse, none_is_one_op_per_group) {
+    Fused f;
+    compile_tiny(&f, FUSE_NONE, RECOMPUTE_POINTWISE);
+    cr_expect_eq(f.tc.fu.n_groups, f.tc.m.g.n_ops);
+    for (int i = 0; i < f.tc.fu.n_groups; i++) cr_expect_eq(f.tc.fu.groups[i].n, 1);
+    for (int t = 0; t < f.tc.m.g.n_tensors; t++) cr_expect_not(f.tc.fu.internal[t]);
+    release(&f);
+}
+
+/* A tensor backward reads (no recompute: the BN output feeds the SiLU
+ * gradient) is not internal; forcing it internal makes the step fail loudly
+ * when backward reaches for it, so the internal marks are load-bearing. */
+Test(fuse, internal_marks_have_teeth) {
+    Fused f;
+    compile_tiny(&f, FUSE_FULL, RECOMPUTE_NONE);
+    const Graph *g = &f.tc.m.g;
+    int victim = -1;
+    for (int i = 0; i < f.tc.fu.n_groups && victim < 0; i++)
+        if (f.tc.fu.groups[i].pattern == PATTERN_CONV_BN_ACT) victim = g->ops[f.tc.fu.groups[i].first + 1].out[0];
+    cr_assert(victim >= 0);
+    cr_assert_not(f.tc.fu.internal[victim], "a BN output that backward reads was marked internal");
+    f.tc.mp.offset[victim] = MEMPLAN_INTERNAL;
+    Interp it;
+    char err[512];
+    cr_assert(interp_init(&it, g));
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].kind != TK_ACTIVATION) cr_assert(interp_tensor(&it, t));
+    cr_assert(interp_use_arena(&it, f.tc.mp.offset, f.tc.mp.arena_bytes, true) && interp_use_groups(&it, &f.tc.fu));
+    cr_assert(weights_init(g, it.buf, 11, err, sizeof err), "%s", err);
+    synthetic_batch(5, 2, 64, (int)f.cfg.nc, 8, it.buf[f.tc.tg.images], it.buf[f.tc.tg.boxes], it.buf[f.tc.tg.counts]);
+    *(float *)it.buf[f.tc.tg.grad_seed] = 1.0f;
+    *(float *)it.buf[f.tc.og.step] = 1.0f;
+    cr_expect_not(interp_run(&it, 0, g->n_ops, err, sizeof err), "a step whose saved BN output was freed ran");
+    cr_expect(strstr(err, "has no value"), "%s", err);
+    interp_free(&it);
+    release(&f);
+}
+
+/* Plans carry the groups; the reader re-derives them from the rules and
+ * refuses a group that claims more than its pattern matches. */
+Test(fuse, plans_carry_checked_groups) {
+    Fused f;
+    compile_tiny(&f, FUSE_FULL, RECOMPUTE_POINTWISE);
+    char path[] = "/tmp/yolocc-fuse-XXXXXX", err[512];
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json}, err,
+                         sizeof err),
+              "%s", err);
+    Plan p;
+    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    cr_assert_eq(p.fusion.n_groups, f.tc.fu.n_groups);
+    cr_expect(memcmp(p.fusion.groups, f.tc.fu.groups, sizeof(FusionGroup) * (size_t)f.tc.fu.n_groups) == 0);
+    cr_expect(memcmp(p.fusion.internal, f.tc.fu.internal, sizeof(bool) * (size_t)f.tc.m.g.n_tensors) == 0);
+    cr_assert(p.eval);
+    cr_expect_eq(p.eval->fusion.n_groups, f.tc.efu.n_groups);
+    /* a conv group stretched over the next op breaks its rule */
+    Fusion bad = p.fusion;
+    bad.groups = arena_array(&p.arena, (size_t)bad.n_groups, sizeof(FusionGroup));
+    memcpy(bad.groups, p.fusion.groups, sizeof(FusionGroup) * (size_t)bad.n_groups);
+    cr_assert_eq(bad.groups[0].pattern, PATTERN_CONV_BN_ACT);
+    bad.groups[0].n++;
+    bad.groups[1].first++;
+    bad.groups[1].n--;
+    cr_expect_not(fuse_check(&p.g, &p.arena, &bad, err, sizeof err));
+    cr_expect(strstr(err, "conv_bn_act"), "%s", err);
+    plan_free(&p);
+    unlink(path);
+    release(&f);
+}
