@@ -5,9 +5,12 @@ SHELL := /bin/bash
 CC      ?= cc
 BUILD   ?= build
 WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
-DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+# Open MPI (CPU data parallelism, runtime/dist); its headers as system headers
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/dev/null))
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS)
 CFLAGS  ?= -O2 -g
-LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lpthread -lm
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c))
@@ -69,7 +72,7 @@ demo: $(BUILD)/.deps
 test: $(BUILD)/.deps
 	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/yolort $(BUILD)/san/run_tests $(BUILD)/yolocc $(BUILD)/yolort
 	YOLOCC_BIN=$(BUILD)/san/yolocc YOLORT_BIN=$(BUILD)/san/yolort YOLOCC_FAST_BIN=$(BUILD)/yolocc YOLORT_FAST_BIN=$(BUILD)/yolort \
-	  YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 \
+	  YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  $(BUILD)/san/run_tests --jobs=2 $(TEST_ARGS)
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "target.h"
+
 static int meta_int(const Plan *p, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->meta, key);
     return cJSON_IsNumber(v) ? (int)v->valuedouble : -1;
@@ -38,6 +40,7 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
     ts->max_boxes = (int)bx->d[1];
     ts->nc = meta_int(plan, "nc");
     if (ts->nc < 1) return snprintf(err, (size_t)errcap, "plan META: bad nc"), false;
+    if (!target_prepare(plan->meta, err, errcap)) return false;
     if (plan->precision != PREC_FP32)
         return snprintf(err, (size_t)errcap, "a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", precision_name(plan->precision)), false;
     if (!interp_init(&ts->it, &plan->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
@@ -90,6 +93,7 @@ static void read_items(TrainStep *ts, StepResult *out) {
 }
 
 bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap) {
+    if (ts->reduce_grads) return snprintf(err, (size_t)errcap, "data-parallel steps go through train_step_backward and train_step_update"), false;
     bind_hyper(ts, lr, momentum);
     *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
     if (!interp_run(&ts->it, 0, ts->plan->g.n_ops, err, errcap)) return false;
@@ -116,6 +120,7 @@ bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) 
 
 bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap) {
     if (ts->n_acc_batches == 0) return snprintf(err, (size_t)errcap, "no accumulated gradients to apply"), false;
+    if (ts->reduce_grads && !ts->reduce_grads(ts->reduce_ctx, ts, err, errcap)) return false; /* data parallelism */
     const Graph *g = &ts->plan->g;
     int n;
     const int *grads = train_step_grads(ts, &n);

@@ -18,6 +18,11 @@ typedef struct TrainStep {
     int clip_op;        /* the first optimizer op (grad_clip); its inputs are the gradients */
     float **acc;        /* per gradient (in clip-op input order): the running sum, or NULL */
     int n_acc_batches;  /* batches summed into acc since the last update */
+    /* data parallelism (runtime/dist/dp_train.c), NULL for one process:
+     * train_step_update calls it on acc before anything else; it must leave
+     * every rank holding the same sums */
+    bool (*reduce_grads)(void *ctx, struct TrainStep *ts, char *err, int errcap);
+    void *reduce_ctx;
 } TrainStep;
 
 typedef struct StepResult {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "data/datagen.h"
+#include "dist/dp_train.h"
 #include "synthetic.h"
 #include "train/trainer.h"
 #include "train_step.h"
@@ -40,7 +41,12 @@ static const char USAGE[] =
     "  --no-val            validate only when needed (last epoch, early stopping)\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
     "\n"
-    "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n";
+    "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
+    "                   --accumulate N (1): sum the gradients of N micro-batches per step\n"
+    "\n"
+    "Data parallelism: under `mpirun -np W` (Open MPI) each rank trains on its share of the batches and\n"
+    "gradients are summed over ranks before each update (Ultralytics DDP semantics); rank 0 alone prints\n"
+    "and writes. YOLOCC_COLLECTIVE_TIMEOUT_S (600) ends a job whose collective hangs; YOLOCC_BUCKET_CAP_MB (25).\n";
 
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "yolort: error: ");
@@ -58,11 +64,47 @@ static bool number(const char *s, double lo, double hi, double *out) {
     return true;
 }
 
-/* `yolort train PLAN --synthetic`: steps on one generated batch, losses printed. */
+/* The synthetic pool: batch x units generated samples; data unit u (rank x
+ * accumulate + micro-batch) takes every units-th one (dp_sample_index). */
+typedef struct SynthPool {
+    int units;
+    float *images, *boxes;
+    int64_t *counts;
+} SynthPool;
+
+static bool synth_pool_make(SynthPool *p, const TrainStep *ts, uint64_t seed, int units) {
+    size_t n = (size_t)ts->batch * (size_t)units, img = 3 * (size_t)ts->imgsz * (size_t)ts->imgsz, box = (size_t)ts->max_boxes * 5;
+    *p = (SynthPool){units, malloc(n * img * sizeof(float)), malloc(n * box * sizeof(float)), malloc(n * sizeof(int64_t))};
+    if (!p->images || !p->boxes || !p->counts) return false;
+    synthetic_batch(seed, (int)n, ts->imgsz, ts->nc, ts->max_boxes, p->images, p->boxes, p->counts);
+    return true;
+}
+
+static void synth_pool_bind(const SynthPool *p, TrainStep *ts, int unit) {
+    size_t img = 3 * (size_t)ts->imgsz * (size_t)ts->imgsz, box = (size_t)ts->max_boxes * 5;
+    for (int s = 0; s < ts->batch; s++) {
+        size_t j = (size_t)dp_sample_index(s, unit, p->units);
+        memcpy(train_step_images(ts) + (size_t)s * img, p->images + j * img, img * sizeof(float));
+        memcpy(train_step_boxes(ts) + (size_t)s * box, p->boxes + j * box, box * sizeof(float));
+        train_step_counts(ts)[s] = p->counts[j];
+    }
+}
+
+static void synth_pool_free(SynthPool *p) {
+    free(p->images);
+    free(p->boxes);
+    free(p->counts);
+}
+
+/* `yolort train PLAN --synthetic`: steps on one generated batch, losses
+ * printed. Under mpirun (more than one rank, runtime/dist) every rank takes
+ * its share of the generated samples and gradients are summed over ranks
+ * before each update; rank 0 alone prints and saves. --accumulate N sums N
+ * micro-batches per update in one process: the same update as N ranks. */
 static int synthetic_main(int argc, char **argv) {
     const char *plan_path = argv[2], *weights = NULL, *save = NULL;
     bool synthetic = false, json = false, reference = false;
-    double steps = 10, lr0 = -1, momentum = 0.937, seed = 0;
+    double steps = 10, lr0 = -1, momentum = 0.937, seed = 0, accumulate = 1;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--synthetic") == 0) synthetic = true;
@@ -79,16 +121,28 @@ static int synthetic_main(int argc, char **argv) {
             if (!number(argv[++i], 0, 1, &momentum)) return usage_error("--momentum must be a number in [0, 1], got '%s'", argv[i]);
         } else if (strcmp(a, "--seed") == 0) {
             if (!number(argv[++i], 0, 1e15, &seed) || seed != (long long)seed) return usage_error("--seed must be a non-negative integer, got '%s'", argv[i]);
+        } else if (strcmp(a, "--accumulate") == 0) {
+            if (!number(argv[++i], 1, 1024, &accumulate) || accumulate != (int)accumulate) return usage_error("--accumulate must be an integer in [1, 1024], got '%s'", argv[i]);
         } else return usage_error("unknown option '%s'", a);
     }
     if (!synthetic) return usage_error("%s", "no data: pass --data DATA.yaml or --synthetic");
     Plan plan;
-    TrainStep ts;
-    char err[512];
+    TrainStep ts = {0};
+    DataParallel dp;
+    SynthPool pool = {0};
+    char err[1024];
     int rc = 2;
+    if (!dp_init(&dp, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        dp_finalize(&dp, 2);
+        return 2;
+    }
+    const int rank = dp.comm.ranks.rank, world = dp.comm.ranks.world;
+    const bool root = dp_is_root(&dp);
     if (!plan_read(plan_path, &plan, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         plan_free(&plan);
+        dp_finalize(&dp, 2);
         return 2;
     }
     if (!train_step_init(&ts, &plan, err, sizeof err)) {
@@ -106,25 +160,57 @@ static int synthetic_main(int argc, char **argv) {
         }
         char line[1024];
         weights_report_format(&rep, line, sizeof line);
-        fprintf(stderr, "%s\n", line);
+        if (root) fprintf(stderr, "%s\n", line);
     } else if (!weights_init(&plan.g, ts.it.buf, (uint64_t)seed, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
-    synthetic_batch((uint64_t)seed, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    if (!dp_attach(&dp, &ts, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        goto out;
+    }
+    const int acc = (int)accumulate, units = world * acc;
+    if (units == 1) {
+        synthetic_batch((uint64_t)seed, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    } else if (!synth_pool_make(&pool, &ts, (uint64_t)seed, units)) {
+        fprintf(stderr, "yolort: error: out of memory for %d x %d synthetic samples\n", units, ts.batch);
+        goto out;
+    }
     double lr[3] = {lr0, lr0, lr0};
     rc = 1;
     for (long s = 1; s <= (long)steps; s++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         StepResult r;
-        if (!train_step_run(&ts, lr, momentum, &r, err, sizeof err)) {
-            fprintf(stderr, "%s: step %ld: %s\n", plan_path, s, err);
-            goto out;
+        if (units == 1) {
+            if (!train_step_run(&ts, lr, momentum, &r, err, sizeof err)) {
+                fprintf(stderr, "%s: step %ld: %s\n", plan_path, s, err);
+                goto out;
+            }
+        } else {
+            /* this rank's micro-batches, gradients summed (over ranks inside train_step_update) */
+            StepResult sum = {0};
+            for (int k = 0; k < acc; k++) {
+                synth_pool_bind(&pool, &ts, rank * acc + k);
+                if (!train_step_backward(&ts, &r, err, sizeof err)) {
+                    fprintf(stderr, "%s: rank %d: step %ld: %s\n", plan_path, rank, s, err);
+                    goto out;
+                }
+                sum.box += r.box / acc;
+                sum.cls += r.cls / acc;
+                sum.dfl += r.dfl / acc;
+                sum.total += r.total;
+            }
+            if (!train_step_update(&ts, lr, momentum, NULL, &sum.grad_norm, err, sizeof err)) {
+                fprintf(stderr, "%s: step %ld: %s\n", plan_path, s, err); /* collective errors name the rank */
+                goto out;
+            }
+            r = sum;
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         double loss = r.box + r.cls + r.dfl;
+        if (!root) continue;
         if (json)
             printf("{\"step\": %ld, \"loss\": %.6f, \"box\": %.6f, \"cls\": %.6f, \"dfl\": %.6f, \"total\": %.6f, \"grad_norm\": %.6f, \"seconds\": %.3f}\n", s, loss,
                    r.box, r.cls, r.dfl, r.total, r.grad_norm, secs);
@@ -132,14 +218,20 @@ static int synthetic_main(int argc, char **argv) {
             printf("step %4ld/%ld  loss %.4f  box %.4f  cls %.4f  dfl %.4f  grad_norm %.3f  %.2fs\n", s, (long)steps, loss, r.box, r.cls, r.dfl, r.grad_norm, secs);
         fflush(stdout);
     }
-    if (save && !weights_save(&plan.g, ts.it.buf, save, NULL, err, sizeof err)) {
+    if (!dp_check_in_sync(&dp, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        goto out;
+    }
+    if (root && save && !weights_save(&plan.g, ts.it.buf, save, NULL, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
     rc = 0;
 out:
+    synth_pool_free(&pool);
     train_step_free(&ts);
     plan_free(&plan);
+    dp_finalize(&dp, rc);
     return rc;
 }
 
@@ -205,6 +297,19 @@ static int train_data_main(int argc, char **argv) {
     a.cache_ram = cache && strcmp(cache, "ram") == 0;
     a.val = !no_val;
     if (!a.data && !a.resume) return usage_error("%s", "no data: pass --data DATA.yaml (or --resume RUN)");
+    /* data parallelism covers --synthetic so far; several ranks running the
+     * dataset trainer would each train alone and write the same run directory */
+    Ranks ranks;
+    char rerr[512];
+    if (!ranks_from_environ(&ranks, rerr, sizeof rerr)) {
+        fprintf(stderr, "yolort: error: %s\n", rerr);
+        return 2;
+    }
+    if (ranks.world > 1) {
+        fprintf(stderr, "yolort: error: %d ranks (%s): `yolort train --data` does not run data-parallel yet; run one process (--synthetic runs under mpirun)\n",
+                ranks.world, ranks_source_name(ranks.source));
+        return 2;
+    }
     return train_main(&a);
 }
 

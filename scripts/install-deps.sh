@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/install-deps.sh — installs the Debian packages yolocc builds and
 # tests with, skipping what is already there. Needs root (or sudo) only when
-# something is missing. The CUDA toolkit is expected at /usr/local/cuda and is
-# not needed before the CUDA target exists.
+# something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
+# the CPU target's data parallelism. The CUDA toolkit is expected at
+# /usr/local/cuda and is not needed before the CUDA target exists.
 set -euo pipefail
 
 # header or tool that proves the package is present -> package name
@@ -15,6 +16,8 @@ declare -A NEED=(
   [/usr/include/png.h]=libpng-dev
   [/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h]=libopenblas-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev
+  [/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h]=libopenmpi-dev
+  [/usr/bin/mpirun]=openmpi-bin
   [/usr/bin/pkg-config]=pkg-config
   [/usr/bin/clang]=clang
 )

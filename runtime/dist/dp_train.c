@@ -1,0 +1,102 @@
+/* runtime/dist/dp_train.c — data-parallel training glue (see dp_train.h for
+ * the semantics): gradient region and buckets over a TrainStep, the reduce
+ * hook, start-up broadcast and end-of-run agreement. Must not touch kernels,
+ * the optimizer's arithmetic, the data pipeline or files. */
+#include "dp_train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ULL;
+    return h;
+}
+
+/* bytes of a tensor as the CPU interpreter stores it (interp_tensor: 8 for
+ * int64, else 4: the CPU keeps every floating-point tensor in fp32) */
+static int64_t tensor_bytes(const Tensor *t) { return shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4); }
+
+/* What every rank must agree on before summing gradients: tensor kinds,
+ * dtypes and shapes, and the op sequence. */
+static uint64_t graph_hash(const Graph *g) {
+    uint64_t h = 0xCBF29CE484222325ULL;
+    h = fnv1a(h, &g->n_tensors, sizeof g->n_tensors);
+    h = fnv1a(h, &g->n_ops, sizeof g->n_ops);
+    for (int t = 0; t < g->n_tensors; t++) {
+        int kd[2] = {(int)g->tensors[t].kind, (int)g->tensors[t].dtype};
+        h = fnv1a(h, kd, sizeof kd);
+        h = fnv1a(h, &g->tensors[t].shape.nd, sizeof g->tensors[t].shape.nd);
+        h = fnv1a(h, g->tensors[t].shape.d, sizeof(int64_t) * (size_t)g->tensors[t].shape.nd);
+    }
+    for (int o = 0; o < g->n_ops; o++) {
+        int k = (int)g->ops[o].kind;
+        h = fnv1a(h, &k, sizeof k);
+    }
+    return h;
+}
+
+bool dp_init(DataParallel *dp, char *err, int errcap) {
+    memset(dp, 0, sizeof *dp);
+    Ranks r;
+    return ranks_from_environ(&r, err, errcap) && dist_init(&dp->comm, &r, err, errcap);
+}
+
+bool dp_is_root(const DataParallel *dp) { return dp->comm.ranks.rank == 0; }
+
+bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
+    if (!dp->comm.active) return true;
+    const Graph *g = &ts->plan->g;
+    if (!dist_agree_u64(&dp->comm, graph_hash(g), "the plan's graph (run the same plan on every rank)", err, errcap)) return false;
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    for (int i = 0; i < n; i++)
+        if (g->tensors[grads[i]].dtype != DT_F32) return errf(err, errcap, "data parallelism on the CPU needs fp32 gradients; gradient %d is %s", grads[i], dtype_name(g->tensors[grads[i]].dtype));
+    int64_t cap;
+    if (!bucket_cap_from_env(getenv("YOLOCC_BUCKET_CAP_MB"), &cap, err, errcap)) return false;
+    if (!bucket_layout_from_graph(g, grads, n, cap, &dp->layout, err, errcap)) return false;
+    if (dp->layout.total_bytes > 0 && !(dp->region = malloc((size_t)dp->layout.total_bytes))) return errf(err, errcap, "out of memory for the %lld-byte gradient region", (long long)dp->layout.total_bytes);
+    /* DDP broadcasts rank 0's module state at construction */
+    for (int i = 0; i < g->n_state; i++) {
+        const Tensor *t = &g->tensors[g->state[i]];
+        if (!dist_broadcast(&dp->comm, ts->it.buf[t->id], (size_t)tensor_bytes(t), 0, t->name ? t->name : "a state tensor", err, errcap)) return false;
+    }
+    ts->reduce_grads = dp_reduce_grads;
+    ts->reduce_ctx = dp;
+    dp->ts = ts;
+    return true;
+}
+
+bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap) {
+    DataParallel *dp = ctx;
+    const BucketLayout *l = &dp->layout;
+    const Graph *g = &ts->plan->g;
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    if (n != l->n_grads) return errf(err, errcap, "the gradient layout has %d gradients, the step %d", l->n_grads, n);
+    /* the accumulators are separate arrays; the collective wants the region contiguous */
+    for (int i = 0; i < n; i++) memcpy((char *)dp->region + l->offset[i], ts->acc[i], (size_t)tensor_bytes(&g->tensors[grads[i]]));
+    if (!dist_allreduce_sum(&dp->comm, dp->region, l, err, errcap)) return false;
+    for (int i = 0; i < n; i++) memcpy(ts->acc[i], (char *)dp->region + l->offset[i], (size_t)tensor_bytes(&g->tensors[grads[i]]));
+    return true;
+}
+
+bool dp_check_in_sync(DataParallel *dp, char *err, int errcap) {
+    if (!dp->comm.active || !dp->ts) return true;
+    const Graph *g = &dp->ts->plan->g;
+    /* parameters and optimizer state; BN running statistics stay per rank
+     * (each rank's forward updates its own, and rank 0's are the ones saved) */
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].kind == TK_PARAM || g->tensors[t].kind == TK_OPTIM) h = fnv1a(h, dp->ts->it.buf[t], (size_t)tensor_bytes(&g->tensors[t]));
+    return dist_agree_u64(&dp->comm, h, "the parameters and optimizer state after training (a hash)", err, errcap);
+}
+
+void dp_finalize(DataParallel *dp, int rc) {
+    free(dp->region);
+    dp->region = NULL;
+    bucket_layout_free(&dp->layout);
+    dist_finalize(&dp->comm, rc);
+}

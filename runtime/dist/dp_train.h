@@ -1,0 +1,61 @@
+/* runtime/dist/dp_train.h — data-parallel training on the CPU: ties a
+ * TrainStep to the MPI communicator (gradient region, buckets, the reduce
+ * hook train_step_update calls, start-up broadcast, end-of-run agreement)
+ * and says which samples each rank takes. Must not touch kernels, the
+ * optimizer's arithmetic, the data pipeline or files.
+ *
+ * Semantics (Ultralytics DDP, training-semantics): each rank computes its
+ * loss on its own batch (BN statistics per rank, the loss normalised by the
+ * rank's own target-score sum), Ultralytics multiplies that loss by the world
+ * size, and DDP averages the gradients, so the gradient every rank applies is
+ * the SUM of the per-rank gradients. This is what a single process computes
+ * by accumulating the ranks' batches one after another (train_step_backward
+ * once per batch, then train_step_update), not what one batch of the
+ * combined size computes. The all-reduce therefore sums and never divides. */
+#ifndef YOLOCC_DIST_DP_TRAIN_H
+#define YOLOCC_DIST_DP_TRAIN_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../train_step.h"
+#include "buckets.h"
+#include "comm_mpi.h"
+
+typedef struct DataParallel {
+    DistComm comm;
+    BucketLayout layout;    /* over the TrainStep's gradients (fp32) */
+    float *region;          /* layout.total_bytes: the accumulated gradients, packed */
+    TrainStep *ts;
+} DataParallel;
+
+/* Discovers the ranks from the environment and starts MPI when there is
+ * more than one. dp->comm.ranks says which rank this is afterwards. */
+bool dp_init(DataParallel *dp, char *err, int errcap);
+
+/* More than one rank: checks that every rank runs the same graph, lays out
+ * the gradient buckets (YOLOCC_BUCKET_CAP_MB, default 25), copies rank 0's
+ * parameters and buffers to all ranks (as DDP does at construction), and
+ * installs the reduce hook in ts. One rank: does nothing. Call after the
+ * weights are initialised or loaded. */
+bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
+
+/* The hook: packs ts's accumulated gradients into the region in bucket
+ * order, sums every bucket over the ranks, unpacks. */
+bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap);
+
+/* True when every rank holds bit-identical parameters and buffers (checked
+ * with a hash at the end of a run). */
+bool dp_check_in_sync(DataParallel *dp, char *err, int errcap);
+
+/* Sample s of the batch that data unit u of n takes from a pool of
+ * batch * n samples: s * n + u, every n-th sample like PyTorch's
+ * DistributedSampler (n = world size x micro-batches per step, u = rank x
+ * micro-batches + micro-batch index). */
+static inline int64_t dp_sample_index(int64_t s, int unit, int units) { return s * units + unit; }
+
+bool dp_is_root(const DataParallel *dp);   /* rank 0: the only rank that prints and writes files */
+
+/* Frees the region and layout and ends MPI (dist_finalize: abort on rc != 0). */
+void dp_finalize(DataParallel *dp, int rc);
+
+#endif
