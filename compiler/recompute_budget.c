@@ -15,18 +15,11 @@ static void conv_feeders(const Graph *g, int t, int n_fwd_ops, bool *feeds, int 
     const Op *op = &g->ops[p];
     if (op->kind == OP_CONV2D) {
         feeds[p] = true;
-        return;
-    }
-    switch (op->kind) {
-    case OP_BATCHNORM:
+    } else if (op->kind == OP_BATCHNORM) {
         conv_feeders(g, op->in[0], n_fwd_ops, feeds, depth + 1);
-        return;
-    case OP_SILU: case OP_RELU: case OP_LEAKY_RELU: case OP_HARDSWISH: case OP_GELU: case OP_SIGMOID: case OP_ADD: case OP_CHANNEL_SCALE:
-    case OP_CONCAT: case OP_SPLIT: case OP_RESHAPE: case OP_RESIZE_NEAREST: case OP_ZEROPAD2D:
+    } else if (autodiff_recomputable(op->kind)) {
         for (int i = 0; i < op->n_in; i++)
             if (g->tensors[op->in[i]].kind == TK_ACTIVATION) conv_feeders(g, op->in[i], n_fwd_ops, feeds, depth + 1);
-        return;
-    default: return;
     }
 }
 
@@ -128,21 +121,19 @@ static int best_score_first(const void *x, const void *y) {
     return a->unit - b->unit;
 }
 
-bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx, Graph *const *gp, const TrainingGraph *const *tgp, const MemPlan *const *mpp,
-                          int nlevels, BudgetResult *out) {
+bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx, const Graph *g, const TrainingGraph *tg, const MemPlan *mp, int nlevels,
+                          BudgetResult *out) {
     memset(out, 0, sizeof *out);
     Units us;
-    int n_tensors = (*gp)->n_tensors;
+    int n_tensors = g->n_tensors;
     bool *set = arena_array(a, (size_t)n_tensors + 1, sizeof(bool));
-    bool *chosen_conv = arena_array(a, (size_t)(*tgp)->n_forward_ops + 1, sizeof(bool));
-    if (!set || !chosen_conv || !make_units(a, *gp, *tgp, nlevels, &us)) return false;
+    bool *chosen_conv = arena_array(a, (size_t)tg->n_forward_ops + 1, sizeof(bool));
+    if (!set || !chosen_conv || !make_units(a, g, tg, nlevels, &us)) return false;
     Cand *cand = arena_array(a, (size_t)us.n + 1, sizeof(Cand));
     if (!cand) return false;
     int64_t target = (int64_t)((double)budget * 0.99);
     bool placed = false;
     for (;;) {
-        const Graph *g = *gp;
-        const MemPlan *mp = *mpp;
         int64_t have = placed ? mp->arena_bytes : mp->lower_bound_bytes;
         if (have <= (placed ? budget : target)) {
             if (placed) return true;
@@ -172,15 +163,15 @@ bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx
         /* the best few by score first; all of them only when those gain nothing */
         for (int k = 0; k < nc && (best < 0 || k < TRIALS); k++) {
             Unit *u = &us.u[cand[k].unit];
-            for (int j = 0; j < u->n; j++) set[(*gp)->ops[us.convs[u->first + j]].out[0]] = true;
+            for (int j = 0; j < u->n; j++) set[g->ops[us.convs[u->first + j]].out[0]] = true;
             if (!build(ctx, set, false)) return false;
-            double gain = (double)(before - (*mpp)->lower_bound_bytes) / (u->flops + 1);
-            for (int j = 0; j < u->n; j++) set[(*gp)->ops[us.convs[u->first + j]].out[0]] = false;
+            double gain = (double)(before - mp->lower_bound_bytes) / (u->flops + 1);
+            for (int j = 0; j < u->n; j++) set[g->ops[us.convs[u->first + j]].out[0]] = false;
             if (gain > best_gain) best_gain = gain, best = cand[k].unit;
         }
         if (best < 0) {
             if (!placed && !build(ctx, out->units ? set : NULL, true)) return false;
-            out->smallest = (*mpp)->arena_bytes;
+            out->smallest = mp->arena_bytes;
             return out->smallest <= budget;
         }
         Unit *u = &us.u[best];
@@ -189,7 +180,7 @@ bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx
         for (int j = 0; j < u->n; j++) {
             int c = us.convs[u->first + j];
             chosen_conv[c] = true;
-            set[(*gp)->ops[c].out[0]] = true;
+            set[g->ops[c].out[0]] = true;
             out->recompute_convs++;
         }
         if (!build(ctx, set, placed)) return false;

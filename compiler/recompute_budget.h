@@ -8,7 +8,8 @@
 
 /* Builds the training step with `convs` (per forward tensor id: recompute
  * this conv output too; NULL: none) and plans memory (placed or bound only),
- * leaving the graph, TrainingGraph and MemPlan where *g, *tg, *mp point. */
+ * rebuilding in place the graph, TrainingGraph and MemPlan passed to
+ * recompute_fit_budget. */
 typedef bool (*StepBuildFn)(void *ctx, const bool *convs, bool place);
 
 typedef struct BudgetResult {
@@ -24,7 +25,7 @@ typedef struct BudgetResult {
  * chains of recomputation never leave a unit. The caller has built the step
  * without extra recompute (place false). On return the last build is
  * the chosen plan (placed). False when no unit lowers the peak further. */
-bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx, Graph *const *g, const TrainingGraph *const *tg, const MemPlan *const *mp,
-                          int nlevels, BudgetResult *out);
+bool recompute_fit_budget(Arena *a, int64_t budget, StepBuildFn build, void *ctx, const Graph *g, const TrainingGraph *tg, const MemPlan *mp, int nlevels,
+                          BudgetResult *out);
 
 #endif

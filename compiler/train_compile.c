@@ -105,13 +105,10 @@ static bool build_step_cb(void *ctx, const bool *convs, bool place) {
 
 static bool fit_budget(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
     StepCtx ctx = {a, cfg, o, tc, d};
-    Graph *g = &tc->m.g;
-    const TrainingGraph *tg = &tc->tg;
-    const MemPlan *mp = &tc->mp;
     BudgetResult r;
     /* the first build tells the head's level count */
     if (!build_step(a, cfg, o, NULL, false, tc, d)) return false;
-    bool ok = recompute_fit_budget(a, o->recompute_budget, build_step_cb, &ctx, &g, &tg, &mp, tc->s.nstrides, &r);
+    bool ok = recompute_fit_budget(a, o->recompute_budget, build_step_cb, &ctx, &tc->m.g, &tc->tg, &tc->mp, tc->s.nstrides, &r);
     tc->recompute_convs = r.recompute_convs;
     if (ok) return true;
     if (d->failed) return false;

@@ -9,7 +9,7 @@
 
 /* Ops whose outputs backward may recompute from their inputs: cheap per
  * element, or pure data movement. */
-static bool recomputable(OpKind k) {
+bool autodiff_recomputable(OpKind k) {
     switch (k) {
     case OP_BATCHNORM:
     case OP_SILU:
@@ -54,7 +54,7 @@ static int recompute(Recompute *rc, int t) {
     if (p < 0 || p >= rc->n_fwd_ops) return t;
     bool conv = g->ops[p].kind == OP_CONV2D && rc->conv_too && rc->conv_too[t];
     if (rc->copy[t] >= 0 && (conv || rc->copy_sweep[t] == rc->sweep)) return rc->copy[t];
-    if (!conv && !recomputable(g->ops[p].kind)) return t;
+    if (!conv && !autodiff_recomputable(g->ops[p].kind)) return t;
     Op op = g->ops[p];
     if (op.kind == OP_BATCHNORM && t != op.out[0]) return t; /* statistics are kept */
     int in[IR_MAX_SPLIT + 8], n_in = op.n_in, id;

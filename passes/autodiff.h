@@ -13,6 +13,10 @@
  * right before backward needs them (DESIGN decision 6). */
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_POINTWISE } RecomputePolicy;
 
+/* Ops whose outputs pointwise recompute re-emits in backward: BN (its
+ * output; statistics are kept), activations, adds, layout ops. */
+bool autodiff_recomputable(OpKind k);
+
 typedef struct LossSpec {
     int nc, reg_max, max_boxes;
     int nlevels;

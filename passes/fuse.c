@@ -66,7 +66,7 @@ static int match_at(const Graph *g, int o, GroupPattern *pat) {
     if (op->kind == OP_BN_APPLY || op->kind == OP_ACTIVATION_BWD) {
         int k = o;
         if (op->kind == OP_BN_APPLY) k++;
-        if (k + 1 < n && k < n && ops[k].kind == OP_ACTIVATION_BWD && (k == o || ops[k].in[1] == ops[o].out[0]) && ops[k + 1].kind == OP_BATCHNORM_BWD &&
+        if (k + 1 < n && ops[k].kind == OP_ACTIVATION_BWD && (k == o || ops[k].in[1] == ops[o].out[0]) && ops[k + 1].kind == OP_BATCHNORM_BWD &&
             ops[k + 1].in[0] == ops[k].out[0]) {
             *pat = PATTERN_BN_ACT_BWD;
             return k + 1 - o + 1;
@@ -97,7 +97,8 @@ static GroupKind pattern_kind(const Graph *g, const FusionGroup *gr) {
     }
 }
 
-/* internal: activation tensors made inside a group and read only there */
+/* internal: activation tensors made inside a group, read there, and read
+ * nowhere else (a tensor nobody reads is an output the runtime may look at) */
 static bool mark_internal(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
     f->internal = arena_array(a, (size_t)g->n_tensors + 1, sizeof(bool));
     int *group_of = arena_array(a, (size_t)g->n_ops + 1, sizeof(int));
@@ -110,15 +111,9 @@ static bool mark_internal(const Graph *g, Arena *a, Fusion *f, char *err, int er
         for (int i = 0; i < g->ops[o].n_in; i++) {
             int t = g->ops[o].in[i], p = g->tensors[t].producer;
             if (p < 0 || group_of[p] != group_of[o]) outside[t] = true;
+            else f->internal[t] = g->tensors[t].kind == TK_ACTIVATION;
         }
-    for (int t = 0; t < g->n_tensors; t++) {
-        int p = g->tensors[t].producer;
-        /* a tensor nobody reads is an output the runtime may look at */
-        bool read = false;
-        if (p >= 0 && g->tensors[t].kind == TK_ACTIVATION && !outside[t])
-            for (int o = p + 1; o < f->groups[group_of[p]].first + f->groups[group_of[p]].n && !read; o++) read = reads(&g->ops[o], t);
-        f->internal[t] = read;
-    }
+    for (int t = 0; t < g->n_tensors; t++) f->internal[t] &= !outside[t];
     return true;
 }
 
