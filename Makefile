@@ -10,18 +10,22 @@ MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/de
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS)
 CFLAGS  ?= -O2 -g
-LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas $(MPI_LIBS) -ldl -lpthread -lm
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto $(MPI_LIBS) -ldl -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c))
-HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtime/*/*.h)
+HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtime/*/*.h templates/*.h)
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
 
-OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+# kernel templates (templates/), embedded as one blob (scripts/embed-templates.sh)
+TPL     := $(sort $(wildcard templates/*.h templates/*/*))
+TPL_OBJ := $(BUILD)/obj/templates.o
 
-.PHONY: all deps demo test check fuzz fuzz-run bench-loader clean
+OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(TPL_OBJ)
+SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(TPL_OBJ)
+
+.PHONY: all deps demo test check fuzz fuzz-run bench-loader golden clean
 
 all: $(BUILD)/yolocc $(BUILD)/yolort
 
@@ -31,6 +35,14 @@ $(BUILD)/.deps: scripts/install-deps.sh
 	@touch $@
 
 deps: $(BUILD)/.deps
+
+$(BUILD)/gen/templates.S: $(TPL) scripts/embed-templates.sh
+	@mkdir -p $(dir $@)
+	scripts/embed-templates.sh $@ $(TPL)
+
+$(TPL_OBJ): $(BUILD)/gen/templates.S $(TPL)
+	@mkdir -p $(dir $@)
+	$(CC) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -81,10 +93,10 @@ test: $(BUILD)/.deps
 FUZZ_SECONDS ?= 30
 FUZZERS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HDRS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC) $(HDRS) $(TPL_OBJ)
 	@mkdir -p $(dir $@)
 	clang $(WARN) $(DEFS) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	  $< $(LIB_SRC) -o $@ $(LIBS)
+	  $< $(LIB_SRC) $(TPL_OBJ) -o $@ $(LIBS)
 
 fuzz: $(FUZZERS)
 
@@ -94,6 +106,11 @@ fuzz-run: $(FUZZERS) $(BUILD)/yolocc
 # Data-pipeline throughput against a plain decode loop (bench/LOADER.md).
 bench-loader: $(BUILD)/.deps
 	bench/loader.sh
+
+# Rewrites the golden generated sources (tests/golden/codegen) after an
+# intended codegen change; review the diff before committing.
+golden: $(BUILD)/yolocc
+	YOLOCC_BIN=$(BUILD)/yolocc scripts/update-golden.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -20,7 +20,7 @@ stats() {
 import json, sys
 d = json.load(sys.stdin)
 g = d["groups"]
-print(d["arena_bytes"], d["lower_bound_bytes"], d["saved_activation_bytes"], "%.4f" % (d["recompute_flops"] / d["step_flops"]), g["library_calls"] + g["generated_kernels"])'
+print(d["arena_bytes"], d["lower_bound_bytes"], d["saved_activation_bytes"], "%.4f" % (d["recompute_flops"] / d["step_flops"]), g["library_calls"] + g["generated_launches"])'
 }
 for spec in "yolov8.yaml n yolov8n" "yolov8.yaml s yolov8s" "yolo11.yaml n yolo11n"; do
   for batch in 16 64; do

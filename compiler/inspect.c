@@ -9,6 +9,8 @@
 #include <stdlib.h>
 
 #include "../runtime/plan_read.h"
+#include "codegen.h"
+#include "kernel_ir.h"
 #include "memory_svg.h"
 
 static const char *KIND_NAMES[] = {"activations", "inputs", "parameters", "buffers", "optimizer_state"};
@@ -19,28 +21,64 @@ static cJSON *shape_array(const Shape *s) {
     return a;
 }
 
-/* groups by kind and by pattern, and the launches they cost */
-static cJSON *fusion_report(const Graph *g, const Fusion *f) {
+/* groups by kind and by pattern, and the launches they cost (the kernel IR's
+ * lowering of them: library calls and generated-kernel launches) */
+static cJSON *fusion_report(const Plan *p) {
+    const Graph *g = &p->g;
+    const Fusion *f = &p->fusion;
     int by_kind[GROUP_KINDS] = {0}, by_pattern[PATTERN_COUNT] = {0}, library = 0, generated = 0;
     for (int i = 0; i < f->n_groups; i++) {
         by_kind[f->groups[i].kind]++;
         by_pattern[f->groups[i].pattern]++;
-        GroupLaunches l = fuse_group_launches(g, &f->groups[i]);
-        library += l.library_calls;
-        generated += l.generated_kernels;
     }
+    KProgram kp;
+    char err[256];
+    bool lowered = kernel_lower(g, f, p->precision, &kp, err, sizeof err);
+    if (lowered) kernel_count_launches(&kp, 0, kp.n_groups, &library, &generated);
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "total", f->n_groups);
     cJSON *k = cJSON_AddObjectToObject(r, "by_kind");
     for (int i = 0; i < GROUP_KINDS; i++) cJSON_AddNumberToObject(k, group_kind_name((GroupKind)i), by_kind[i]);
     cJSON *pt = cJSON_AddObjectToObject(r, "by_pattern");
     for (int i = 0; i < PATTERN_COUNT; i++) cJSON_AddNumberToObject(pt, group_pattern_name((GroupPattern)i), by_pattern[i]);
-    cJSON_AddNumberToObject(r, "library_calls", library);
-    cJSON_AddNumberToObject(r, "generated_kernels", generated);
+    if (lowered) {
+        cJSON_AddNumberToObject(r, "library_calls", library);
+        cJSON_AddNumberToObject(r, "generated_launches", generated);
+        cJSON_AddNumberToObject(r, "generated_kernels", kp.n_kernels);
+        kernel_program_free(&kp);
+    } else {
+        cJSON_AddStringToObject(r, "lowering_error", err);
+    }
     int64_t internal = 0;
     for (int t = 0; t < g->n_tensors; t++) internal += f->internal[t];
     cJSON_AddNumberToObject(r, "internal_tensors", (double)internal);
     return r;
+}
+
+/* "kernel_target" and "kernels": what the KERNELS section holds, without
+ * the blob offsets ({"name", "archs", "cubin_bytes", "ptx_bytes"} for CUDA) */
+static void kernels_report(cJSON *r, const Plan *p) {
+    cJSON *idx = NULL, *out = cJSON_AddArrayToObject(r, "kernels");
+    const unsigned char *blobs;
+    size_t blobs_len;
+    char err[256];
+    if (!p->kernels) {
+        cJSON_AddStringToObject(r, "kernel_target", "none");
+        return;
+    }
+    if (!codegen_parse_section(p->kernels, p->kernels_len, &idx, &blobs, &blobs_len, err, sizeof err)) {
+        cJSON_AddStringToObject(r, "kernel_error", err);
+        return;
+    }
+    cJSON_AddStringToObject(r, "kernel_target", cJSON_GetStringValue(cJSON_GetObjectItem(idx, "target")));
+    const cJSON *so = cJSON_GetObjectItem(idx, "so"), *k;
+    if (so) cJSON_AddNumberToObject(r, "so_bytes", cJSON_GetNumberValue(cJSON_GetObjectItem(so, "bytes")));
+    cJSON_ArrayForEach(k, cJSON_GetObjectItem(idx, "kernels")) {
+        cJSON *e = cJSON_Duplicate(k, true);
+        cJSON_DeleteItemFromObject(e, "blobs");
+        cJSON_AddItemToArray(out, e);
+    }
+    cJSON_Delete(idx);
 }
 
 static cJSON *build_report(const char *path, const Plan *p) {
@@ -74,7 +112,8 @@ static cJSON *build_report(const char *path, const Plan *p) {
     cJSON *bk = cJSON_AddObjectToObject(ops, "by_kind");
     for (int k = 0; k < OP_COUNT; k++)
         if (by_kind[k]) cJSON_AddNumberToObject(bk, op_def((OpKind)k)->name, by_kind[k]);
-    cJSON_AddItemToObject(r, "groups", fusion_report(g, &p->fusion));
+    cJSON_AddItemToObject(r, "groups", fusion_report(p));
+    kernels_report(r, p);
     if (p->eval) {
         cJSON *ev = cJSON_AddObjectToObject(r, "eval");
         cJSON_AddItemToObject(ev, "meta", cJSON_Duplicate(p->eval->meta, true));
@@ -144,6 +183,11 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
             printf("]");
         }
         printf("\n");
+        const cJSON *ks = cJSON_GetObjectItem(r, "kernels"), *gr = cJSON_GetObjectItem(r, "groups");
+        printf("groups: %g (library calls %g, generated launches %g of %g kernels); compiled kernels: %d for %s\n", cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "total")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "library_calls")), cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_launches")),
+               cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_kernels")), cJSON_GetArraySize(ks),
+               cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) ? cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) : "?");
         if (p.eval)
             printf("validation graph: batch %g, %d ops, arena %.1f MB\n", cJSON_GetNumberValue(cJSON_GetObjectItem(p.eval->meta, "batch")), p.eval->g.n_ops,
                    (double)p.eval->arena_bytes / 1e6);

@@ -10,12 +10,10 @@
 #include "inspect.h"
 #include "lower.h"
 #include "plan_write.h"
+#include "version.h"
 #include "summary.h"
 #include "train_compile.h"
 
-#ifndef YOLOCC_VERSION
-#define YOLOCC_VERSION "0.1.0"
-#endif
 
 enum { EXIT_BAD_INPUT = 2 };
 
@@ -40,6 +38,10 @@ static const char USAGE[] =
     "                          adds and layout ops from kept conv outputs and BN statistics; none keeps\n"
     "                          them; BYTES (e.g. 400M, 2G; K/M/G = 2^10/2^20/2^30) also recomputes the\n"
     "                          cheapest conv outputs until the step arena fits\n"
+    "  --target cpu|cuda       cpu (default): kernels rendered to C and built with the system compiler into the plan;\n"
+    "                          cuda: kernels rendered to CUDA and compiled by NVRTC (no GPU needed)\n"
+    "  --arch sm_80,sm_90      CUDA architectures (default sm_80,sm_90): a cubin each, plus PTX of the newest\n"
+    "  --emit-src DIR          also write every generated kernel source into DIR\n"
     "  --fuse full|none        full (default): fusion groups (conv-BN-activation, BN-activation backward,\n"
     "                          elementwise chains, one optimizer group) whose inner tensors take no memory;\n"
     "                          none: one op per group\n"
@@ -64,6 +66,7 @@ typedef struct Options {
     FusePolicy fuse;
     RecomputePolicy recompute;
     int64_t recompute_budget;
+    CodegenOptions cg;
     bool json;
 } Options;
 
@@ -107,6 +110,9 @@ static int parse_args(int argc, char **argv, Options *o) {
     o->weight_decay = 0.0005;
     o->recompute = RECOMPUTE_POINTWISE;
     o->fuse = FUSE_FULL;
+    o->cg.n_archs = 2;
+    snprintf(o->cg.archs[0], sizeof o->cg.archs[0], "sm_80");
+    snprintf(o->cg.archs[1], sizeof o->cg.archs[1], "sm_90");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long v;
@@ -116,7 +122,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
-                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0) {
+                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0 || strcmp(a, "--target") == 0 ||
+                   strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -130,6 +137,16 @@ static int parse_args(int argc, char **argv, Options *o) {
                 else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
                 else if (!parse_bytes(val, &o->recompute_budget))
                     return usage_error("--recompute must be none, pointwise or a byte budget like 400M, got '%s'", val);
+            } else if (strcmp(a, "--target") == 0) {
+                if (strcmp(val, "cpu") == 0) o->cg.target = TARGET_CPU;
+                else if (strcmp(val, "cuda") == 0) o->cg.target = TARGET_CUDA;
+                else return usage_error("--target must be cpu or cuda, got '%s'", val);
+            } else if (strcmp(a, "--arch") == 0) {
+                char why[256];
+                if (!codegen_parse_archs(val, &o->cg, why, sizeof why)) return usage_error("%s", why);
+            } else if (strcmp(a, "--emit-src") == 0) {
+                if (!*val) return usage_error("--emit-src needs a directory%s", "");
+                o->cg.emit_src_dir = val;
             } else if (strcmp(a, "--fuse") == 0) {
                 if (strcmp(val, "none") == 0) o->fuse = FUSE_NONE;
                 else if (strcmp(val, "full") == 0) o->fuse = FUSE_FULL;
@@ -211,21 +228,35 @@ int main(int argc, char **argv) {
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
                            .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget};
+        to.target = o.cg.target;
         TrainCompiled tc = {0};
-        char err[512];
+        CodegenResult kt = {0}, ke = {0};
+        CodegenOptions cg_train = o.cg, cg_eval = o.cg;
+        cg_train.tag = "train";
+        cg_eval.tag = "eval";
+        char err[4096];
         if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
-        } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, &tc.fu, tc.meta_json}, &(PlanPart){&tc.em.g, &tc.emp, &tc.efu, tc.eval_meta_json}, err, sizeof err)) {
+        } else if (!codegen_build(&tc.m.g, &tc.fu, tc.mp.precision, &cg_train, &kt, err, sizeof err) ||
+                   !codegen_build(&tc.em.g, &tc.efu, tc.emp.precision, &cg_eval, &ke, err, sizeof err)) {
+            fprintf(stderr, "yolocc: error: codegen (%s target): %s\n", codegen_target_name(o.cg.target), err);
+            rc = 1;
+        } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, &tc.fu, tc.meta_json, kt.section, kt.section_len},
+                               &(PlanPart){&tc.em.g, &tc.emp, &tc.efu, tc.eval_meta_json, ke.section, ke.section_len}, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: %s\n", err);
             rc = 1;
         } else {
             fputs(d.warnings, stderr);
             printf("%s: %s, imgsz %d, batch %d: %d tensors, %d ops, %lld parameters -> %s\n", cfg.path, cfg.name, tc.s.imgsz, o.batch, tc.m.g.n_tensors,
                    tc.m.g.n_ops, (long long)tc.s.parameters, o.output);
+            printf("kernels (%s): %d training + %d validation, %d compiled, %d from the cache, %.2f s\n", codegen_target_name(o.cg.target), kt.n_kernels,
+                   ke.n_kernels, kt.compiled + ke.compiled, kt.cached + ke.cached, kt.seconds + ke.seconds);
             rc = 0;
         }
+        codegen_result_free(&kt);
+        codegen_result_free(&ke);
         train_compiled_free(&tc);
         goto out;
     }

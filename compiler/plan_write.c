@@ -127,7 +127,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
-    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN, EVAL, GROUPS */
+    /* sections: META, STRINGS (filled while the others are written), TENSORS, OPS, GRAPH, MEMPLAN, EVAL, GROUPS, KERNELS */
     pc_append(&sec[0], (const unsigned char *)meta_json, strlen(meta_json));
     write_tensors(&sec[2], &st, g);
     write_ops(&sec[3], &st, g);
@@ -137,6 +137,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
     write_memplan(&sec[5], g, mp);
     if (nested) pc_append(&sec[6], nested->out, nested->len);
     write_groups(&sec[7], part->fu);
+    if (part->kernels) pc_append(&sec[8], part->kernels, part->kernels_len);
     uint8_t nul = 0;
     pc_u8(&st.bytes, &nul, "strings"); /* a final NUL: every offset reads a terminated string */
     sec[1] = st.bytes;
@@ -146,7 +147,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
             snprintf(err, (size_t)errcap, "%s", sec[i].err);
             goto out;
         }
-    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN, PLAN_SEC_EVAL, PLAN_SEC_GROUPS};
+    static const uint32_t ids[NSEC] = {PLAN_SEC_META, PLAN_SEC_STRINGS, PLAN_SEC_TENSORS, PLAN_SEC_OPS, PLAN_SEC_GRAPH, PLAN_SEC_MEMPLAN, PLAN_SEC_EVAL, PLAN_SEC_GROUPS, PLAN_SEC_KERNELS};
     PlanCodec *head = out;
     uint64_t offset = PLAN_HEADER_BYTES + (uint64_t)NSEC * PLAN_ENTRY_BYTES, total = offset;
     for (int i = 0; i < NSEC; i++) total += sec[i].len;

@@ -12,6 +12,8 @@ typedef struct PlanPart {
     const MemPlan *mp;
     const Fusion *fu;
     const char *meta_json;
+    const unsigned char *kernels;   /* the KERNELS payload (compiler/codegen.h), or NULL */
+    size_t kernels_len;
 } PlanPart;
 
 /* Writes the training plan; eval (may be NULL) is the validation graph,

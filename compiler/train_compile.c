@@ -27,7 +27,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(m, "imgsz", tc->s.imgsz);
     cJSON_AddNumberToObject(m, "batch", o->batch);
     cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
-    cJSON_AddStringToObject(m, "target", "cpu");
+    cJSON_AddStringToObject(m, "target", codegen_target_name(o->target));
     cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
     cJSON_AddStringToObject(m, "fuse", fuse_policy_name(o->fuse));
@@ -86,7 +86,7 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: training graph fails verification: %s", err);
     int loss_op = g->tensors[tc->tg.loss].producer;
     if (!fuse_build(g, o->fuse, a, &tc->fu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "fusion: %s", err);
-    if (!memplan_build(g, loss_op, tc->fu.internal, o->precision, place, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
+    if (!memplan_build(g, loss_op, &tc->fu, o->precision, place, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
     return true;
 }
 
@@ -133,7 +133,7 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
     if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
-    if (!memplan_build(g, -1, tc->efu.internal, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
+    if (!memplan_build(g, -1, &tc->efu, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
     cJSON *m = cJSON_CreateObject();
     if (!m) return diag_error(d, (Mark){0, 0}, "out of memory");
     cJSON_AddStringToObject(m, "format", "yolocc-plan");

@@ -7,6 +7,7 @@
 #include "../passes/fuse.h"
 #include "../passes/memplan.h"
 #include "../passes/optimizer.h"
+#include "codegen.h"
 #include "lower.h"
 
 typedef struct TrainOptions {
@@ -18,6 +19,7 @@ typedef struct TrainOptions {
     FusePolicy fuse;            /* FUSE_NONE (0): one op per group */
     int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
     int val_batch;              /* validation graph batch; 0: 2 x batch, as Ultralytics validates */
+    CodegenTarget target;       /* META "target" (the kernels themselves come from codegen_build) */
 } TrainOptions;
 
 typedef struct TrainCompiled {

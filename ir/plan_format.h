@@ -1,4 +1,4 @@
-/* ir/plan_format.h — the plan file format (v3), shared by the writer
+/* ir/plan_format.h — the plan file format (v4), shared by the writer
  * (compiler/plan_write.c) and the reader (runtime/plan_read.c).
  *
  * Little-endian throughout. Layout:
@@ -23,6 +23,11 @@
  *            plan of its own (kind "eval", whose EVAL section is empty)
  *   GROUPS   u32 count, then per fusion group: u32 kind, u32 pattern, u32 first
  *            op, u32 op count (passes/fuse.h); the groups partition the ops
+ *   KERNELS  empty (the reference interpreter runs the plan), or the compiled
+ *            kernels: u32 index length, a JSON index (target, kernel names,
+ *            per-blob offset/bytes), then the blobs: the CPU target's shared
+ *            object, or per CUDA kernel a cubin per architecture and PTX
+ *            (compiler/codegen.h)
  * Op outputs are numbered as the graph numbers them: the ops, replayed in
  * order, recreate every activation tensor id. */
 #ifndef YOLOCC_PLAN_FORMAT_H
@@ -31,13 +36,13 @@
 
 #define PLAN_MAGIC "YOLOCCPL"
 enum {
-    PLAN_VERSION = 3,
+    PLAN_VERSION = 4,
     PLAN_HEADER_BYTES = 24,
     PLAN_ENTRY_BYTES = 32,
     PLAN_MAX_SECTIONS = 16,
     PLAN_TENSOR_BYTES = 72,
 };
-enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5, PLAN_SEC_MEMPLAN = 6, PLAN_SEC_EVAL = 7, PLAN_SEC_GROUPS = 8, PLAN_SECTIONS = 8 };
+enum { PLAN_SEC_META = 1, PLAN_SEC_STRINGS = 2, PLAN_SEC_TENSORS = 3, PLAN_SEC_OPS = 4, PLAN_SEC_GRAPH = 5, PLAN_SEC_MEMPLAN = 6, PLAN_SEC_EVAL = 7, PLAN_SEC_GROUPS = 8, PLAN_SEC_KERNELS = 9, PLAN_SECTIONS = 9 };
 #define PLAN_NO_STRING 0xFFFFFFFFu
 /* limits the reader enforces before allocating */
 #define PLAN_MAX_BYTES ((uint64_t)1 << 32)

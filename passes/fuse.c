@@ -110,7 +110,10 @@ static bool mark_internal(const Graph *g, Arena *a, Fusion *f, char *err, int er
     for (int o = 0; o < g->n_ops; o++)
         for (int i = 0; i < g->ops[o].n_in; i++) {
             int t = g->ops[o].in[i], p = g->tensors[t].producer;
-            if (p < 0 || group_of[p] != group_of[o]) outside[t] = true;
+            /* in memory as well: what a library call (convolution) writes,
+             * and the clip coefficient, which every update kernel reads after
+             * a grid-wide reduction */
+            if (p < 0 || group_of[p] != group_of[o] || single_kind(&g->ops[p]) == GROUP_LIBRARY || g->ops[p].kind == OP_GRAD_CLIP) outside[t] = true;
             else f->internal[t] = g->tensors[t].kind == TK_ACTIVATION;
         }
     for (int t = 0; t < g->n_tensors; t++) f->internal[t] &= !outside[t];
@@ -148,26 +151,4 @@ bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
     }
     if (next != g->n_ops) return snprintf(err, (size_t)errcap, "the groups cover %d of %d ops", next, g->n_ops), false;
     return mark_internal(g, a, f, err, errcap);
-}
-
-GroupLaunches fuse_group_launches(const Graph *g, const FusionGroup *gr) {
-    const Op *first = &g->ops[gr->first];
-    switch (gr->pattern) {
-    /* the conv, a statistics reduction that ends in the per-channel finalize,
-     * one apply-activation(-add) pass; eval BN needs no statistics */
-    case PATTERN_CONV_BN_ACT: return (GroupLaunches){1, g->ops[gr->first + 1].a.training ? 2 : 1};
-    case PATTERN_BN_ACT: return (GroupLaunches){0, 2};
-    case PATTERN_POINTWISE: return (GroupLaunches){0, 1};
-    /* the BN-grad sums (recomputing BN-apply and the activation grad on the
-     * fly), then the dY pass that recomputes them again */
-    case PATTERN_BN_ACT_BWD: return (GroupLaunches){0, 2};
-    /* the gradient norm reduction, one multi-tensor update */
-    case PATTERN_OPTIMIZER: return (GroupLaunches){0, 2};
-    default: break;
-    }
-    switch (single_kind(first)) {
-    case GROUP_LIBRARY: return (GroupLaunches){1, 0};
-    case GROUP_REDUCTION: return (GroupLaunches){0, first->kind == OP_BATCHNORM || first->kind == OP_BATCHNORM_BWD ? 2 : 1};
-    default: return (GroupLaunches){0, first->kind == OP_RESHAPE || first->kind == OP_DETACH ? 0 : 1};
-    }
 }

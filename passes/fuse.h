@@ -39,16 +39,11 @@ typedef struct Fusion {
     bool *internal;         /* per tensor: produced and read only inside one group */
 } Fusion;
 
-/* Launches a group costs a backend (what the kernel-count tests pin). */
-typedef struct GroupLaunches {
-    int library_calls, generated_kernels;
-} GroupLaunches;
 
 bool fuse_build(const Graph *g, FusePolicy p, Arena *a, Fusion *f, char *err, int errcap);
 /* Checks that groups partition the ops in order and that each group matches
  * its pattern; fills f->internal. For groups read back from a plan. */
 bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap);
-GroupLaunches fuse_group_launches(const Graph *g, const FusionGroup *gr);
 const char *group_kind_name(GroupKind k);
 const char *group_pattern_name(GroupPattern p);
 const char *fuse_policy_name(FusePolicy p);

@@ -18,21 +18,19 @@ static bool always_fp32(const Graph *g, int t) {
     return (op->kind == OP_BATCHNORM && t != op->out[0]) || op->kind == OP_DETECT_LOSS || op->kind == OP_GRAD_CLIP;
 }
 
+void memplan_mark_persistent(const Graph *g, bool *persistent) {
+    for (int t = 0; t < g->n_tensors; t++) persistent[t] = g->tensors[t].kind != TK_ACTIVATION;
+    /* parameter gradients live in the persistent gradient region */
+    for (int o = 0; o < g->n_ops; o++)
+        if (g->ops[o].kind == OP_SGD_STEP || g->ops[o].kind == OP_ADAMW_STEP) persistent[g->ops[o].in[1]] = true;
+}
+
 int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p) {
     const Tensor *x = &g->tensors[t];
     int64_t n = shape_numel(&x->shape);
     if (x->dtype == DT_I64) return n * 8;
     bool low = p != PREC_FP32 && x->kind == TK_ACTIVATION && !persistent && !always_fp32(g, t);
     return n * (low ? 2 : 4);
-}
-
-typedef struct Placed {
-    int64_t off, end;
-} Placed;
-
-static int by_offset(const void *a, const void *b) {
-    const Placed *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
 }
 
 /* Placement orders tried: biggest first; biggest size x lifetime first;
@@ -50,32 +48,66 @@ static int by_key(const void *a, const void *b) {
     return x->t - y->t;
 }
 
+/* Tensors already placed, kept sorted by offset (ties by id) so each search
+ * is one scan instead of a sort. */
+typedef struct ByOff {
+    int *t, n;
+    const int64_t *off;
+} ByOff;
+
+static bool before(const ByOff *s, int a, int b) { return s->off[a] < s->off[b] || (s->off[a] == s->off[b] && a < b); }
+
+static void byoff_insert(ByOff *s, int t) {
+    int lo = 0, hi = s->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (before(s, s->t[mid], t)) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(s->t + lo + 1, s->t + lo, sizeof(int) * (size_t)(s->n - lo));
+    s->t[lo] = t;
+    s->n++;
+}
+
+static void byoff_remove(ByOff *s, int t) {
+    int k = 0;
+    while (k < s->n && s->t[k] != t) k++;
+    if (k == s->n) return;
+    memmove(s->t + k, s->t + k + 1, sizeof(int) * (size_t)(s->n - k - 1));
+    s->n--;
+}
+
+static bool overlap(const MemPlan *mp, int t, int u) { return mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]; }
+
+/* The lowest (first fit) or tightest (best fit) offset where t fits among
+ * the placed tensors whose lifetimes overlap its own. */
+static int64_t find_gap(const MemPlan *mp, const ByOff *s, int t, bool best_fit) {
+    int64_t size = align_up(mp->bytes[t]), best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (int j = 0; j < s->n; j++) {
+        int u = s->t[j];
+        if (u == t || !overlap(mp, t, u)) continue;
+        int64_t gap = s->off[u] - cursor;
+        if (gap >= size && gap < best_gap) {
+            best = cursor;
+            best_gap = best_fit ? gap : -1;
+            if (!best_fit) break;
+        }
+        int64_t end = s->off[u] + align_up(mp->bytes[u]);
+        if (end > cursor) cursor = end;
+    }
+    return best >= 0 ? best : cursor;
+}
+
 /* Places tensors in the given order, each into the smallest gap (best fit)
- * or the lowest gap (first fit) among placed tensors whose lifetimes overlap
- * its own; returns the arena size, offsets in off[]. */
-static int64_t place_greedy(const MemPlan *mp, const int *order, int m, bool best_fit, Placed *placed, int64_t *off) {
+ * or the lowest gap (first fit); returns the arena size, offsets in off[]. */
+static int64_t place_greedy(const MemPlan *mp, const int *order, int m, bool best_fit, int *scratch, int64_t *off) {
     int64_t arena = 0;
+    ByOff s = {scratch, 0, off};
     for (int k = 0; k < m; k++) {
         int t = order[k];
-        int64_t size = align_up(mp->bytes[t]);
-        int np = 0;
-        for (int j = 0; j < k; j++) {
-            int u = order[j];
-            if (mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]) placed[np++] = (Placed){off[u], off[u] + align_up(mp->bytes[u])};
-        }
-        qsort(placed, (size_t)np, sizeof(Placed), by_offset);
-        int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
-        for (int j = 0; j < np; j++) {
-            int64_t gap = placed[j].off - cursor;
-            if (gap >= size && gap < best_gap) {
-                best = cursor;
-                best_gap = best_fit ? gap : -1;
-                if (!best_fit) break;
-            }
-            if (placed[j].end > cursor) cursor = placed[j].end;
-        }
-        off[t] = best >= 0 ? best : cursor;
-        if (off[t] + size > arena) arena = off[t] + size;
+        off[t] = find_gap(mp, &s, t, best_fit);
+        byoff_insert(&s, t);
+        if (off[t] + align_up(mp->bytes[t]) > arena) arena = off[t] + align_up(mp->bytes[t]);
     }
     return arena;
 }
@@ -94,25 +126,20 @@ static int top_first(const void *a, const void *b) {
 /* Local improvement: take each tensor out, topmost first, and put it back at
  * the lowest offset where it fits among everything else; repeat while that
  * moves something. Returns the new arena size. */
-static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *placed, ByOffset *tops, int64_t *off) {
+static int64_t compact(const MemPlan *mp, const int *order, int m, int *scratch, ByOffset *tops, int64_t *off) {
+    ByOff s = {scratch, 0, off};
+    for (int k = 0; k < m; k++) byoff_insert(&s, order[k]);
     for (int pass = 0; pass < 8; pass++) {
         for (int k = 0; k < m; k++) tops[k] = (ByOffset){off[order[k]], order[k]};
         qsort(tops, (size_t)m, sizeof(ByOffset), top_first);
         bool moved = false;
         for (int k = 0; k < m; k++) {
             int t = tops[k].t;
-            int64_t size = align_up(mp->bytes[t]);
-            int np = 0;
-            for (int j = 0; j < m; j++) {
-                int u = order[j];
-                if (u != t && mp->def[u] <= mp->last[t] && mp->def[t] <= mp->last[u]) placed[np++] = (Placed){off[u], off[u] + align_up(mp->bytes[u])};
-            }
-            qsort(placed, (size_t)np, sizeof(Placed), by_offset);
-            int64_t cursor = 0;
-            for (int j = 0; j < np && placed[j].off - cursor < size; j++)
-                if (placed[j].end > cursor) cursor = placed[j].end;
-            if (cursor < off[t]) {
-                off[t] = cursor;
+            int64_t at = find_gap(mp, &s, t, false);
+            if (at < off[t]) {
+                byoff_remove(&s, t);
+                off[t] = at;
+                byoff_insert(&s, t);
                 moved = true;
             }
         }
@@ -126,17 +153,18 @@ static int64_t compact(const MemPlan *mp, const int *order, int m, Placed *place
 
 /* Places the arena tensors in `order` (then compacts) and keeps the result
  * in mp if its arena is smaller than the best so far. */
-static void try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit, Placed *placed, ByOffset *tops, int64_t *trial) {
+static bool try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit, int *placed, ByOffset *tops, int64_t *trial) {
     for (int t = 0; t < n; t++) trial[t] = mp->offset[t] == MEMPLAN_INTERNAL ? MEMPLAN_INTERNAL : -1;
     place_greedy(mp, order, m, best_fit, placed, trial);
     int64_t arena = compact(mp, order, m, placed, tops, trial);
-    if (arena < mp->arena_bytes) {
-        mp->arena_bytes = arena;
-        memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
-    }
+    if (arena >= mp->arena_bytes) return false;
+    mp->arena_bytes = arena;
+    memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
+    return true;
 }
 
-bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
+bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap) {
+    const bool *internal = fu ? fu->internal : NULL;
     memset(mp, 0, sizeof *mp);
     mp->precision = p;
     int n = g->n_tensors;
@@ -146,21 +174,27 @@ bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision 
     mp->last = arena_array(a, (size_t)n + 1, sizeof(int));
     bool *persistent = arena_array(a, (size_t)n + 1, sizeof(bool));
     int *order = arena_array(a, (size_t)n + 1, sizeof(int));
-    Placed *placed = arena_array(a, (size_t)n + 1, sizeof(Placed));
+    int *placed = arena_array(a, (size_t)n + 1, sizeof(int));
     int64_t *delta = arena_array(a, (size_t)g->n_ops + 2, sizeof(int64_t));
     if (!mp->offset || !mp->bytes || !mp->def || !mp->last || !persistent || !order || !placed || !delta)
         return snprintf(err, (size_t)errcap, "out of memory"), false;
     graph_last_use(g, mp->last);
-    for (int t = 0; t < n; t++) {
-        mp->def[t] = g->tensors[t].producer;
-        persistent[t] = g->tensors[t].kind != TK_ACTIVATION;
+    memplan_mark_persistent(g, persistent);
+    for (int t = 0; t < n; t++) mp->def[t] = g->tensors[t].producer;
+    /* a launch may carry out several ops of its group at once: a tensor is
+     * live from the start of its producer's group to the end of its last
+     * reader's group */
+    if (fu) {
+        int *lo = arena_array(a, (size_t)g->n_ops + 1, sizeof(int)), *hi = arena_array(a, (size_t)g->n_ops + 1, sizeof(int));
+        if (!lo || !hi) return snprintf(err, (size_t)errcap, "out of memory"), false;
+        for (int i = 0; i < fu->n_groups; i++)
+            for (int o = fu->groups[i].first; o < fu->groups[i].first + fu->groups[i].n; o++) lo[o] = fu->groups[i].first, hi[o] = fu->groups[i].first + fu->groups[i].n - 1;
+        for (int t = 0; t < n; t++) {
+            if (mp->def[t] >= 0) mp->def[t] = lo[mp->def[t]];
+            if (mp->last[t] >= 0 && mp->last[t] < g->n_ops) mp->last[t] = hi[mp->last[t]];
+        }
     }
-    for (int o = 0; o < g->n_ops; o++) {
-        const Op *op = &g->ops[o];
-        mp->step_flops += op_def(op->kind)->flops(g, op);
-        /* parameter gradients live in the persistent gradient region */
-        if (op->kind == OP_SGD_STEP || op->kind == OP_ADAMW_STEP) persistent[op->in[1]] = true;
-    }
+    for (int o = 0; o < g->n_ops; o++) mp->step_flops += op_def(g->ops[o].kind)->flops(g, &g->ops[o]);
     int m = 0;
     for (int t = 0; t < n; t++) {
         const Tensor *x = &g->tensors[t];
@@ -210,27 +244,25 @@ bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision 
         for (int k = 0; k < m; k++) order[k] = keys[k].t;
         try_order(mp, n, order, m, strategy % 2 == 0, placed, tops, trial);
     }
-    /* then a few seeded perturbations of the size order: swap neighbours of
-     * similar size and re-place; keeps the best (plans stay reproducible) */
+    /* then seeded perturbations of the best order so far (hill climbing):
+     * swap neighbours of similar size and re-place; plans stay reproducible */
+    int *best = arena_array(a, (size_t)m + 1, sizeof(int));
+    bool *best_fit = arena_array(a, 1, sizeof(bool));
+    if (!best || !best_fit) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int k = 0; k < m; k++) keys[k] = (SizeKey){(double)align_up(mp->bytes[order[k]]), mp->def[order[k]], order[k]};
+    qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
+    for (int k = 0; k < m; k++) best[k] = keys[k].t;
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
-    for (int trial_no = 0; trial_no < 24 && mp->arena_bytes > mp->lower_bound_bytes; trial_no++) {
-        for (int k = 0; k < m; k++) {
-            int t = order[k];
-            keys[k] = (SizeKey){(double)align_up(mp->bytes[t]), mp->def[t], t};
-        }
-        qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
+    for (int trial_no = 0; trial_no < 48 && mp->arena_bytes > mp->lower_bound_bytes; trial_no++) {
+        memcpy(order, best, sizeof(int) * (size_t)m);
         for (int k = 0; k + 1 < m; k++) {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
-            if ((rng & 3) == 0 && keys[k + 1].key >= 0.5 * keys[k].key) {
-                SizeKey tmp = keys[k];
-                keys[k] = keys[k + 1];
-                keys[k + 1] = tmp;
-            }
+            int u = order[k], v = order[k + 1];
+            if ((rng & 3) == 0 && align_up(mp->bytes[v]) >= align_up(mp->bytes[u]) / 2) order[k] = v, order[k + 1] = u;
         }
-        for (int k = 0; k < m; k++) order[k] = keys[k].t;
-        try_order(mp, n, order, m, trial_no % 2 == 0, placed, tops, trial);
+        if (try_order(mp, n, order, m, trial_no % 2 == 0, placed, tops, trial)) memcpy(best, order, sizeof(int) * (size_t)m);
     }
     if (m == 0) mp->arena_bytes = 0;
     return true;

@@ -6,6 +6,7 @@
 #ifndef YOLOCC_MEMPLAN_H
 #define YOLOCC_MEMPLAN_H
 #include "../ir/ir.h"
+#include "fuse.h"
 
 typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } Precision;
 
@@ -29,13 +30,16 @@ typedef struct MemPlan {
 
 const char *precision_name(Precision p);
 /* loss_op: index of the detect_loss op (forward ends there), or -1.
- * internal (NULL: none): tensors a fusion group keeps to itself. With
+ * fu (NULL: none): the fusion groups; their internal tensors take no memory
+ * and the others live from their group's first op to their last reader's group's end. With
  * place false only the sizes and the lower bound are computed (offsets stay
  * -1, arena_bytes 0): the fast objective of the recompute budget search. */
-bool memplan_build(const Graph *g, int loss_op, const bool *internal, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
+bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
 /* Storage bytes of tensor t: activations and activation gradients at the
  * precision; master weights, their gradients, BN statistics, optimizer state
  * and the loss stay fp32. */
 int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p);
+/* persistent[t]: t lives outside the step arena (state, inputs, parameter gradients). */
+void memplan_mark_persistent(const Graph *g, bool *persistent);
 
 #endif

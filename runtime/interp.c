@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_conv.h"
+#include "gen_cpu.h"
 
 size_t dtype_size(DType dt) { return dt == DT_I64 ? 8 : dt == DT_F32 ? 4 : 2; }
 
@@ -94,31 +95,81 @@ bool interp_use_groups(Interp *it, const Fusion *f) {
     return ok;
 }
 
-bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
+/* After op o: poison its inputs that die here, drop transient tensors due. */
+static void after_op(Interp *it, int o) {
     const Graph *g = it->g;
+    const Op *op = &g->ops[o];
+    for (int i = 0; it->poison && i < op->n_in; i++) {
+        int t = op->in[i];
+        if (it->last[t] == o && !it->transient[t]) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
+    }
+    for (int j = it->free_at ? it->free_at[o] : 0; it->free_at && j < it->free_at[o + 1]; j++) {
+        int t = it->free_list[j];
+        if (it->owned[t]) free(it->buf[t]);
+        it->buf[t] = NULL;
+        it->owned[t] = false;
+    }
+}
+
+/* One op through its library routine (fast CPU kernel or the oracle). */
+static bool run_op(Interp *it, int o, char *err, int errcap) {
+    const Graph *g = it->g;
+    const Op *op = &g->ops[o];
+    RefKernel k = it->fast ? cpu_kernel(op->kind) : NULL;
+    if (!k) k = ref_kernel(op->kind);
+    if (!k) return snprintf(err, (size_t)errcap, "op %d (%s) has no reference kernel", o, op_def(op->kind)->name), false;
+    for (int i = 0; i < op->n_in; i++)
+        if (!it->buf[op->in[i]]) return snprintf(err, (size_t)errcap, "op %d (%s) reads %%%d, which has no value", o, op_def(op->kind)->name, op->in[i]), false;
+    for (int i = 0; i < op->n_out; i++)
+        if (!interp_tensor(it, op->out[i])) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    char why[200];
+    if (!k(g, op, it->buf, why, sizeof why)) return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
+    return true;
+}
+
+void interp_use_generated(Interp *it, const GenCpu *gen) { it->gen = gen; }
+
+/* Every tensor a launch names must hold a value, except what its own ops make. */
+static bool bind_launch(Interp *it, const KLaunch *ln, char *err, int errcap) {
+    for (int i = 0; i < ln->n_args; i++) {
+        int t = ln->args[i], p = it->g->tensors[t].producer;
+        if (it->buf[t]) continue;
+        if (p < ln->op_lo || p > ln->op_hi)
+            return snprintf(err, (size_t)errcap, "kernel %s (ops %d-%d) reads %%%d, which has no value", it->gen->kp.kernels[ln->kernel].name, ln->op_lo, ln->op_hi, t), false;
+        if (!interp_tensor(it, t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    }
+    return true;
+}
+
+static bool run_generated(Interp *it, int first, int last, char *err, int errcap) {
+    const GenCpu *gen = it->gen;
+    const Fusion *f = gen->fusion;
+    for (int gi = 0; gi < f->n_groups; gi++) {
+        int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
+        if (hi <= first || lo >= last) continue;
+        for (int l = gen->kp.group_first[gi]; l < gen->kp.group_first[gi + 1]; l++) {
+            const KLaunch *ln = &gen->kp.launches[l];
+            bool inside = ln->op_lo >= first && ln->op_hi < last;
+            if (!inside && ln->op_hi >= first && ln->op_lo < last)
+                return snprintf(err, (size_t)errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first, last, ln->op_lo, ln->op_hi), false;
+            if (!inside) continue;
+            if (ln->kernel < 0) {
+                if (!run_op(it, ln->op_lo, err, errcap)) return false;
+                continue;
+            }
+            if (!bind_launch(it, ln, err, errcap)) return false;
+            gen_cpu_launch(gen, ln, it->buf);
+        }
+        for (int o = lo > first ? lo : first; o < hi && o < last; o++) after_op(it, o);
+    }
+    return true;
+}
+
+bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
+    if (it->gen) return run_generated(it, first, last, err, errcap);
     for (int o = first; o < last; o++) {
-        const Op *op = &g->ops[o];
-        RefKernel k = it->fast ? cpu_kernel(op->kind) : NULL;
-        if (!k) k = ref_kernel(op->kind);
-        if (!k) return snprintf(err, (size_t)errcap, "op %d (%s) has no reference kernel", o, op_def(op->kind)->name), false;
-        for (int i = 0; i < op->n_in; i++)
-            if (!it->buf[op->in[i]])
-                return snprintf(err, (size_t)errcap, "op %d (%s) reads %%%d, which has no value", o, op_def(op->kind)->name, op->in[i]), false;
-        for (int i = 0; i < op->n_out; i++)
-            if (!interp_tensor(it, op->out[i])) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        char why[200];
-        if (!k(g, op, it->buf, why, sizeof why))
-            return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
-        for (int i = 0; it->poison && i < op->n_in; i++) {
-            int t = op->in[i];
-            if (it->last[t] == o && !it->transient[t]) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
-        }
-        for (int j = it->free_at ? it->free_at[o] : 0; it->free_at && j < it->free_at[o + 1]; j++) {
-            int t = it->free_list[j];
-            if (it->owned[t]) free(it->buf[t]);
-            it->buf[t] = NULL;
-            it->owned[t] = false;
-        }
+        if (!run_op(it, o, err, errcap)) return false;
+        after_op(it, o);
     }
     return true;
 }

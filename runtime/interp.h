@@ -17,6 +17,7 @@ typedef struct Interp {
     int *free_at, *free_list;   /* per op: transient tensors dropped after it (CSR) */
     bool poison;        /* arena mode: fill a tensor's bytes with NaN once it is dead */
     bool fast;          /* run cpu_kernel() where it has an entry; false: the oracle only */
+    const struct GenCpu *gen;   /* the CPU target's generated kernels, or NULL: op by op */
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);
@@ -31,6 +32,10 @@ bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bo
 /* Drops each internal tensor when its fusion group ends instead of after its
  * last reader, so a group that lets one escape fails ("has no value"). */
 bool interp_use_groups(Interp *it, const Fusion *f);
+/* Runs the plan's generated code (runtime/gen_cpu.h) group by group: its
+ * kernels, and the library routines of the ops that have no kernel. Ranges
+ * passed to interp_run must then not cut a launch in two. */
+void interp_use_generated(Interp *it, const struct GenCpu *gen);
 /* Runs ops [first, last); false with err naming the op on failure. */
 bool interp_run(Interp *it, int first, int last, char *err, int errcap);
 void interp_free(Interp *it);

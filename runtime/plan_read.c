@@ -324,6 +324,13 @@ static bool parse_plan(const unsigned char *buf, size_t len, Plan *p, bool neste
     if (!cJSON_IsObject(p->meta)) FAIL("offset %llu: META is not a JSON object", (unsigned long long)secs[0].off);
     char verr[256];
     if (!graph_verify(&p->g, verr, sizeof verr)) FAIL("plan graph fails verification: %s", verr);
+    if (secs[8].len > 0) {
+        unsigned char *k = arena_alloc(&p->arena, secs[8].len);
+        if (!k) FAIL("out of memory");
+        memcpy(k, secs[8].data, secs[8].len);
+        p->kernels = k;
+        p->kernels_len = secs[8].len;
+    }
     const Section *ev = &secs[6];
     if (ev->len > 0) {
         if (nested) FAIL("offset %llu: an eval plan cannot hold another eval plan", (unsigned long long)ev->off);

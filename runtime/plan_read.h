@@ -19,6 +19,8 @@ typedef struct Plan {
     int64_t *offset;        /* per tensor: arena offset, -1 for its own storage, or
                              * MEMPLAN_INTERNAL (lives inside its fusion group only) */
     Fusion fusion;          /* the fusion groups (GROUPS section), checked against their rules */
+    const unsigned char *kernels;   /* the KERNELS payload (a copy in the arena), or NULL when empty */
+    size_t kernels_len;
     struct Plan *eval;      /* a training plan's validation graph (EVAL section), or NULL */
 } Plan;
 

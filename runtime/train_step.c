@@ -48,6 +48,12 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
     if (plan->offset && (!interp_use_arena(&ts->it, plan->offset, plan->arena_bytes, false) || !interp_use_groups(&ts->it, &plan->fusion))) return snprintf(err, (size_t)errcap, "out of memory for the %lld-byte arena", (long long)plan->arena_bytes), false;
     for (int t = 0; t < plan->g.n_tensors; t++)
         if (plan->g.tensors[t].kind != TK_ACTIVATION && !interp_tensor(&ts->it, t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (plan->kernels) {
+        char why[400];
+        if (!gen_cpu_open(&ts->gen, plan, why, sizeof why)) return snprintf(err, (size_t)errcap, "generated kernels: %s", why), false;
+        ts->has_gen = true;
+        interp_use_generated(&ts->it, &ts->gen);
+    }
     ts->clip_op = -1;
     for (int o = 0; o < plan->g.n_ops && ts->clip_op < 0; o++)
         if (plan->g.ops[o].kind == OP_GRAD_CLIP) ts->clip_op = o;
@@ -77,6 +83,7 @@ int64_t *train_step_counts(TrainStep *ts) { return ts->it.buf[ts->counts]; }
 bool train_step_set_fast(TrainStep *ts, bool fast) {
     bool was = ts->it.fast;
     ts->it.fast = fast;
+    interp_use_generated(&ts->it, fast && ts->has_gen ? &ts->gen : NULL);
     return was;
 }
 
@@ -154,4 +161,6 @@ void train_step_free(TrainStep *ts) {
         ts->acc = NULL;
     }
     interp_free(&ts->it);
+    if (ts->has_gen) gen_cpu_close(&ts->gen);
+    ts->has_gen = false;
 }

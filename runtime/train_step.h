@@ -4,12 +4,15 @@
  * datasets or schedules; the caller feeds batches and hyper-parameters. */
 #ifndef YOLOCC_TRAIN_STEP_H
 #define YOLOCC_TRAIN_STEP_H
+#include "gen_cpu.h"
 #include "interp.h"
 #include "plan_read.h"
 
 typedef struct TrainStep {
     Plan *plan;
     Interp it;
+    GenCpu gen;         /* the plan's generated CPU kernels, when it carries them */
+    bool has_gen;
     int images, boxes, counts, grad_seed, lrs, momentum, opt_step;
     int loss, items, grad_norm;
     int batch, imgsz, max_boxes, nc;
@@ -36,8 +39,9 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap);
 float *train_step_images(TrainStep *ts);    /* [batch, ch, imgsz, imgsz], 0..1 */
 float *train_step_boxes(TrainStep *ts);     /* [batch, max_boxes, 5]: cls, cx, cy, w, h (normalised) */
 int64_t *train_step_counts(TrainStep *ts);  /* [batch] */
-/* fast: run the fast CPU kernels (cpu_conv.h) where they exist instead of the
- * reference oracle (the default). Returns the previous setting. */
+/* fast (the default): run the plan's generated kernels when it carries them,
+ * and the fast CPU library kernels (cpu_conv.h) where they exist; false: the
+ * reference oracle op by op. Returns the previous setting. */
 bool train_step_set_fast(TrainStep *ts, bool fast);
 bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap);
 

@@ -2,8 +2,9 @@
 # scripts/install-deps.sh — installs the Debian packages yolocc builds and
 # tests with, skipping what is already there. Needs root (or sudo) only when
 # something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
-# the CPU target's data parallelism. The CUDA toolkit is expected at
-# /usr/local/cuda and is not needed before the CUDA target exists.
+# the CPU target's data parallelism; libssl-dev (libcrypto) hashes kernel-cache
+# keys. The CUDA toolkit is expected at /usr/local/cuda and is not needed
+# before the CUDA target exists.
 set -euo pipefail
 
 # header or tool that proves the package is present -> package name
@@ -14,6 +15,7 @@ declare -A NEED=(
   [/usr/include/zlib.h]=zlib1g-dev
   [/usr/include/jpeglib.h]=libjpeg62-turbo-dev
   [/usr/include/png.h]=libpng-dev
+  [/usr/include/openssl/evp.h]=libssl-dev
   [/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h]=libopenblas-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev
   [/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h]=libopenmpi-dev

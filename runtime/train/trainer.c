@@ -313,6 +313,12 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (ep->offset && (!interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&t->ev, &ep->fusion))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int id = 0; id < ep->g.n_tensors; id++)
         if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (ep->kernels && !a->reference) {
+        char why[400];
+        if (!gen_cpu_open(&t->evgen, ep, why, sizeof why)) return snprintf(err, (size_t)errcap, "validation kernels: %s", why), false;
+        t->has_evgen = true;
+        interp_use_generated(&t->ev, &t->evgen);
+    }
     print_optimizer(t, opt ? opt : "?");
     return true;
 }
@@ -383,6 +389,7 @@ static void trainer_free(Trainer *t) {
     loader_close(t->val_loader);
     dataset_free(&t->ds);
     interp_free(&t->ev);
+    if (t->has_evgen) gen_cpu_close(&t->evgen);
     ema_free(t);
     free(t->skip);
     train_step_free(&t->ts);

@@ -40,6 +40,8 @@ typedef struct Trainer {
     Plan plan;
     TrainStep ts;
     Interp ev;              /* the plan's validation graph, reading the EMA */
+    GenCpu evgen;           /* its generated kernels, when the plan carries them */
+    bool has_evgen;
     Dataset ds;
     Loader *train_loader, *val_loader;
     void **ema;             /* per train-graph tensor id: EMA copy of each state tensor */

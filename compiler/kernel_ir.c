@@ -1,0 +1,199 @@
+/* compiler/kernel_ir.c — building kernel code: sections of SSA instructions,
+ * buffer slots, dead-code removal and the signature that names and shares a
+ * kernel. Knows no ops (kernel_rules.c) and no target syntax. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_build.h"
+
+static const char *const SKEL_NAMES[KS_COUNT] = {"map", "channel_reduce", "list_norm", "copy"};
+
+const char *kernel_skel_name(KSkel s) { return s >= 0 && s < KS_COUNT ? SKEL_NAMES[s] : "?"; }
+
+void kb_init(KBuild *kb, KSkel s) {
+    memset(kb, 0, sizeof *kb);
+    kb->k.skel = s;
+    kb->k.n_phases = 1;
+    for (int i = 0; i < KIR_MAX_BUFS; i++) kb->slot_tensor[i] = -1;
+}
+
+void kb_free(KBuild *kb) {
+    free(kb->k.code);
+    kb->k.code = NULL;
+}
+
+static void kb_fail(KBuild *kb, const char *why) {
+    if (!kb->failed) snprintf(kb->why, sizeof kb->why, "%s", why);
+    kb->failed = true;
+}
+
+
+void kb_section(KBuild *kb) { kb->sec_first = kb->k.n_code; }
+
+void kb_end_body(KBuild *kb, int phase) { kb->k.body[phase] = (KSection){kb->sec_first, kb->k.n_code - kb->sec_first}; }
+
+void kb_end_finalize(KBuild *kb, int phase) { kb->k.finalize[phase] = (KSection){kb->sec_first, kb->k.n_code - kb->sec_first}; }
+
+int kb_emit(KBuild *kb, KInstr in) {
+    if (kb->failed) return 0;
+    if (kb->k.n_code == kb->cap) {
+        int cap = kb->cap ? kb->cap * 2 : 32;
+        KInstr *code = realloc(kb->k.code, sizeof(KInstr) * (size_t)cap);
+        if (!code) return kb_fail(kb, "out of memory"), 0;
+        kb->k.code = code;
+        kb->cap = cap;
+    }
+    kb->k.code[kb->k.n_code++] = in;
+    return kb->k.n_code - 1 - kb->sec_first;
+}
+
+int kb_slot(KBuild *kb, int tensor) {
+    for (int i = 0; i < kb->k.n_bufs; i++)
+        if (kb->slot_tensor[i] == tensor) return i;
+    if (kb->k.n_bufs == KIR_MAX_BUFS) return kb_fail(kb, "a kernel would need more than 16 buffers"), 0;
+    kb->slot_tensor[kb->k.n_bufs] = tensor;
+    return kb->k.n_bufs++;
+}
+
+int kb_load(KBuild *kb, int tensor, KAccess at, double index) {
+    return kb_emit(kb, (KInstr){.op = KI_LOAD, .buf = kb_slot(kb, tensor), .at = at, .imm = index});
+}
+
+void kb_store(KBuild *kb, int tensor, KAccess at, double index, int value) {
+    int slot = kb_slot(kb, tensor);
+    kb->k.buf_written[slot] = true;
+    kb_emit(kb, (KInstr){.op = KI_STORE, .a = value, .buf = slot, .at = at, .imm = index});
+}
+
+int kb_const(KBuild *kb, double v) { return kb_emit(kb, (KInstr){.op = KI_CONST, .imm = v}); }
+int kb_un(KBuild *kb, KInstrOp op, int a) { return kb_emit(kb, (KInstr){.op = op, .a = a}); }
+int kb_bin(KBuild *kb, KInstrOp op, int a, int b) { return kb_emit(kb, (KInstr){.op = op, .a = a, .b = b}); }
+int kb_sel(KBuild *kb, KInstrOp op, int a, int b, int c, int d) { return kb_emit(kb, (KInstr){.op = op, .a = a, .b = b, .c = c, .d = d}); }
+
+/* operands that are registers, by instruction kind */
+static int reg_operands(const KInstr *in, int *r) {
+    switch (in->op) {
+    case KI_STORE: case KI_SETVAR: case KI_ACCUM: case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: r[0] = in->a; return 1;
+    case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: r[0] = in->a, r[1] = in->b; return 2;
+    case KI_SEL_GT: case KI_SEL_GE: r[0] = in->a, r[1] = in->b, r[2] = in->c, r[3] = in->d; return 4;
+    default: return 0;
+    }
+}
+
+static bool has_effect(KInstrOp op) { return op == KI_STORE || op == KI_SETVAR || op == KI_ACCUM || op == KI_INC_I64; }
+
+/* Removes dead instructions of one section into out; returns the new count. */
+static int compact_section(const KInstr *code, int n, KInstr *out) {
+    bool *live = calloc((size_t)n + 1, sizeof(bool));
+    int *renum = calloc((size_t)n + 1, sizeof(int));
+    if (!live || !renum) {
+        free(live);
+        free(renum);
+        memcpy(out, code, sizeof(KInstr) * (size_t)n);
+        return n;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        if (has_effect(code[i].op)) live[i] = true;
+        if (!live[i]) continue;
+        int r[4], k = reg_operands(&code[i], r);
+        for (int j = 0; j < k; j++) live[r[j]] = true;
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (!live[i]) continue;
+        KInstr in = code[i];
+        int r[4], k = reg_operands(&in, r);
+        int *dst[4] = {&in.a, &in.b, &in.c, &in.d};
+        for (int j = 0; j < k; j++) *dst[j] = renum[r[j]];
+        renum[i] = m;
+        out[m++] = in;
+    }
+    free(live);
+    free(renum);
+    return m;
+}
+
+void kb_compact(KBuild *kb) {
+    if (kb->failed || !kb->k.n_code) return;
+    Kernel *k = &kb->k;
+    KInstr *out = malloc(sizeof(KInstr) * (size_t)k->n_code);
+    if (!out) return kb_fail(kb, "out of memory");
+    int m = 0;
+    KSection *secs[2 * KIR_MAX_PHASES];
+    int ns = 0;
+    for (int p = 0; p < k->n_phases; p++) secs[ns++] = &k->body[p];
+    for (int p = 0; p < k->n_phases; p++) secs[ns++] = &k->finalize[p];
+    for (int s = 0; s < ns; s++) {
+        int n = compact_section(k->code + secs[s]->first, secs[s]->n, out + m);
+        secs[s]->first = m;
+        secs[s]->n = n;
+        m += n;
+    }
+    free(k->code);
+    k->code = out;
+    k->n_code = m;
+    kb->cap = m;
+    if (k->skel == KS_COPY) return;
+    /* slots nothing reads or writes any more go, the rest keep their order */
+    int renum[KIR_MAX_BUFS], n = 0;
+    bool used[KIR_MAX_BUFS] = {false};
+    for (int i = 0; i < m; i++)
+        if (out[i].op == KI_LOAD || out[i].op == KI_STORE || out[i].op == KI_INC_I64) used[out[i].buf] = true;
+    for (int i = 0; i < k->n_bufs; i++) {
+        renum[i] = n;
+        if (!used[i]) continue;
+        kb->slot_tensor[n] = kb->slot_tensor[i];
+        k->buf_written[n] = k->buf_written[i];
+        n++;
+    }
+    for (int i = n; i < KIR_MAX_BUFS; i++) kb->slot_tensor[i] = -1, k->buf_written[i] = false;
+    k->n_bufs = n;
+    for (int i = 0; i < m; i++)
+        if (out[i].op == KI_LOAD || out[i].op == KI_STORE || out[i].op == KI_INC_I64) out[i].buf = renum[out[i].buf];
+}
+
+/* Everything that decides the generated code, in a fixed byte layout. */
+char *kb_signature(const Kernel *k, size_t *len) {
+    size_t n = 64 + sizeof(KInstr) * (size_t)k->n_code + 4 * KIR_MAX_PHASES * 4 + 2 * KIR_MAX_BUFS;
+    char *s = calloc(1, n), *p = s;
+    if (!s) return NULL;
+    int head[4 + 5 * KIR_MAX_PHASES] = {k->skel, k->n_phases, k->n_vars, k->n_bufs};
+    for (int i = 0; i < KIR_MAX_PHASES; i++) {
+        head[4 + 5 * i] = k->body[i].first, head[5 + 5 * i] = k->body[i].n, head[6 + 5 * i] = k->finalize[i].first;
+        head[7 + 5 * i] = k->finalize[i].n, head[8 + 5 * i] = k->n_accs[i];
+    }
+    memcpy(p, head, sizeof head);
+    p += sizeof head;
+    for (int i = 0; i < k->n_bufs; i++) *p++ = (char)k->buf_dtype[i], *p++ = (char)k->buf_written[i];
+    for (int i = 0; i < k->n_code; i++) {
+        const KInstr *in = &k->code[i];
+        int f[6] = {in->op, in->a, in->b, in->c, in->d, in->buf};
+        memcpy(p, f, sizeof f);
+        p += sizeof f;
+        int at = in->at;
+        memcpy(p, &at, sizeof at);
+        p += sizeof at;
+        memcpy(p, &in->imm, sizeof in->imm);
+        p += sizeof in->imm;
+    }
+    *len = (size_t)(p - s);
+    return s;
+}
+
+void kernel_program_free(KProgram *kp) {
+    for (int i = 0; i < kp->n_kernels; i++) free(kp->kernels[i].code);
+    free(kp->kernels);
+    free(kp->launches);
+    free(kp->group_first);
+    free(kp->list);
+    memset(kp, 0, sizeof *kp);
+}
+
+void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated) {
+    *library = *generated = 0;
+    for (int l = kp->group_first[first_group]; l < kp->group_first[last_group]; l++) {
+        if (kp->launches[l].kernel < 0) ++*library;
+        else ++*generated;
+    }
+}

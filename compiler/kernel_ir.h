@@ -1,0 +1,105 @@
+/* compiler/kernel_ir.h — the kernel IR: loop skeletons with straight-line
+ * bodies in SSA form that the fusion groups lower to (kernel_lower.c), and the
+ * launches that run a plan's step. Knows no target syntax (kernel_render.c)
+ * and no runtime buffers. */
+#ifndef YOLOCC_KERNEL_IR_H
+#define YOLOCC_KERNEL_IR_H
+#include "../ir/ir.h"
+#include "../passes/fuse.h"
+#include "../passes/memplan.h"
+
+enum { KIR_MAX_BUFS = 16, KIR_MAX_ACCS = 4, KIR_MAX_VARS = 4, KIR_MAX_PHASES = 2, KIR_NAME = 40 };
+
+/* Loop skeletons. MAP: every element of an [n, c, inner] extent. CHANNEL_REDUCE:
+ * per channel, phases of sums over [n, inner] each followed by a per-channel
+ * finalize (deterministic: a fixed order, no atomics). LIST_NORM: the norm of
+ * a list of tensors (each tensor's norm rounded to fp32 first, as
+ * clip_grad_norm_ does), then a finalize. COPY: `outer` runs of `len`
+ * contiguous elements between two strided buffers (concat, split, reshape). */
+typedef enum { KS_MAP, KS_CHANNEL_REDUCE, KS_LIST_NORM, KS_COPY, KS_COUNT } KSkel;
+
+/* Where a load or store lands: the element being visited, the current
+ * channel's entry of a per-channel vector, or a fixed index (imm). */
+typedef enum { KA_ELEM, KA_CHAN, KA_FIXED } KAccess;
+
+typedef enum {
+    KI_LOAD,        /* r = buf[at] */
+    KI_STORE,       /* buf[at] = a */
+    KI_CONST,       /* r = imm */
+    KI_ACC,         /* r = sum number b of this phase (finalize only) */
+    KI_COUNT,       /* r = elements per channel, n * inner (reduce only) */
+    KI_VAR,         /* r = per-channel variable b, set by an earlier finalize */
+    KI_SETVAR,      /* variable b = a (finalize only) */
+    KI_ACCUM,       /* sum number b += a (reduce bodies only) */
+    KI_INC_I64,     /* buf[0] += 1 on an int64 counter, once per launch (finalize only) */
+    KI_NEG, KI_EXP, KI_SQRT, KI_ERF,
+    KI_F32,         /* r = a rounded to fp32 (a value PyTorch stores before using it) */
+    KI_ADD, KI_SUB, KI_MUL, KI_DIV, KI_POW,
+    KI_SEL_GT,      /* r = a > b ? c : d */
+    KI_SEL_GE,      /* r = a >= b ? c : d */
+    KI_COUNT_OPS
+} KInstrOp;
+
+typedef struct KInstr {
+    KInstrOp op;
+    int a, b, c, d;     /* operand registers (or sum / variable numbers) */
+    int buf;            /* buffer slot of loads and stores */
+    KAccess at;
+    double imm;         /* constant, or the fixed index */
+} KInstr;
+
+/* A code section: instructions [first, first + n) of the kernel. Register r
+ * is the result of instruction r of its section (sections share nothing but
+ * variables and sums). */
+typedef struct KSection {
+    int first, n;
+} KSection;
+
+typedef struct Kernel {
+    KSkel skel;
+    char name[KIR_NAME];
+    KInstr *code;
+    int n_code;
+    int n_phases;                       /* CHANNEL_REDUCE: 1 or 2; others 1 */
+    KSection body[KIR_MAX_PHASES];      /* per element (MAP: the only section) */
+    KSection finalize[KIR_MAX_PHASES];  /* per channel after each phase's sums (LIST_NORM: once) */
+    int n_accs[KIR_MAX_PHASES];
+    int n_vars;
+    int n_bufs;
+    DType buf_dtype[KIR_MAX_BUFS];      /* storage type per slot (CUDA; C stores fp32) */
+    bool buf_written[KIR_MAX_BUFS];
+} Kernel;
+
+/* One step of a group: a generated kernel over given tensors and extents, or
+ * the library routine of one op (convolutions, attention, the loss, ...). */
+typedef struct KLaunch {
+    int kernel;                 /* index in KProgram.kernels, or -1: library op op_lo */
+    int op_lo, op_hi;           /* the ops it carries out */
+    int n_args;
+    int args[KIR_MAX_BUFS];     /* tensor id per buffer slot */
+    int64_t n, c, inner;
+    int64_t outer, len, src_stride, src_off, dst_stride, dst_off;
+    int list_first, list_n;     /* LIST_NORM: tensors in KProgram.list */
+} KLaunch;
+
+typedef struct KProgram {
+    Kernel *kernels;
+    int n_kernels, cap_kernels;
+    KLaunch *launches;
+    int n_launches, cap_launches;
+    int *group_first;           /* per fusion group: its first launch; [n_groups] = n_launches */
+    int n_groups;
+    int *list;                  /* tensor ids of LIST_NORM launches */
+    int n_list, cap_list;
+    Precision precision;        /* storage types of generated CUDA */
+} KProgram;
+
+/* Lowers every fusion group of the step to kernels and launches. Kernels are
+ * shared between launches with the same code and storage types. */
+bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, char *err, int errcap);
+void kernel_program_free(KProgram *kp);
+/* Launch totals of groups [first, last): library calls, generated launches. */
+void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
+const char *kernel_skel_name(KSkel s);
+
+#endif

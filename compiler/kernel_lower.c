@@ -1,0 +1,358 @@
+/* compiler/kernel_lower.c — fusion groups to kernels and launches: each
+ * group's elementwise ops join one pending map kernel (tensors internal to the
+ * group stay in registers), reductions re-evaluate that chain in their own
+ * body, library ops and copies run as they are. Owns no op formulas
+ * (kernel_rules.c) and no target syntax (kernel_render.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_build.h"
+
+typedef struct Lower {
+    const Graph *g;
+    const Fusion *f;
+    Precision p;
+    KProgram *kp;
+    bool *persistent;
+    bool *read;             /* per tensor: some op or the graph's outputs read it */
+    char **sig;             /* per kernel: its signature, for sharing */
+    size_t *sig_len;
+    /* the pending map kernel of the current group */
+    KBuild pend;
+    bool active;
+    int64_t n, c, inner;
+    int op_lo, op_hi;
+    int *reg;               /* per tensor: its register in pend, or -1 */
+    int *touched, n_touched;
+    KBuild *clone;          /* a reduction built on a copy of pend's chain */
+    int chain_sec;          /* the clone's section that starts with the chain (its registers are valid there) */
+    bool failed;
+    char *err;
+    int errcap;
+} Lower;
+
+static bool fail(Lower *L, const char *fmt, int a, int b) {
+    if (!L->failed) snprintf(L->err, (size_t)L->errcap, fmt, a, b);
+    L->failed = true;
+    return false;
+}
+
+static bool grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int c = *cap ? *cap * 2 : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, elem * (size_t)c);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+enum { NO_LAUNCH = -2 };
+
+static DType storage_dtype(const Lower *L, int t) {
+    const Tensor *x = &L->g->tensors[t];
+    if (x->dtype == DT_I64) return DT_I64;
+    int64_t n = shape_numel(&x->shape);
+    if (n > 0 && memplan_tensor_bytes(L->g, t, L->persistent[t], L->p) == 2 * n) return L->p == PREC_FP16 ? DT_F16 : DT_BF16;
+    return DT_F32;
+}
+
+static uint32_t fnv1a(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* Finishes kb as a kernel of the program (shared with an identical one) and
+ * appends its launch; kb's code moves to the program or is freed. */
+static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, int64_t c, int64_t inner) {
+    kb_compact(kb);
+    if (kb->failed) {
+        if (!L->failed) snprintf(L->err, (size_t)L->errcap, "op %d (%s): %s", op_lo, op_def(L->g->ops[op_lo].kind)->name, kb->why);
+        L->failed = true;
+        kb_free(kb);
+        return -1;
+    }
+    if (kb->k.skel == KS_MAP && kb->k.n_code == 0) {
+        kb_free(kb); /* a chain whose every value stays in the group's registers */
+        return NO_LAUNCH;
+    }
+    for (int i = 0; i < kb->k.n_bufs; i++) {
+        int t = kb->slot_tensor[i];
+        if (L->f->internal[t]) {
+            kb_free(kb);
+            return fail(L, "op %d: a kernel needs tensor %%%d in memory, but its fusion group keeps it internal", op_lo, t), -1;
+        }
+        kb->k.buf_dtype[i] = storage_dtype(L, t);
+    }
+    size_t len;
+    char *sig = kb_signature(&kb->k, &len);
+    if (!sig) return kb_free(kb), fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+    KProgram *kp = L->kp;
+    int id = -1, same_hash = 0;
+    uint32_t h = fnv1a(sig, len);
+    for (int i = 0; i < kp->n_kernels && id < 0; i++) {
+        if (L->sig_len[i] == len && memcmp(L->sig[i], sig, len) == 0) id = i;
+        else if (fnv1a(L->sig[i], L->sig_len[i]) == h) same_hash++;
+    }
+    if (id >= 0) {
+        free(sig);
+        kb_free(kb);
+    } else {
+        int cap_sig = kp->cap_kernels, cap_len = kp->cap_kernels;
+        if (!grow((void **)&L->sig, &cap_sig, kp->n_kernels + 1, sizeof(char *)) || !grow((void **)&L->sig_len, &cap_len, kp->n_kernels + 1, sizeof(size_t)) ||
+            !grow((void **)&kp->kernels, &kp->cap_kernels, kp->n_kernels + 1, sizeof(Kernel))) {
+            free(sig);
+            kb_free(kb);
+            return fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+        }
+        id = kp->n_kernels++;
+        kp->kernels[id] = kb->k;
+        snprintf(kp->kernels[id].name, KIR_NAME, same_hash ? "yk_%s_%08x_%d" : "yk_%s_%08x", kernel_skel_name(kb->k.skel), h, same_hash);
+        L->sig[id] = sig;
+        L->sig_len[id] = len;
+    }
+    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+    KLaunch *ln = &kp->launches[kp->n_launches++];
+    *ln = (KLaunch){.kernel = id, .op_lo = op_lo, .op_hi = op_hi, .n_args = kp->kernels[id].n_bufs, .n = n, .c = c, .inner = inner};
+    memcpy(ln->args, kb->slot_tensor, sizeof ln->args);
+    return kp->n_launches - 1;
+}
+
+static bool library_launch(Lower *L, int o) {
+    KProgram *kp = L->kp;
+    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)%.0d", o, 0);
+    kp->launches[kp->n_launches++] = (KLaunch){.kernel = -1, .op_lo = o, .op_hi = o};
+    return true;
+}
+
+static void clear_regs(Lower *L) {
+    for (int i = 0; i < L->n_touched; i++) L->reg[L->touched[i]] = -1;
+    L->n_touched = 0;
+}
+
+static bool flush(Lower *L) {
+    if (!L->active) return !L->failed;
+    L->active = false;
+    kb_end_body(&L->pend, 0);
+    clear_regs(L);
+    return emit_kernel(L, &L->pend, L->op_lo, L->op_hi, L->n, L->c, L->inner) != -1;
+}
+
+static int lower_value(void *ctx, KBuild *kb, int t) {
+    Lower *L = ctx;
+    if (L->reg[t] >= 0) {
+        if (kb == &L->pend || (kb == L->clone && kb->sec_first == L->chain_sec)) return L->reg[t];
+        return fail(L, "op reading %%%d: the value is still in a pending kernel's registers%.0d", t, 0), 0;
+    }
+    if (L->f->internal[t] && L->g->tensors[t].producer >= 0)
+        return fail(L, "tensor %%%d is internal to its fusion group but no kernel of the group holds it (producer op %d)", t, L->g->tensors[t].producer), 0;
+    return kb_load(kb, t, KA_ELEM, 0);
+}
+
+/* The pending chain without its stores (the map kernel stores what escapes). */
+static void copy_chain(KBuild *dst, const KBuild *pend) {
+    for (int i = 0; i < pend->k.n_code; i++) {
+        KInstr in = pend->k.code[i];
+        kb_emit(dst, in.op == KI_STORE ? (KInstr){.op = KI_CONST} : in);
+    }
+}
+
+static void lower_begin_body(void *ctx, KBuild *kb) {
+    Lower *L = ctx;
+    kb_section(kb);
+    if (kb == L->clone) {
+        copy_chain(kb, &L->pend);
+        L->chain_sec = kb->sec_first;
+    }
+}
+
+static bool pend_open(Lower *L, int o, const Shape *s) {
+    int64_t n, c, inner;
+    kernel_extents(s, &n, &c, &inner);
+    if (L->active && (n != L->n || c != L->c || inner != L->inner) && !flush(L)) return false;
+    if (!L->active) {
+        kb_init(&L->pend, KS_MAP);
+        L->active = true;
+        L->n = n, L->c = c, L->inner = inner;
+        L->op_lo = o;
+    }
+    L->op_hi = o;
+    return true;
+}
+
+static bool lower_elementwise(Lower *L, int o, const KRule *r) {
+    const Op *op = &L->g->ops[o];
+    if (!pend_open(L, o, &L->g->tensors[op->out[0]].shape)) return false;
+    KValues v = {lower_value, lower_begin_body, L};
+    int out[8];
+    if (op->n_out > 8 || !r->elementwise(&L->pend, L->g, op, &v, out)) return fail(L, "op %d: cannot lower%.0d", o, 0);
+    for (int i = 0; i < op->n_out; i++) {
+        int t = op->out[i];
+        if (out[i] < 0) continue;
+        /* an op's result is an fp32 tensor value even when it stays in a
+         * register: round it as storing it would (a no-op for fp32 math) */
+        out[i] = kb_un(&L->pend, KI_F32, out[i]);
+        L->reg[t] = out[i];
+        L->touched[L->n_touched++] = t;
+        if (!L->f->internal[t]) kb_store(&L->pend, t, KA_ELEM, 0, out[i]);
+    }
+    return !L->failed;
+}
+
+static bool lower_reduce(Lower *L, int o, const KRule *r) {
+    const Op *op = &L->g->ops[o];
+    int x = op->kind == OP_BATCHNORM_BWD ? op->in[1] : op->in[0];
+    /* eval-mode BN: the map normalises with the running statistics itself;
+     * the statistics outputs are written only when something reads them */
+    if (op->kind == OP_BATCHNORM && !op->a.training && !L->read[op->out[1]] && !L->read[op->out[2]]) return lower_elementwise(L, o, r);
+    int64_t n, c, inner;
+    kernel_extents(&L->g->tensors[x].shape, &n, &c, &inner);
+    KBuild rb;
+    kb_init(&rb, KS_CHANNEL_REDUCE);
+    if (L->active && n == L->n && c == L->c && inner == L->inner) {
+        /* the reduction reads the chain's values from registers: same slots */
+        memcpy(rb.slot_tensor, L->pend.slot_tensor, sizeof rb.slot_tensor);
+        rb.k.n_bufs = L->pend.k.n_bufs;
+        copy_chain(&rb, &L->pend);
+        L->clone = &rb;
+        L->chain_sec = 0;
+    }
+    KValues v = {lower_value, lower_begin_body, L};
+    bool ok = r->reduce(&rb, L->g, op, &v);
+    L->clone = NULL;
+    if (!ok || L->failed) return kb_free(&rb), fail(L, "op %d: cannot lower its reduction%.0d", o, 0);
+    if (emit_kernel(L, &rb, o, o, n, c, inner) == -1) return false;
+    return r->elementwise ? lower_elementwise(L, o, r) : true;
+}
+
+static bool lower_alone(Lower *L, int o, const KRule *r) {
+    const Op *op = &L->g->ops[o];
+    if (!flush(L)) return false;
+    KBuild kb;
+    kb_init(&kb, KS_MAP);
+    if (!r->map(&kb, L->g, op)) return kb_free(&kb), fail(L, "op %d: cannot lower%.0d", o, 0);
+    int64_t n, c, inner;
+    kernel_extents(&L->g->tensors[op->n_out ? op->out[0] : op->in[0]].shape, &n, &c, &inner);
+    return emit_kernel(L, &kb, o, o, n, c, inner) != -1;
+}
+
+/* total = sum of squared per-tensor norms; norm = fp32(sqrt(total));
+ * coef = min(1, max_norm / (norm + 1e-6)) */
+static bool lower_norm(Lower *L, int o) {
+    const Op *op = &L->g->ops[o];
+    KProgram *kp = L->kp;
+    if (!flush(L)) return false;
+    KBuild kb;
+    kb_init(&kb, KS_LIST_NORM);
+    kb_end_body(&kb, 0);
+    kb_section(&kb);
+    int norm = kb_un(&kb, KI_F32, kb_un(&kb, KI_SQRT, kb_emit(&kb, (KInstr){.op = KI_ACC, .b = 0})));
+    int coef = kb_bin(&kb, KI_DIV, kb_const(&kb, op->a.max_norm), kb_bin(&kb, KI_ADD, norm, kb_const(&kb, 1e-6)));
+    int one = kb_const(&kb, 1);
+    kb_store(&kb, op->out[0], KA_FIXED, 0, kb_sel(&kb, KI_SEL_GT, coef, one, one, coef));
+    kb_store(&kb, op->out[1], KA_FIXED, 0, norm);
+    kb_end_finalize(&kb, 0);
+    int l = emit_kernel(L, &kb, o, o, 1, 1, 1);
+    if (l < 0) return false;
+    if (!grow((void **)&kp->list, &kp->cap_list, kp->n_list + op->n_in, sizeof(int))) return fail(L, "out of memory (op %d)%.0d", o, 0);
+    kp->launches[l].list_first = kp->n_list;
+    kp->launches[l].list_n = op->n_in;
+    for (int i = 0; i < op->n_in; i++) {
+        if (L->f->internal[op->in[i]]) return fail(L, "op %d: gradient %%%d has no memory", o, op->in[i]);
+        kp->list[kp->n_list++] = op->in[i];
+    }
+    return true;
+}
+
+static bool copy_launch(Lower *L, int o, int src, int dst, int64_t outer, int64_t len, int64_t src_stride, int64_t src_off, int64_t dst_stride, int64_t dst_off) {
+    KBuild kb;
+    kb_init(&kb, KS_COPY);
+    kb_slot(&kb, src);
+    kb_slot(&kb, dst);
+    kb.k.buf_written[1] = true;
+    kb_end_body(&kb, 0);
+    int l = emit_kernel(L, &kb, o, o, 1, 1, 1);
+    if (l < 0) return false;
+    KLaunch *ln = &L->kp->launches[l];
+    ln->outer = outer, ln->len = len, ln->src_stride = src_stride, ln->src_off = src_off, ln->dst_stride = dst_stride, ln->dst_off = dst_off;
+    return true;
+}
+
+/* concat / split along any axis as runs of contiguous elements; reshape and
+ * detach as one run */
+static bool lower_copy(Lower *L, int o) {
+    const Op *op = &L->g->ops[o];
+    if (!flush(L)) return false;
+    if (op->kind == OP_RESHAPE || op->kind == OP_DETACH) {
+        int64_t n = shape_numel(&L->g->tensors[op->out[0]].shape);
+        return copy_launch(L, o, op->in[0], op->out[0], 1, n, n, 0, n, 0);
+    }
+    bool cat = op->kind == OP_CONCAT;
+    const Shape *whole = &L->g->tensors[cat ? op->out[0] : op->in[0]].shape;
+    int ax = op->a.axis;
+    int64_t outer = 1, inner = 1, off = 0;
+    for (int i = 0; i < ax; i++) outer *= whole->d[i];
+    for (int i = ax + 1; i < whole->nd; i++) inner *= whole->d[i];
+    int64_t whole_run = whole->d[ax] * inner;
+    for (int i = 0; i < (cat ? op->n_in : op->n_out); i++) {
+        int part = cat ? op->in[i] : op->out[i];
+        int64_t run = L->g->tensors[part].shape.d[ax] * inner;
+        bool ok = cat ? copy_launch(L, o, part, op->out[0], outer, run, run, 0, whole_run, off) : copy_launch(L, o, op->in[0], part, outer, run, whole_run, off, run, 0);
+        if (!ok) return false;
+        off += run;
+    }
+    return true;
+}
+
+static bool lower_op(Lower *L, int o) {
+    const KRule *r = kernel_rule(L->g->ops[o].kind);
+    switch (r->cls) {
+    case KR_LIBRARY: return flush(L) && library_launch(L, o);
+    case KR_ELEMENTWISE: return lower_elementwise(L, o, r);
+    case KR_ALONE_MAP: return lower_alone(L, o, r);
+    case KR_REDUCE: return lower_reduce(L, o, r);
+    case KR_NORM: return lower_norm(L, o);
+    case KR_COPY: return lower_copy(L, o);
+    }
+    return fail(L, "op %d: no lowering rule%.0d", o, 0);
+}
+
+bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, char *err, int errcap) {
+    memset(kp, 0, sizeof *kp);
+    kp->precision = p;
+    Lower L = {.g = g, .f = f, .p = p, .kp = kp, .err = err, .errcap = errcap};
+    L.persistent = calloc((size_t)g->n_tensors + 1, sizeof(bool));
+    L.read = calloc((size_t)g->n_tensors + 1, sizeof(bool));
+    L.reg = malloc(sizeof(int) * ((size_t)g->n_tensors + 1));
+    L.touched = malloc(sizeof(int) * ((size_t)g->n_tensors + 1));
+    kp->group_first = malloc(sizeof(int) * ((size_t)f->n_groups + 1));
+    kp->n_groups = f->n_groups;
+    bool ok = L.persistent && L.read && L.reg && L.touched && kp->group_first;
+    if (!ok) snprintf(err, (size_t)errcap, "out of memory");
+    if (ok) {
+        memplan_mark_persistent(g, L.persistent);
+        for (int t = 0; t < g->n_tensors; t++) L.reg[t] = -1;
+        for (int o = 0; o < g->n_ops; o++)
+            for (int i = 0; i < g->ops[o].n_in; i++) L.read[g->ops[o].in[i]] = true;
+        for (int i = 0; i < g->n_outputs; i++) L.read[g->outputs[i]] = true;
+    }
+    for (int i = 0; ok && i < f->n_groups; i++) {
+        kp->group_first[i] = kp->n_launches;
+        for (int o = f->groups[i].first; ok && o < f->groups[i].first + f->groups[i].n; o++) ok = lower_op(&L, o);
+        ok = ok && flush(&L);
+    }
+    if (ok) kp->group_first[f->n_groups] = kp->n_launches;
+    if (L.active) kb_free(&L.pend);
+    for (int i = 0; i < kp->n_kernels; i++) free(L.sig[i]);
+    free(L.sig);
+    free(L.sig_len);
+    free(L.persistent);
+    free(L.read);
+    free(L.reg);
+    free(L.touched);
+    if (!ok) kernel_program_free(kp);
+    return ok;
+}

@@ -1,0 +1,207 @@
+/* compiler/kernel_render.c — renders kernel IR into the skeletons of
+ * templates/c and templates/cuda. The two targets differ only in how a
+ * buffer is loaded and stored (C: fp32 storage; CUDA: the plan's storage
+ * types) and in the skeletons; instructions render identically. */
+#include "kernel_render.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "templates.h"
+
+typedef struct Out {
+    FILE *f;
+    bool ok;
+} Out;
+
+/* Writes template `path` with each @KEY@ replaced by its value. */
+static void emit_template(Out *o, const char *path, const char *const *kv, int n_kv) {
+    size_t len;
+    const char *t = template_get(path, &len);
+    if (!t) {
+        o->ok = false;
+        return;
+    }
+    for (size_t i = 0; i < len;) {
+        if (t[i] == '@') {
+            size_t j = i + 1;
+            while (j < len && t[j] != '@' && t[j] != '\n') j++;
+            bool done = false;
+            for (int k = 0; j < len && t[j] == '@' && k < n_kv && !done; k++)
+                if (strlen(kv[2 * k]) == j - i - 1 && strncmp(kv[2 * k], t + i + 1, j - i - 1) == 0) {
+                    fputs(kv[2 * k + 1], o->f);
+                    i = j + 1;
+                    done = true;
+                }
+            if (done) continue;
+        }
+        fputc(t[i++], o->f);
+    }
+}
+
+static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
+
+static void index_text(const KInstr *in, char *buf, size_t cap) {
+    if (in->at == KA_ELEM) snprintf(buf, cap, "i");
+    else if (in->at == KA_CHAN) snprintf(buf, cap, "c");
+    else snprintf(buf, cap, "%lld", (long long)in->imm);
+}
+
+static void load_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
+    char idx[32];
+    index_text(in, idx, sizeof idx);
+    if (tg == KT_CUDA) snprintf(buf, cap, "yk_ld_%s(a.t[%d], %s)", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx);
+    else snprintf(buf, cap, "((const float *)a.t[%d])[%s]", in->buf, idx);
+}
+
+static const char *const FN1[KI_COUNT_OPS] = {[KI_EXP] = "yk_exp", [KI_SQRT] = "yk_sqrt", [KI_ERF] = "yk_erf"};
+static const char *const OP2[KI_COUNT_OPS] = {[KI_ADD] = "+", [KI_SUB] = "-", [KI_MUL] = "*", [KI_DIV] = "/"};
+
+/* One section; body registers are r<N> of type yk_real, finalize registers
+ * f<N> of type double. */
+static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent) {
+    const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real";
+    char a[96], idx[32];
+    for (int r = 0; r < s.n; r++) {
+        const KInstr *in = &k->code[s.first + r];
+        fputs(indent, o->f);
+        switch (in->op) {
+        case KI_LOAD:
+            load_text(k, tg, in, a, sizeof a);
+            fprintf(o->f, "const %s %c%d = (%s)%s;\n", type, p, r, type, a);
+            break;
+        case KI_STORE:
+            index_text(in, idx, sizeof idx);
+            if (tg == KT_CUDA) fprintf(o->f, "yk_st_%s(a.t[%d], %s, (float)%c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, p, in->a);
+            else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%c%d;\n", in->buf, idx, p, in->a);
+            break;
+        case KI_CONST: fprintf(o->f, "const %s %c%d = (%s)%.17g;\n", type, p, r, type, in->imm); break;
+        case KI_ACC: fprintf(o->f, "const double %c%d = acc_[%d];\n", p, r, in->b); break;
+        case KI_COUNT: fprintf(o->f, "const %s %c%d = (%s)count_;\n", type, p, r, type); break;
+        case KI_VAR: fprintf(o->f, "const %s %c%d = (%s)var_[%d];\n", type, p, r, type, in->b); break;
+        case KI_SETVAR: fprintf(o->f, "var_[%d] = %c%d;\n", in->b, p, in->a); break;
+        case KI_ACCUM: fprintf(o->f, "acc_[%d] += (double)%c%d;\n", in->b, p, in->a); break;
+        case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
+        case KI_NEG: fprintf(o->f, "const %s %c%d = -%c%d;\n", type, p, r, p, in->a); break;
+        case KI_F32: fprintf(o->f, "const %s %c%d = (%s)(float)%c%d;\n", type, p, r, type, p, in->a); break;
+        case KI_EXP: case KI_SQRT: case KI_ERF: fprintf(o->f, "const %s %c%d = %s(%c%d);\n", type, p, r, FN1[in->op], p, in->a); break;
+        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "const %s %c%d = %c%d %s %c%d;\n", type, p, r, p, in->a, OP2[in->op], p, in->b); break;
+        case KI_POW: fprintf(o->f, "const %s %c%d = yk_pow(%c%d, %c%d);\n", type, p, r, p, in->a, p, in->b); break;
+        case KI_SEL_GT: case KI_SEL_GE:
+            fprintf(o->f, "const %s %c%d = %c%d %s %c%d ? %c%d : %c%d;\n", type, p, r, p, in->a, in->op == KI_SEL_GT ? ">" : ">=", p, in->b, p, in->c, p, in->d);
+            break;
+        default: o->ok = false;
+        }
+    }
+}
+
+/* Renders a section into a malloc'd string (a template value). */
+static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent) {
+    char *buf = NULL;
+    size_t len = 0;
+    Out o = {open_memstream(&buf, &len), true};
+    if (!o.f) return NULL;
+    emit_section(&o, k, tg, s, finalize, indent);
+    fclose(o.f);
+    if (!o.ok) {
+        free(buf);
+        return NULL;
+    }
+    if (len && buf[len - 1] == '\n') buf[len - 1] = 0; /* the template supplies the line end */
+    return buf;
+}
+
+static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
+    const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
+    const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "            ") : (k->skel == KS_MAP ? "                " : "                    ");
+    const char *fin_indent = tg == KT_CUDA ? "            " : "            ";
+    char path[64];
+    switch (k->skel) {
+    case KS_MAP: {
+        char *body = section_text(k, tg, k->body[0], false, body_indent);
+        const char *kv[] = {"NAME", k->name, "BODY", body ? body : ""};
+        snprintf(path, sizeof path, "%s/map.%s", dir, ext);
+        emit_template(o, path, kv, 2);
+        o->ok &= body != NULL;
+        free(body);
+        break;
+    }
+    case KS_CHANNEL_REDUCE: {
+        char nvars[16];
+        snprintf(nvars, sizeof nvars, "%d", k->n_vars > 0 ? k->n_vars : 1);
+        const char *kv[] = {"NAME", k->name, "NVARS", nvars};
+        snprintf(path, sizeof path, "%s/reduce_begin.%s", dir, ext);
+        emit_template(o, path, kv, 2);
+        for (int ph = 0; ph < k->n_phases; ph++) {
+            char *body = section_text(k, tg, k->body[ph], false, body_indent), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent);
+            char naccs[16], used[16];
+            snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
+            snprintf(used, sizeof used, "%d", k->n_accs[ph]);
+            const char *pv[] = {"NACCS", naccs, "NACCS_USED", used, "LOOP_N", k->body[ph].n ? "a.n" : "0", "BODY", body ? body : "", "FINALIZE", fin ? fin : ""};
+            snprintf(path, sizeof path, "%s/reduce_phase.%s", dir, ext);
+            emit_template(o, path, pv, 5);
+            o->ok &= body && fin;
+            free(body);
+            free(fin);
+        }
+        snprintf(path, sizeof path, "%s/reduce_end.%s", dir, ext);
+        emit_template(o, path, NULL, 0);
+        break;
+    }
+    case KS_LIST_NORM: {
+        char *fin = section_text(k, tg, k->finalize[0], true, "        ");
+        const char *kv[] = {"NAME", k->name, "FINALIZE", fin ? fin : ""};
+        snprintf(path, sizeof path, "%s/list_norm.%s", dir, ext);
+        emit_template(o, path, kv, 2);
+        o->ok &= fin != NULL;
+        free(fin);
+        break;
+    }
+    case KS_COPY: {
+        const char *kv[] = {"NAME", k->name, "SRC", dtype_tag(k->buf_dtype[0]), "DST", dtype_tag(k->buf_dtype[1])};
+        snprintf(path, sizeof path, "%s/copy.%s", dir, ext);
+        emit_template(o, path, kv, 3);
+        break;
+    }
+    default: o->ok = false;
+    }
+}
+
+static void emit_prelude(Out *o, KTarget tg) {
+    size_t len;
+    const char *abi = template_get("kernel_abi.h", &len);
+    if (!abi) {
+        o->ok = false;
+        return;
+    }
+    char *abi_text = strndup(abi, len);
+    if (!abi_text) {
+        o->ok = false;
+        return;
+    }
+    if (abi_text[0] && abi_text[strlen(abi_text) - 1] == '\n') abi_text[strlen(abi_text) - 1] = 0;
+    const char *kv[] = {"ABI", abi_text};
+    emit_template(o, tg == KT_CUDA ? "cuda/prelude.cu" : "c/prelude.h", kv, 1);
+    free(abi_text);
+}
+
+static char *render(const KProgram *kp, const Kernel *one, KTarget tg) {
+    char *buf = NULL;
+    size_t len = 0;
+    Out o = {open_memstream(&buf, &len), true};
+    if (!o.f) return NULL;
+    emit_prelude(&o, tg);
+    if (one) emit_kernel(&o, one, tg);
+    for (int i = 0; kp && i < kp->n_kernels; i++) emit_kernel(&o, &kp->kernels[i], tg);
+    fclose(o.f);
+    if (!o.ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+char *kernel_render_c_unit(const KProgram *kp) { return render(kp, NULL, KT_C); }
+
+char *kernel_render_cuda(const Kernel *k) { return render(NULL, k, KT_CUDA); }

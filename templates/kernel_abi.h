@@ -1,0 +1,15 @@
+/* templates/kernel_abi.h — the argument block every generated kernel takes.
+ * Embedded verbatim at the top of generated C and CUDA sources and included
+ * by the runtime that fills it, so both sides read one definition. */
+#ifndef YK_KERNEL_ABI_H
+#define YK_KERNEL_ABI_H
+#define YK_MAX_BUFS 16
+typedef struct YkArgs {
+    void *t[YK_MAX_BUFS];               /* buffers in the kernel's slot order */
+    long long n, c, inner;              /* map / channel-reduce extents: [n, c, inner] */
+    long long outer, len, src_stride, src_off, dst_stride, dst_off; /* slice copy */
+    void *const *list;                  /* tensor-list reduce: the tensors, */
+    const long long *list_len;          /* their element counts, */
+    long long list_n;                   /* and how many */
+} YkArgs;
+#endif

@@ -1,0 +1,419 @@
+/* tests/test_codegen.c — the kernel IR and its code: the CPU target runs a
+ * plan through its generated kernels to the reference interpreter's numbers;
+ * launch counts per block type; golden sources; NVRTC compiles every kernel
+ * of every model for sm_80 and sm_90; the compile cache; CLI errors. */
+#include <math.h>
+
+#include "../compiler/codegen.h"
+#include "../compiler/kernel_ir.h"
+#include "../compiler/train_compile.h"
+#include "../compiler/nvrtc_build.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/train_step.h"
+#include "../runtime/weights.h"
+#include "test_util.h"
+
+static void compile_plan(const char *args, const char *path) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -o %s", args, path);
+    CliResult r = tu_run(cmd);
+    cr_assert_eq(r.status, 0, "yolocc %s: %s", cmd, r.err);
+    tu_free(&r);
+}
+
+/* Two optimizer steps on one synthetic batch; gradients of the first step,
+ * losses and every state value afterwards. */
+typedef struct StepTrace {
+    double loss[2];
+    float *grads, *state;
+    int64_t n_grads, n_state;
+} StepTrace;
+
+static void run_two(Plan *p, bool generated, StepTrace *tr, void (*tamper)(TrainStep *)) {
+    TrainStep ts;
+    char err[512];
+    cr_assert(train_step_init(&ts, p, err, sizeof err), "%s", err);
+    /* library ops (convolutions, loss, ...) run the oracle's kernels in both
+     * runs, so the comparison isolates the generated code */
+    train_step_set_fast(&ts, false);
+    cr_assert_null(ts.it.gen);
+    if (generated) {
+        cr_assert(ts.has_gen);
+        interp_use_generated(&ts.it, &ts.gen);
+    }
+    ts.it.poison = true;
+    if (tamper) tamper(&ts);
+    const Graph *g = &p->g;
+    cr_assert(weights_init(g, ts.it.buf, 7, err, sizeof err), "%s", err);
+    synthetic_batch(3, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    int n;
+    const int *grads = train_step_grads(&ts, &n);
+    tr->n_grads = tr->n_state = 0;
+    for (int i = 0; i < n; i++) tr->n_grads += shape_numel(&g->tensors[grads[i]].shape);
+    for (int i = 0; i < g->n_state; i++) tr->n_state += shape_numel(&g->tensors[g->state[i]].shape);
+    tr->grads = malloc(sizeof(float) * (size_t)tr->n_grads);
+    tr->state = malloc(sizeof(float) * (size_t)tr->n_state);
+    const double lr[3] = {0.01, 0.01, 0.01};
+    for (int s = 0; s < 2; s++) {
+        StepResult out;
+        double norm;
+        cr_assert(train_step_backward(&ts, &out, err, sizeof err), "%s", err);
+        tr->loss[s] = out.total;
+        if (s == 0)
+            for (int i = 0, k = 0; i < n; k += (int)shape_numel(&g->tensors[grads[i]].shape), i++)
+                memcpy(tr->grads + k, ts.acc[i], sizeof(float) * (size_t)shape_numel(&g->tensors[grads[i]].shape));
+        cr_assert(train_step_update(&ts, lr, 0.937, NULL, &norm, err, sizeof err), "%s", err);
+    }
+    float *w = tr->state;
+    for (int i = 0; i < g->n_state; i++) {
+        const Tensor *t = &g->tensors[g->state[i]];
+        int64_t k = shape_numel(&t->shape);
+        if (t->dtype == DT_I64) *w++ = (float)*(int64_t *)ts.it.buf[t->id];
+        else memcpy(w, ts.it.buf[t->id], sizeof(float) * (size_t)k), w += k;
+    }
+    train_step_free(&ts);
+}
+
+static double worst_diff(const float *a, const float *b, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]) / fmax(fabs((double)b[i]), 1e-3));
+    return worst;
+}
+
+static void free_trace(StepTrace *t) {
+    free(t->grads);
+    free(t->state);
+}
+
+/* issue 5: the CPU target equals the reference interpreter (fp32, 1e-5
+ * relative, values below 1e-3 compared absolutely) with fusion on and off,
+ * in a poisoned arena */
+static void check_cpu_target(const char *model_args) {
+    for (int f = 0; f < 2; f++) {
+        char args[512], path[] = "/tmp/yolocc-cg-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        close(fd);
+        snprintf(args, sizeof args, "%s --imgsz 64 --batch 2 --max-boxes 8 --fuse %s", model_args, f ? "full" : "none");
+        compile_plan(args, path);
+        Plan p;
+        char err[512];
+        cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+        cr_assert(p.kernels, "%s: the plan carries no kernels", args);
+        StepTrace ref, gen;
+        run_two(&p, false, &ref, NULL);
+        run_two(&p, true, &gen, NULL);
+        double dl = fmax(fabs(gen.loss[0] - ref.loss[0]) / fabs(ref.loss[0]), fabs(gen.loss[1] - ref.loss[1]) / fabs(ref.loss[1]));
+        double dg = worst_diff(gen.grads, ref.grads, ref.n_grads), dp = worst_diff(gen.state, ref.state, ref.n_state);
+        cr_log_info("%s: losses %.7g %.7g (oracle %.7g %.7g); worst relative difference: loss %.3g, gradients %.3g, state after 2 steps %.3g", args, gen.loss[0],
+                    gen.loss[1], ref.loss[0], ref.loss[1], dl, dg, dp);
+        cr_expect(isfinite(gen.loss[1]));
+        cr_expect_leq(dl, 1e-5, "%s: loss differs by %.3g", args, dl);
+        cr_expect_leq(dg, 1e-5, "%s: gradients differ by %.3g", args, dg);
+        cr_expect_leq(dp, 1e-5, "%s: parameters differ by %.3g", args, dp);
+        free_trace(&ref);
+        free_trace(&gen);
+        plan_free(&p);
+        unlink(path);
+    }
+}
+
+Test(codegen, cpu_target_equals_reference_yolov8_style) { check_cpu_target("models/tiny.yaml"); }
+Test(codegen, cpu_target_equals_reference_yolo11_style) { check_cpu_target("tests/parity/v11tiny.yaml --scale n"); }
+Test(codegen, cpu_target_equals_reference_yolov5_style) { check_cpu_target("models/yolov5.yaml --scale n"); }
+
+/* The generated kernels do the work: with the BN-statistics kernels (two
+ * phases, the first of one sum) replaced by ones that do nothing, the step's
+ * results change. */
+static void nothing(const YkArgs *a) { (void)a; }
+
+static void break_bn_statistics(TrainStep *ts) {
+    int hit = 0;
+    for (int i = 0; i < ts->gen.kp.n_kernels; i++)
+        if (ts->gen.kp.kernels[i].skel == KS_CHANNEL_REDUCE && ts->gen.kp.kernels[i].n_phases == 2 && ts->gen.kp.kernels[i].n_accs[0] == 1) ts->gen.fn[i] = nothing, hit++;
+    cr_assert_gt(hit, 0, "no BN-statistics kernel");
+}
+
+Test(codegen, generated_kernels_do_the_work) {
+    char path[] = "/tmp/yolocc-cg-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    compile_plan("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path);
+    Plan p;
+    char err[512];
+    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    StepTrace ok, broken;
+    run_two(&p, true, &ok, NULL);
+    run_two(&p, true, &broken, break_bn_statistics);
+    cr_expect(ok.loss[0] != broken.loss[0] || worst_diff(ok.grads, broken.grads, ok.n_grads) > 1e-3, "a no-op statistics kernel changed nothing");
+    free_trace(&ok);
+    free_trace(&broken);
+    plan_free(&p);
+    unlink(path);
+}
+
+static void compile_tiny(Arena *a, TrainCompiled *tc, FusePolicy fuse) {
+    ModelConfig cfg;
+    Diag d;
+    arena_init(a, 0);
+    diag_init(&d, "models/tiny.yaml");
+    ModelOptions mo = {0};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = fuse};
+    cr_assert(model_cfg_load(a, "models/tiny.yaml", &mo, &cfg, &d) && compile_training(a, &cfg, &to, tc, &d), "%s", d.msg);
+}
+
+static int distinct_kernels(const KProgram *kp, int group) {
+    int seen[64], n = 0;
+    for (int l = kp->group_first[group]; l < kp->group_first[group + 1]; l++) {
+        int k = kp->launches[l].kernel, dup = 0;
+        for (int j = 0; j < n; j++) dup |= seen[j] == k;
+        if (k >= 0 && !dup && n < 64) seen[n++] = k;
+    }
+    return n;
+}
+
+/* issue 5 counts (tiny model, training step, pointwise recompute, fused):
+ *  - conv-BN-SiLU forward: 1 library call (the conv) + 2 generated launches:
+ *    the BN statistics (a two-phase per-channel reduction ending in the
+ *    per-channel finalize that also updates the running statistics) and one
+ *    BN-apply + SiLU [+ residual add] map;
+ *  - its backward: a bn_act_bwd group of ONE generated launch, a two-pass
+ *    per-channel kernel (the BN-grad sums, then dX from the unrounded sums;
+ *    each pass recomputes BN-apply and SiLU-grad in registers), then dgrad
+ *    and wgrad as library calls of their own;
+ *  - the optimizer: 1 norm launch + one update launch per parameter, of at
+ *    most 4 distinct kernels (the norm; SGD with and without weight decay,
+ *    by parameter group);
+ *  - validation (eval BN): conv + one map of BN-apply + SiLU. */
+Test(codegen, launch_counts_per_block_type) {
+    Arena a;
+    TrainCompiled tc = {0};
+    compile_tiny(&a, &tc, FUSE_FULL);
+    const Graph *g = &tc.m.g;
+    KProgram kp, ekp;
+    char err[256];
+    cr_assert(kernel_lower(g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+    cr_assert(kernel_lower(&tc.em.g, &tc.efu, PREC_FP32, &ekp, err, sizeof err), "%s", err);
+    int conv = 0, bwd = 0, params = 0;
+    for (int i = 0; i < tc.fu.n_groups; i++) {
+        const FusionGroup *gr = &tc.fu.groups[i];
+        int lib, gen;
+        kernel_count_launches(&kp, i, i + 1, &lib, &gen);
+        if (gr->pattern == PATTERN_CONV_BN_ACT) {
+            conv++;
+            cr_expect_eq(lib, 1);
+            cr_expect_eq(gen, 2);
+            const KLaunch *stats = &kp.launches[kp.group_first[i] + 1];
+            cr_expect_eq(kp.kernels[stats->kernel].skel, KS_CHANNEL_REDUCE);
+            cr_expect_eq(kp.kernels[stats->kernel].n_phases, 2);
+        } else if (gr->pattern == PATTERN_BN_ACT_BWD) {
+            bwd++;
+            cr_expect_eq(lib, 0);
+            cr_expect_eq(gen, 1);
+            const Kernel *k = &kp.kernels[kp.launches[kp.group_first[i]].kernel];
+            cr_expect_eq(k->skel, KS_CHANNEL_REDUCE);
+            cr_expect_eq(k->n_phases, 2);
+        } else if (gr->pattern == PATTERN_OPTIMIZER) {
+            params = gr->n - 1;
+            cr_expect_eq(lib, 0);
+            cr_expect_eq(gen, gr->n);
+            cr_expect_leq(distinct_kernels(&kp, i), 4);
+        }
+    }
+    cr_expect_gt(conv, 10);
+    cr_expect_eq(bwd, conv);
+    int eval_conv = 0;
+    for (int i = 0; i < tc.efu.n_groups; i++) {
+        if (tc.efu.groups[i].pattern != PATTERN_CONV_BN_ACT) continue;
+        int lib, gen;
+        kernel_count_launches(&ekp, i, i + 1, &lib, &gen);
+        eval_conv++;
+        cr_expect_eq(lib, 1);
+        cr_expect_eq(gen, 1, "eval conv block %d: %d generated launches", i, gen);
+    }
+    cr_expect_eq(eval_conv, conv);
+    int lib, gen;
+    kernel_count_launches(&kp, 0, kp.n_groups, &lib, &gen);
+    cr_log_info("tiny training step: %d ops, %d groups, %d library calls, %d generated launches of %d kernels; %d conv-BN-SiLU blocks; %d parameter updates",
+                g->n_ops, tc.fu.n_groups, lib, gen, kp.n_kernels, conv, params);
+    kernel_program_free(&kp);
+    kernel_program_free(&ekp);
+    train_compiled_free(&tc);
+    arena_free(&a);
+}
+
+/* Without fusion every generated launch carries out one op, and no register
+ * value crosses ops. */
+Test(codegen, fuse_none_launches_one_op_each) {
+    Arena a;
+    TrainCompiled tc = {0};
+    compile_tiny(&a, &tc, FUSE_NONE);
+    KProgram kp;
+    char err[256];
+    cr_assert(kernel_lower(&tc.m.g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+    for (int l = 0; l < kp.n_launches; l++) cr_expect_eq(kp.launches[l].op_lo, kp.launches[l].op_hi);
+    kernel_program_free(&kp);
+    train_compiled_free(&tc);
+    arena_free(&a);
+}
+
+static const char *fast_bin(void) {
+    const char *b = getenv("YOLOCC_FAST_BIN");
+    return b ? b : "build/yolocc";
+}
+
+static cJSON *inspect_json(const char *plan) {
+    char args[600];
+    snprintf(args, sizeof args, "inspect %s --json", plan);
+    CliResult r = tu_run_bin(fast_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "inspect output is not JSON");
+    tu_free(&r);
+    return j;
+}
+
+/* issue 5: every generated CUDA kernel of every model in models/ compiles
+ * with NVRTC for sm_80 and sm_90 (cache off: real compiles), and inspect
+ * lists each with both architectures, cubin and PTX sizes. */
+Test(codegen, nvrtc_compiles_every_kernel_of_every_model) {
+    char why[512];
+    if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
+    const char *models[][2] = {{"models/tiny.yaml", ""}, {"models/yolov3.yaml", ""}, {"models/yolov5.yaml", "--scale n"}, {"models/yolov8.yaml", "--scale n"},
+                               {"models/yolo11.yaml", "--scale n"}};
+    char bin[600], path[] = "/tmp/yolocc-cg-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    snprintf(bin, sizeof bin, "YOLOCC_NO_CACHE=1 %s", fast_bin());
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        char args[600];
+        snprintf(args, sizeof args, "%s %s --imgsz 640 --batch 16 --precision bf16 --target cuda --arch sm_80,sm_90 -o %s", models[m][0], models[m][1], path);
+        CliResult r = tu_run_bin(bin, args);
+        cr_assert_eq(r.status, 0, "%s: %s", models[m][0], r.err);
+        int train = 0, eval = 0, compiled = 0, cached = -1;
+        const char *line = strstr(r.out, "kernels (cuda): ");
+        cr_assert(line && sscanf(line, "kernels (cuda): %d training + %d validation, %d compiled, %d from the cache", &train, &eval, &compiled, &cached) == 4, "%s", r.out);
+        cr_expect_eq(cached, 0);
+        cr_expect_eq(compiled, 3 * (train + eval), "%s: a cubin for each architecture and PTX per kernel", models[m][0]);
+        cJSON *j = inspect_json(path), *k;
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")), train);
+        cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "kernels")) {
+            const cJSON *archs = cJSON_GetObjectItem(k, "archs");
+            cr_expect_eq(cJSON_GetArraySize(archs), 2);
+            cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 0)), "sm_80");
+            cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 1)), "sm_90");
+            cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "cubin_bytes")), 1000);
+            cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "ptx_bytes")), 100);
+        }
+        cr_log_info("%s: %d training + %d validation kernels compiled by NVRTC for sm_80, sm_90 (+PTX)", models[m][0], train, eval);
+        cJSON_Delete(j);
+        tu_free(&r);
+    }
+    unlink(path);
+}
+
+static void set_cache_dir(char *dir) {
+    cr_assert(mkdtemp(dir));
+    setenv("XDG_CACHE_HOME", dir, 1);
+    unsetenv("YOLOCC_NO_CACHE");
+}
+
+/* issue 5: the second identical compile comes from the cache (nothing is
+ * compiled again) and writes the same plan; a corrupted entry is compiled
+ * again rather than used. */
+Test(codegen, second_compile_is_served_from_the_cache) {
+    char why[512];
+    if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
+    char dir[] = "/tmp/yolocc-cache-XXXXXX", a[] = "/tmp/yolocc-cg-XXXXXX", b[] = "/tmp/yolocc-cg-XXXXXX";
+    set_cache_dir(dir);
+    int fa = mkstemp(a), fb = mkstemp(b);
+    cr_assert(fa >= 0 && fb >= 0);
+    close(fa);
+    close(fb);
+    int counts[3][3];
+    for (int run = 0; run < 3; run++) {
+        if (run == 2) {
+            /* flip a byte in the middle of one cached artifact */
+            char cmd[800];
+            snprintf(cmd, sizeof cmd, "f=$(ls %s/yolocc | head -1) && printf 'X' | dd of=%s/yolocc/$f bs=1 seek=200 conv=notrunc 2>/dev/null", dir, dir);
+            cr_assert_eq(system(cmd), 0);
+        }
+        char args[600];
+        snprintf(args, sizeof args, "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16 --target cuda -o %s", run == 0 ? a : b);
+        CliResult r = tu_run_bin(fast_bin(), args);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *line = strstr(r.out, "kernels (cuda): ");
+        int tr, ev;
+        cr_assert(line && sscanf(line, "kernels (cuda): %d training + %d validation, %d compiled, %d from the cache", &tr, &ev, &counts[run][0], &counts[run][1]) == 4);
+        counts[run][2] = 3 * (tr + ev);
+        tu_free(&r);
+    }
+    cr_expect_eq(counts[0][1] + counts[0][0], counts[0][2]);
+    cr_expect_eq(counts[1][0], 0, "the second compile compiled %d kernels", counts[1][0]);
+    cr_expect_eq(counts[1][1], counts[1][2]);
+    cr_expect_eq(counts[2][0], 1, "the corrupted entry was compiled again: %d", counts[2][0]);
+    size_t la, lb;
+    char *pa = tu_slurp(a, &la), *pb = tu_slurp(b, &lb);
+    cr_expect(la == lb && memcmp(pa, pb, la) == 0, "cached and fresh compiles wrote different plans");
+    free(pa);
+    free(pb);
+    unlink(a);
+    unlink(b);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    unsetenv("XDG_CACHE_HOME");
+}
+
+/* Golden generated sources: the tiny model's C unit and its CUDA kernels
+ * (bf16) as yolocc --emit-src writes them must equal tests/golden/codegen.
+ * After an intended change: `make golden`, then read the diff. */
+static void compare_dirs(const char *golden, const char *fresh) {
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "diff -r %s %s >/dev/null", golden, fresh);
+    cr_expect_eq(system(cmd), 0, "generated sources differ from %s (run `make golden` if the change is intended, and review the diff)", golden);
+}
+
+Test(codegen, golden_sources) {
+    char dir[] = "/tmp/yolocc-golden-XXXXXX", cdir[700], udir[700], args[1600];
+    cr_assert(mkdtemp(dir));
+    snprintf(cdir, sizeof cdir, "%s/cpu", dir);
+    snprintf(udir, sizeof udir, "%s/cuda", dir);
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 2 --target cpu --emit-src %s -o %s/p.plan", cdir, dir);
+    CliResult r = tu_run_bin(fast_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    compare_dirs("tests/golden/codegen/cpu", cdir);
+    char why[512];
+    if (nvrtc_available(why, sizeof why)) {
+        snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16 --target cuda --emit-src %s -o %s/p.plan", udir, dir);
+        r = tu_run_bin(fast_bin(), args);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_free(&r);
+        compare_dirs("tests/golden/codegen/cuda", udir);
+    }
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_expect_eq(system(args), 0);
+}
+
+/* Bad codegen options: one clear error, exit 2, no plan. */
+Test(codegen, bad_options_are_one_clear_error) {
+    const char *cases[][2] = {{"--target gpu", "--target must be cpu or cuda"},
+                              {"--target cuda --arch sm_1", "'sm_1' is not an architecture"},
+                              {"--target cuda --arch sm_80,sm_80", "listed twice"},
+                              {"--target cuda --arch ,", "expected sm_NN"},
+                              {"--emit-src /proc/no/such/dir", "--emit-src: cannot create"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[600];
+        unlink("/tmp/yolocc-cg-bad.plan");
+        snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 %s -o /tmp/yolocc-cg-bad.plan", cases[i][0]);
+        CliResult r = tu_run(args);
+        cr_expect_neq(r.status, 0, "%s", cases[i][0]);
+        cr_expect(strstr(r.err, cases[i][1]), "%s: stderr was: %s", cases[i][0], r.err);
+        cr_expect_eq(tu_lines(r.err), 1, "%s: %s", cases[i][0], r.err);
+        cr_expect_neq(access("/tmp/yolocc-cg-bad.plan", F_OK), 0, "%s left a plan", cases[i][0]);
+        tu_free(&r);
+    }
+}
