@@ -13,7 +13,6 @@ cd "$(dirname "$0")/.."
 make -s build/yolocc build/yolort >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export XDG_CACHE_HOME=$tmp/cache
 unset YOLOCC_NO_CACHE
 machine="$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (no GPU)"
 commit=$(git rev-parse --short HEAD)
@@ -22,6 +21,7 @@ now() { date +%s.%N; }
 printf '%-8s %-6s %8s %10s %9s %9s\n' model cache wall_s codegen_s compiled cached
 for spec in "yolov8.yaml yolov8n" "yolo11.yaml yolo11n"; do
   set -- $spec
+  export XDG_CACHE_HOME=$tmp/cache-$2   # cold: nothing this model shares with another is cached
   for run in cold cached; do
     t0=$(now)
     out=$(build/yolocc "models/$1" --scale n --imgsz 640 --batch 16 --precision bf16 --target cuda --arch sm_80,sm_90 -o "$tmp/g.plan")

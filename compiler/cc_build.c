@@ -2,6 +2,7 @@
  * source written to a private mkdtemp directory. Owns that directory and
  * the flag list; must not use the shell (no system/popen) or leave files. */
 #include "cc_build.h"
+#include "words.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,17 +25,7 @@ extern char **environ;
 static const char *const FLAGS[] = {"-std=c11", "-O2", "-fPIC", "-shared", "-Wall", "-Werror"};
 enum { N_FLAGS = sizeof FLAGS / sizeof FLAGS[0], MAX_CC_WORDS = 16, PATH_CAP = 4096, LOG_SHOWN = 1500 };
 
-bool cc_options_string(char *buf, int cap) {
-    if (cap <= 0) return false;
-    int used = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_FLAGS; i++) {
-        int n = snprintf(buf + used, (size_t)(cap - used), "%s%s", i ? " " : "", FLAGS[i]);
-        if (n < 0 || n >= cap - used) return false;
-        used += n;
-    }
-    return true;
-}
+bool cc_options_string(char *buf, int cap) { return words_join(FLAGS, N_FLAGS, buf, cap); }
 
 /* $CC (else "cc") split at blanks into argv[0..); words backs the strings. */
 static int cc_words(char *words, size_t cap, char **argv) {

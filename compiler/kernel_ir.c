@@ -74,7 +74,7 @@ int kb_sel(KBuild *kb, KInstrOp op, int a, int b, int c, int d) { return kb_emit
 /* operands that are registers, by instruction kind */
 static int reg_operands(const KInstr *in, int *r) {
     switch (in->op) {
-    case KI_STORE: case KI_SETVAR: case KI_ACCUM: case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: r[0] = in->a; return 1;
+    case KI_STORE: case KI_SETVAR: case KI_ACCUM: case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: case KI_SIGMOID: r[0] = in->a; return 1;
     case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: r[0] = in->a, r[1] = in->b; return 2;
     case KI_SEL_GT: case KI_SEL_GE: r[0] = in->a, r[1] = in->b, r[2] = in->c, r[3] = in->d; return 4;
     default: return 0;

@@ -34,6 +34,7 @@ typedef enum {
     KI_INC_I64,     /* buf[0] += 1 on an int64 counter, once per launch (finalize only) */
     KI_NEG, KI_EXP, KI_SQRT, KI_ERF,
     KI_F32,         /* r = a rounded to fp32 (a value PyTorch stores before using it) */
+    KI_SIGMOID,     /* r = 1 / (1 + exp(-a)) */
     KI_ADD, KI_SUB, KI_MUL, KI_DIV, KI_POW,
     KI_SEL_GT,      /* r = a > b ? c : d */
     KI_SEL_GE,      /* r = a >= b ? c : d */

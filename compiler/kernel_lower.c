@@ -3,6 +3,7 @@
  * group stay in registers), reductions re-evaluate that chain in their own
  * body, library ops and copies run as they are. Owns no op formulas
  * (kernel_rules.c) and no target syntax (kernel_render.c). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,13 @@ typedef struct Lower {
     int errcap;
 } Lower;
 
-static bool fail(Lower *L, const char *fmt, int a, int b) {
-    if (!L->failed) snprintf(L->err, (size_t)L->errcap, fmt, a, b);
+__attribute__((format(printf, 2, 3))) static bool fail(Lower *L, const char *fmt, ...) {
+    if (!L->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(L->err, (size_t)L->errcap, fmt, ap);
+        va_end(ap);
+    }
     L->failed = true;
     return false;
 }
@@ -89,7 +95,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
     }
     size_t len;
     char *sig = kb_signature(&kb->k, &len);
-    if (!sig) return kb_free(kb), fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+    if (!sig) return kb_free(kb), fail(L, "out of memory (op %d)", op_lo), -1;
     KProgram *kp = L->kp;
     int id = -1, same_hash = 0;
     uint32_t h = fnv1a(sig, len);
@@ -106,7 +112,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
             !grow((void **)&kp->kernels, &kp->cap_kernels, kp->n_kernels + 1, sizeof(Kernel))) {
             free(sig);
             kb_free(kb);
-            return fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+            return fail(L, "out of memory (op %d)", op_lo), -1;
         }
         id = kp->n_kernels++;
         kp->kernels[id] = kb->k;
@@ -114,7 +120,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
         L->sig[id] = sig;
         L->sig_len[id] = len;
     }
-    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)%.0d", op_lo, 0), -1;
+    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", op_lo), -1;
     KLaunch *ln = &kp->launches[kp->n_launches++];
     *ln = (KLaunch){.kernel = id, .op_lo = op_lo, .op_hi = op_hi, .n_args = kp->kernels[id].n_bufs, .n = n, .c = c, .inner = inner};
     memcpy(ln->args, kb->slot_tensor, sizeof ln->args);
@@ -123,7 +129,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
 
 static bool library_launch(Lower *L, int o) {
     KProgram *kp = L->kp;
-    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)%.0d", o, 0);
+    if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", o);
     kp->launches[kp->n_launches++] = (KLaunch){.kernel = -1, .op_lo = o, .op_hi = o};
     return true;
 }
@@ -145,7 +151,7 @@ static int lower_value(void *ctx, KBuild *kb, int t) {
     Lower *L = ctx;
     if (L->reg[t] >= 0) {
         if (kb == &L->pend || (kb == L->clone && kb->sec_first == L->chain_sec)) return L->reg[t];
-        return fail(L, "op reading %%%d: the value is still in a pending kernel's registers%.0d", t, 0), 0;
+        return fail(L, "op reading %%%d: the value is still in a pending kernel's registers", t), 0;
     }
     if (L->f->internal[t] && L->g->tensors[t].producer >= 0)
         return fail(L, "tensor %%%d is internal to its fusion group but no kernel of the group holds it (producer op %d)", t, L->g->tensors[t].producer), 0;
@@ -188,7 +194,7 @@ static bool lower_elementwise(Lower *L, int o, const KRule *r) {
     if (!pend_open(L, o, &L->g->tensors[op->out[0]].shape)) return false;
     KValues v = {lower_value, lower_begin_body, L};
     int out[8];
-    if (op->n_out > 8 || !r->elementwise(&L->pend, L->g, op, &v, out)) return fail(L, "op %d: cannot lower%.0d", o, 0);
+    if (op->n_out > 8 || !r->elementwise(&L->pend, L->g, op, &v, out)) return fail(L, "op %d: cannot lower", o);
     for (int i = 0; i < op->n_out; i++) {
         int t = op->out[i];
         if (out[i] < 0) continue;
@@ -223,7 +229,7 @@ static bool lower_reduce(Lower *L, int o, const KRule *r) {
     KValues v = {lower_value, lower_begin_body, L};
     bool ok = r->reduce(&rb, L->g, op, &v);
     L->clone = NULL;
-    if (!ok || L->failed) return kb_free(&rb), fail(L, "op %d: cannot lower its reduction%.0d", o, 0);
+    if (!ok || L->failed) return kb_free(&rb), fail(L, "op %d: cannot lower its reduction", o);
     if (emit_kernel(L, &rb, o, o, n, c, inner) == -1) return false;
     return r->elementwise ? lower_elementwise(L, o, r) : true;
 }
@@ -233,7 +239,7 @@ static bool lower_alone(Lower *L, int o, const KRule *r) {
     if (!flush(L)) return false;
     KBuild kb;
     kb_init(&kb, KS_MAP);
-    if (!r->map(&kb, L->g, op)) return kb_free(&kb), fail(L, "op %d: cannot lower%.0d", o, 0);
+    if (!r->map(&kb, L->g, op)) return kb_free(&kb), fail(L, "op %d: cannot lower", o);
     int64_t n, c, inner;
     kernel_extents(&L->g->tensors[op->n_out ? op->out[0] : op->in[0]].shape, &n, &c, &inner);
     return emit_kernel(L, &kb, o, o, n, c, inner) != -1;
@@ -257,7 +263,7 @@ static bool lower_norm(Lower *L, int o) {
     kb_end_finalize(&kb, 0);
     int l = emit_kernel(L, &kb, o, o, 1, 1, 1);
     if (l < 0) return false;
-    if (!grow((void **)&kp->list, &kp->cap_list, kp->n_list + op->n_in, sizeof(int))) return fail(L, "out of memory (op %d)%.0d", o, 0);
+    if (!grow((void **)&kp->list, &kp->cap_list, kp->n_list + op->n_in, sizeof(int))) return fail(L, "out of memory (op %d)", o);
     kp->launches[l].list_first = kp->n_list;
     kp->launches[l].list_n = op->n_in;
     for (int i = 0; i < op->n_in; i++) {
@@ -317,7 +323,7 @@ static bool lower_op(Lower *L, int o) {
     case KR_NORM: return lower_norm(L, o);
     case KR_COPY: return lower_copy(L, o);
     }
-    return fail(L, "op %d: no lowering rule%.0d", o, 0);
+    return fail(L, "op %d: no lowering rule", o);
 }
 
 bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, char *err, int errcap) {

@@ -55,16 +55,44 @@ static void load_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, 
     else snprintf(buf, cap, "((const float *)a.t[%d])[%s]", in->buf, idx);
 }
 
-static const char *const FN1[KI_COUNT_OPS] = {[KI_EXP] = "yk_exp", [KI_SQRT] = "yk_sqrt", [KI_ERF] = "yk_erf"};
+static const char *const FN1[KI_COUNT_OPS] = {[KI_EXP] = "yk_exp", [KI_SQRT] = "yk_sqrt", [KI_ERF] = "yk_erf", [KI_SIGMOID] = "yk_sigmoid"};
 static const char *const OP2[KI_COUNT_OPS] = {[KI_ADD] = "+", [KI_SUB] = "-", [KI_MUL] = "*", [KI_DIV] = "/"};
+
+/* Which instructions of a body give the same value for every element of a
+ * channel (per-channel and fixed loads, constants, variables and what is
+ * computed from them only): the C skeletons hoist them out of the element loop. */
+static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
+    for (int r = 0; r < s.n; r++) {
+        const KInstr *in = &k->code[s.first + r];
+        switch (in->op) {
+        case KI_LOAD: inv[r] = in->at != KA_ELEM; break;
+        case KI_CONST: case KI_VAR: case KI_COUNT: inv[r] = true; break;
+        case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: case KI_SIGMOID: inv[r] = inv[in->a]; break;
+        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: inv[r] = inv[in->a] && inv[in->b]; break;
+        case KI_SEL_GT: case KI_SEL_GE: inv[r] = inv[in->a] && inv[in->b] && inv[in->c] && inv[in->d]; break;
+        default: inv[r] = false;
+        }
+    }
+}
+
+/* Which part of a section to write: all of it, or (C bodies) the
+ * channel-invariant part and the per-element part separately. */
+typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT } Part;
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
  * f<N> of type double. */
-static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent) {
+static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part) {
     const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real";
     char a[96], idx[32];
+    bool *inv = calloc((size_t)s.n + 1, sizeof(bool));
+    if (!inv) {
+        o->ok = false;
+        return;
+    }
+    channel_invariant(k, s, inv);
     for (int r = 0; r < s.n; r++) {
         const KInstr *in = &k->code[s.first + r];
+        if ((part == PART_CHANNEL && !inv[r]) || (part == PART_ELEMENT && inv[r])) continue;
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
@@ -85,7 +113,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
         case KI_NEG: fprintf(o->f, "const %s %c%d = -%c%d;\n", type, p, r, p, in->a); break;
         case KI_F32: fprintf(o->f, "const %s %c%d = (%s)(float)%c%d;\n", type, p, r, type, p, in->a); break;
-        case KI_EXP: case KI_SQRT: case KI_ERF: fprintf(o->f, "const %s %c%d = %s(%c%d);\n", type, p, r, FN1[in->op], p, in->a); break;
+        case KI_EXP: case KI_SQRT: case KI_ERF: case KI_SIGMOID: fprintf(o->f, "const %s %c%d = %s(%c%d);\n", type, p, r, FN1[in->op], p, in->a); break;
         case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "const %s %c%d = %c%d %s %c%d;\n", type, p, r, p, in->a, OP2[in->op], p, in->b); break;
         case KI_POW: fprintf(o->f, "const %s %c%d = yk_pow(%c%d, %c%d);\n", type, p, r, p, in->a, p, in->b); break;
         case KI_SEL_GT: case KI_SEL_GE:
@@ -94,15 +122,16 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         default: o->ok = false;
         }
     }
+    free(inv);
 }
 
 /* Renders a section into a malloc'd string (a template value). */
-static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent) {
+static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part) {
     char *buf = NULL;
     size_t len = 0;
     Out o = {open_memstream(&buf, &len), true};
     if (!o.f) return NULL;
-    emit_section(&o, k, tg, s, finalize, indent);
+    emit_section(&o, k, tg, s, finalize, indent, part);
     fclose(o.f);
     if (!o.ok) {
         free(buf);
@@ -115,16 +144,21 @@ static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize
 static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
     const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "            ") : (k->skel == KS_MAP ? "                " : "                    ");
-    const char *fin_indent = tg == KT_CUDA ? "            " : "            ";
+    const char *fin_indent = "            ", *chan_indent = k->skel == KS_MAP ? "            " : "            ";
+    /* C hoists channel-invariant work out of the element loop; CUDA visits
+     * elements, not channels, and keeps the body whole */
+    Part body_part = tg == KT_C ? PART_ELEMENT : PART_ALL;
     char path[64];
     switch (k->skel) {
     case KS_MAP: {
-        char *body = section_text(k, tg, k->body[0], false, body_indent);
-        const char *kv[] = {"NAME", k->name, "BODY", body ? body : ""};
+        char *body = section_text(k, tg, k->body[0], false, body_indent, body_part);
+        char *chan = tg == KT_C ? section_text(k, tg, k->body[0], false, chan_indent, PART_CHANNEL) : strdup("");
+        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : ""};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);
-        emit_template(o, path, kv, 2);
-        o->ok &= body != NULL;
+        emit_template(o, path, kv, 3);
+        o->ok &= body && chan;
         free(body);
+        free(chan);
         break;
     }
     case KS_CHANNEL_REDUCE: {
@@ -134,23 +168,26 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         snprintf(path, sizeof path, "%s/reduce_begin.%s", dir, ext);
         emit_template(o, path, kv, 2);
         for (int ph = 0; ph < k->n_phases; ph++) {
-            char *body = section_text(k, tg, k->body[ph], false, body_indent), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent);
+            char *body = section_text(k, tg, k->body[ph], false, body_indent, body_part), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL);
+            char *chan = tg == KT_C ? section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL) : strdup("");
             char naccs[16], used[16];
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);
-            const char *pv[] = {"NACCS", naccs, "NACCS_USED", used, "LOOP_N", k->body[ph].n ? "a.n" : "0", "BODY", body ? body : "", "FINALIZE", fin ? fin : ""};
+            const char *pv[] = {"NACCS", naccs, "NACCS_USED", used, "LOOP_N", k->body[ph].n ? "a.n" : "0", "BODY", body ? body : "", "FINALIZE", fin ? fin : "",
+                                "CHAN", chan ? chan : ""};
             snprintf(path, sizeof path, "%s/reduce_phase.%s", dir, ext);
-            emit_template(o, path, pv, 5);
-            o->ok &= body && fin;
+            emit_template(o, path, pv, 6);
+            o->ok &= body && fin && chan;
             free(body);
             free(fin);
+            free(chan);
         }
         snprintf(path, sizeof path, "%s/reduce_end.%s", dir, ext);
         emit_template(o, path, NULL, 0);
         break;
     }
     case KS_LIST_NORM: {
-        char *fin = section_text(k, tg, k->finalize[0], true, "        ");
+        char *fin = section_text(k, tg, k->finalize[0], true, "        ", PART_ALL);
         const char *kv[] = {"NAME", k->name, "FINALIZE", fin ? fin : ""};
         snprintf(path, sizeof path, "%s/list_norm.%s", dir, ext);
         emit_template(o, path, kv, 2);

@@ -2,6 +2,7 @@
  * Owns the NVRTC symbol table and option list; must not include nvrtc.h (the
  * build works without /usr/local/cuda) or keep anything but the handle. */
 #include "nvrtc_build.h"
+#include "words.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -51,17 +52,7 @@ static const struct {
 static const char *const OPTIONS[] = {"--std=c++17", "-default-device"};
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
 
-bool nvrtc_options_string(char *buf, int cap) {
-    if (cap <= 0) return false;
-    int used = 0;
-    buf[0] = 0;
-    for (int i = 0; i < N_OPTIONS; i++) {
-        int n = snprintf(buf + used, (size_t)(cap - used), "%s%s", i ? " " : "", OPTIONS[i]);
-        if (n < 0 || n >= cap - used) return false;
-        used += n;
-    }
-    return true;
-}
+bool nvrtc_options_string(char *buf, int cap) { return words_join(OPTIONS, N_OPTIONS, buf, cap); }
 
 /* Resolves the table from h into a scratch copy, so a library lacking a
  * symbol leaves N untouched; false with the symbol named in why. */

@@ -15,7 +15,7 @@ for bin in "$@"; do
     fuzz_plan)
       # a real plan as the seed, made by this build's compiler
       "$BUILD/yolocc" models/tiny.yaml --imgsz 32 --batch 1 -o "$corpus/tiny.plan" >/dev/null || status=1
-      max_len=400000 ;;
+      max_len=800000 ;;
     *) [ -d "tests/fuzz/seeds/$name" ] && cp -f "tests/fuzz/seeds/$name"/* "$corpus"/ 2>/dev/null ;;
   esac
   dict=()

@@ -8,6 +8,7 @@ void @NAME@(const YkArgs *ap) {
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
+@CHAN@
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;

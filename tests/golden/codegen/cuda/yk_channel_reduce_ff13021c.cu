@@ -20,6 +20,7 @@ typedef float yk_real;
 #define YK_BLOCK 256
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
+__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }

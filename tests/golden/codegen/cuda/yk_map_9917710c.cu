@@ -20,6 +20,7 @@ typedef float yk_real;
 #define YK_BLOCK 256
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
+__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -58,8 +59,8 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     return r;
 }
 
-/* yk_map_09830755: elementwise over [n, c, inner], grid-stride */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_09830755(YkArgs a) {
+/* yk_map_9917710c: elementwise over [n, c, inner], grid-stride */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_9917710c(YkArgs a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
@@ -69,24 +70,20 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_09830755(YkArgs a)
         const yk_real r0 = (yk_real)yk_ld_f32(a.t[0], i);
         const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], i);
         const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], i);
-        const yk_real r3 = (yk_real)yk_ld_f32(a.t[3], 1);
+        const yk_real r3 = (yk_real)yk_ld_f32(a.t[3], 0);
         const yk_real r4 = (yk_real)yk_ld_f32(a.t[4], 0);
         const yk_real r5 = (yk_real)yk_ld_f32(a.t[5], 0);
         const yk_real r6 = r1 * r5;
         const yk_real r7 = (yk_real)(float)r6;
-        const yk_real r8 = (yk_real)0.00050000000000000001;
-        const yk_real r9 = r8 * r0;
-        const yk_real r10 = r7 + r9;
-        const yk_real r11 = (yk_real)(float)r10;
-        const yk_real r12 = r4 * r2;
-        const yk_real r13 = r12 + r11;
+        const yk_real r8 = r4 * r2;
+        const yk_real r9 = r8 + r7;
+        const yk_real r10 = (yk_real)(float)r9;
+        yk_st_f32(a.t[2], i, (float)r10);
+        const yk_real r12 = r4 * r10;
+        const yk_real r13 = r7 + r12;
         const yk_real r14 = (yk_real)(float)r13;
-        yk_st_f32(a.t[2], i, (float)r14);
-        const yk_real r16 = r4 * r14;
-        const yk_real r17 = r11 + r16;
-        const yk_real r18 = (yk_real)(float)r17;
-        const yk_real r19 = r3 * r18;
-        const yk_real r20 = r0 - r19;
-        yk_st_f32(a.t[0], i, (float)r20);
+        const yk_real r15 = r3 * r14;
+        const yk_real r16 = r0 - r15;
+        yk_st_f32(a.t[0], i, (float)r16);
     }
 }

@@ -20,6 +20,7 @@ typedef float yk_real;
 #define YK_BLOCK 256
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
+__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -58,31 +59,33 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     return r;
 }
 
-/* yk_map_dbcd4543: elementwise over [n, c, inner], grid-stride */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_dbcd4543(YkArgs a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
-    const yk_real count_ = (yk_real)(a.n * a.inner);
-    (void)count_;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_; i += (long long)gridDim.x * blockDim.x) {
-        const long long c = (i / inner_) % c_;
-        (void)c;
-        const yk_real r0 = (yk_real)yk_ld_f32(a.t[0], i);
-        const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], i);
-        const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], i);
-        const yk_real r3 = (yk_real)yk_ld_f32(a.t[3], 2);
-        const yk_real r4 = (yk_real)yk_ld_f32(a.t[4], 0);
-        const yk_real r5 = (yk_real)yk_ld_f32(a.t[5], 0);
-        const yk_real r6 = r1 * r5;
-        const yk_real r7 = (yk_real)(float)r6;
-        const yk_real r8 = r4 * r2;
-        const yk_real r9 = r8 + r7;
-        const yk_real r10 = (yk_real)(float)r9;
-        yk_st_f32(a.t[2], i, (float)r10);
-        const yk_real r12 = r4 * r10;
-        const yk_real r13 = r7 + r12;
-        const yk_real r14 = (yk_real)(float)r13;
-        const yk_real r15 = r3 * r14;
-        const yk_real r16 = r0 - r15;
-        yk_st_f32(a.t[0], i, (float)r16);
+/* yk_list_norm_06c3052a: one block; each tensor's norm rounded to fp32 first
+ * (clip_grad_norm_), a fixed summation order, then the finalize */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_list_norm_06c3052a(YkArgs a) {
+    __shared__ double red_[YK_BLOCK];
+    const long long c = 0;
+    (void)c;
+    double total_ = 0;
+    for (long long j = 0; j < a.list_n; j++) {
+        const float *x = (const float *)a.list[j];
+        double sq = 0;
+        for (long long i = threadIdx.x; i < a.list_len[j]; i += blockDim.x) sq += (double)x[i] * x[i];
+        sq = yk_block_sum(sq, red_);
+        const float norm = (float)sqrt(sq);
+        total_ += (double)norm * norm;
+    }
+    const double acc_[1] = {total_};
+    if (threadIdx.x == 0) {
+        const double f0 = acc_[0];
+        const double f1 = yk_sqrt(f0);
+        const double f2 = (double)(float)f1;
+        const double f3 = (double)9.9999999999999995e-07;
+        const double f4 = f2 + f3;
+        const double f5 = (double)10;
+        const double f6 = f5 / f4;
+        const double f7 = (double)1;
+        const double f8 = f6 > f7 ? f7 : f6;
+        yk_st_f32(a.t[0], 0, (float)f8);
+        yk_st_f32(a.t[1], 0, (float)f2);
     }
 }

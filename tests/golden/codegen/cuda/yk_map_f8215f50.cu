@@ -20,6 +20,7 @@ typedef float yk_real;
 #define YK_BLOCK 256
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
+__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -58,38 +59,27 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     return r;
 }
 
-/* yk_map_5eac788d: elementwise over [n, c, inner], grid-stride */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_5eac788d(YkArgs a) {
+/* yk_map_f8215f50: elementwise over [n, c, inner], grid-stride */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_f8215f50(YkArgs a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_; i += (long long)gridDim.x * blockDim.x) {
         const long long c = (i / inner_) % c_;
         (void)c;
-        const yk_real r0 = (yk_real)0.001;
-        const yk_real r1 = (yk_real)yk_ld_f32(a.t[0], c);
-        const yk_real r2 = r1 + r0;
-        const yk_real r3 = yk_sqrt(r2);
-        const yk_real r4 = (yk_real)1;
-        const yk_real r5 = r4 / r3;
-        const yk_real r6 = (yk_real)(float)r5;
-        const yk_real r7 = (yk_real)yk_ld_f32(a.t[1], c);
-        const yk_real r8 = (yk_real)yk_ld_bf16(a.t[2], i);
-        const yk_real r9 = r8 - r7;
-        const yk_real r10 = r9 * r6;
-        const yk_real r11 = (yk_real)yk_ld_f32(a.t[3], c);
-        const yk_real r12 = (yk_real)yk_ld_f32(a.t[4], c);
-        const yk_real r13 = r10 * r12;
-        const yk_real r14 = r13 + r11;
-        const yk_real r15 = (yk_real)(float)r14;
-        const yk_real r16 = -r15;
-        const yk_real r17 = yk_exp(r16);
-        const yk_real r18 = (yk_real)1;
-        const yk_real r19 = r18 + r17;
-        const yk_real r20 = (yk_real)1;
-        const yk_real r21 = r20 / r19;
-        const yk_real r22 = r15 * r21;
-        const yk_real r23 = (yk_real)(float)r22;
-        yk_st_bf16(a.t[5], i, (float)r23);
+        const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+        const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], c);
+        const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], c);
+        const yk_real r3 = r0 - r2;
+        const yk_real r4 = r3 * r1;
+        const yk_real r5 = (yk_real)yk_ld_f32(a.t[3], c);
+        const yk_real r6 = (yk_real)yk_ld_f32(a.t[4], c);
+        const yk_real r7 = r4 * r6;
+        const yk_real r8 = r7 + r5;
+        const yk_real r9 = (yk_real)(float)r8;
+        const yk_real r10 = yk_sigmoid(r9);
+        const yk_real r11 = r9 * r10;
+        const yk_real r12 = (yk_real)(float)r11;
+        yk_st_bf16(a.t[5], i, (float)r12);
     }
 }

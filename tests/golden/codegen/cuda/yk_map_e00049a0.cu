@@ -20,6 +20,7 @@ typedef float yk_real;
 #define YK_BLOCK 256
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
+__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -58,8 +59,8 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     return r;
 }
 
-/* yk_map_ad19b6d0: elementwise over [n, c, inner], grid-stride */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_ad19b6d0(YkArgs a) {
+/* yk_map_e00049a0: elementwise over [n, c, inner], grid-stride */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_e00049a0(YkArgs a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
@@ -82,17 +83,12 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_ad19b6d0(YkArgs a)
         const yk_real r13 = r10 * r12;
         const yk_real r14 = r13 + r11;
         const yk_real r15 = (yk_real)(float)r14;
-        const yk_real r16 = -r15;
-        const yk_real r17 = yk_exp(r16);
-        const yk_real r18 = (yk_real)1;
-        const yk_real r19 = r18 + r17;
-        const yk_real r20 = (yk_real)1;
-        const yk_real r21 = r20 / r19;
-        const yk_real r22 = r15 * r21;
-        const yk_real r23 = (yk_real)(float)r22;
-        const yk_real r24 = (yk_real)yk_ld_bf16(a.t[5], i);
-        const yk_real r25 = r24 + r23;
-        const yk_real r26 = (yk_real)(float)r25;
-        yk_st_bf16(a.t[6], i, (float)r26);
+        const yk_real r16 = yk_sigmoid(r15);
+        const yk_real r17 = r15 * r16;
+        const yk_real r18 = (yk_real)(float)r17;
+        const yk_real r19 = (yk_real)yk_ld_bf16(a.t[5], i);
+        const yk_real r20 = r19 + r18;
+        const yk_real r21 = (yk_real)(float)r20;
+        yk_st_bf16(a.t[6], i, (float)r21);
     }
 }
