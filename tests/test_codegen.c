@@ -417,3 +417,46 @@ Test(codegen, bad_options_are_one_clear_error) {
         tu_free(&r);
     }
 }
+
+/* The finite test over gradients (what fp16 loss scaling skips a step on) is
+ * the gradient-norm kernel: its fp64 sum of squares cannot overflow for fp32
+ * gradients, so the norm is non-finite exactly when a gradient is. A NaN and
+ * an inf planted in the accumulated gradients show in the norm the generated
+ * kernel reports, as in the oracle's. */
+static double norm_after_planting(Plan *p, bool generated, float value) {
+    TrainStep ts;
+    char err[512];
+    cr_assert(train_step_init(&ts, p, err, sizeof err), "%s", err);
+    train_step_set_fast(&ts, false);
+    if (generated) interp_use_generated(&ts.it, &ts.gen);
+    cr_assert(weights_init(&p->g, ts.it.buf, 7, err, sizeof err), "%s", err);
+    synthetic_batch(3, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    StepResult out;
+    double norm = 0;
+    const double lr[3] = {0.01, 0.01, 0.01};
+    cr_assert(train_step_backward(&ts, &out, err, sizeof err), "%s", err);
+    int n;
+    const int *grads = train_step_grads(&ts, &n);
+    ts.acc[n / 2][(int)shape_numel(&p->g.tensors[grads[n / 2]].shape) / 2] = value;
+    cr_assert(train_step_update(&ts, lr, 0.937, NULL, &norm, err, sizeof err), "%s", err);
+    train_step_free(&ts);
+    return norm;
+}
+
+Test(codegen, nonfinite_gradient_shows_in_the_norm) {
+    char path[] = "/tmp/yolocc-cg-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    compile_plan("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path);
+    Plan p;
+    char err[512];
+    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    double finite = norm_after_planting(&p, true, 1.0f), nan_gen = norm_after_planting(&p, true, NAN), inf_gen = norm_after_planting(&p, true, INFINITY);
+    cr_expect(isfinite(finite) && finite > 0);
+    cr_expect(isnan(nan_gen), "norm %g with a NaN gradient", nan_gen);
+    cr_expect(isinf(inf_gen), "norm %g with an inf gradient", inf_gen);
+    cr_expect(isnan(norm_after_planting(&p, false, NAN)) && isinf(norm_after_planting(&p, false, INFINITY)), "the oracle agrees");
+    plan_free(&p);
+    unlink(path);
+}
