@@ -29,23 +29,29 @@ typedef struct StepTrace {
     int64_t n_grads, n_state;
 } StepTrace;
 
+/* A step on the plan with fixed weights and batch. Library ops (convolutions,
+ * loss, ...) run the oracle's kernels either way, so comparisons isolate the
+ * generated code; dead arena bytes are poisoned. */
+static void start_step(TrainStep *ts, Plan *p, bool generated, void (*tamper)(TrainStep *)) {
+    char err[512];
+    cr_assert(train_step_init(ts, p, err, sizeof err), "%s", err);
+    train_step_set_fast(ts, false);
+    cr_assert_null(ts->it.gen);
+    if (generated) {
+        cr_assert(ts->has_gen);
+        interp_use_generated(&ts->it, &ts->gen);
+    }
+    ts->it.poison = true;
+    if (tamper) tamper(ts);
+    cr_assert(weights_init(&p->g, ts->it.buf, 7, err, sizeof err), "%s", err);
+    synthetic_batch(3, ts->batch, ts->imgsz, ts->nc, ts->max_boxes, train_step_images(ts), train_step_boxes(ts), train_step_counts(ts));
+}
+
 static void run_two(Plan *p, bool generated, StepTrace *tr, void (*tamper)(TrainStep *)) {
     TrainStep ts;
     char err[512];
-    cr_assert(train_step_init(&ts, p, err, sizeof err), "%s", err);
-    /* library ops (convolutions, loss, ...) run the oracle's kernels in both
-     * runs, so the comparison isolates the generated code */
-    train_step_set_fast(&ts, false);
-    cr_assert_null(ts.it.gen);
-    if (generated) {
-        cr_assert(ts.has_gen);
-        interp_use_generated(&ts.it, &ts.gen);
-    }
-    ts.it.poison = true;
-    if (tamper) tamper(&ts);
+    start_step(&ts, p, generated, tamper);
     const Graph *g = &p->g;
-    cr_assert(weights_init(g, ts.it.buf, 7, err, sizeof err), "%s", err);
-    synthetic_batch(3, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
     int n;
     const int *grads = train_step_grads(&ts, &n);
     tr->n_grads = tr->n_state = 0;
@@ -426,11 +432,7 @@ Test(codegen, bad_options_are_one_clear_error) {
 static double norm_after_planting(Plan *p, bool generated, float value) {
     TrainStep ts;
     char err[512];
-    cr_assert(train_step_init(&ts, p, err, sizeof err), "%s", err);
-    train_step_set_fast(&ts, false);
-    if (generated) interp_use_generated(&ts.it, &ts.gen);
-    cr_assert(weights_init(&p->g, ts.it.buf, 7, err, sizeof err), "%s", err);
-    synthetic_batch(3, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    start_step(&ts, p, generated, NULL);
     StepResult out;
     double norm = 0;
     const double lr[3] = {0.01, 0.01, 0.01};
