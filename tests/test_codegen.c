@@ -13,12 +13,18 @@
 #include "../runtime/weights.h"
 #include "test_util.h"
 
-static void compile_plan(const char *args, const char *path) {
-    char cmd[1024];
+/* Compiles `yolocc ARGS` into a fresh temp file (path: 22 bytes) and reads it. */
+static void compile_and_read(const char *args, char *path, Plan *p) {
+    snprintf(path, 22, "/tmp/yolocc-cg-XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[1024], err[512];
     snprintf(cmd, sizeof cmd, "%s -o %s", args, path);
     CliResult r = tu_run(cmd);
     cr_assert_eq(r.status, 0, "yolocc %s: %s", cmd, r.err);
     tu_free(&r);
+    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
 }
 
 /* Two optimizer steps on one synthetic batch; gradients of the first step,
@@ -96,15 +102,10 @@ static void free_trace(StepTrace *t) {
  * in a poisoned arena */
 static void check_cpu_target(const char *model_args) {
     for (int f = 0; f < 2; f++) {
-        char args[512], path[] = "/tmp/yolocc-cg-XXXXXX";
-        int fd = mkstemp(path);
-        cr_assert(fd >= 0);
-        close(fd);
+        char args[512], path[22];
         snprintf(args, sizeof args, "%s --imgsz 64 --batch 2 --max-boxes 8 --fuse %s", model_args, f ? "full" : "none");
-        compile_plan(args, path);
         Plan p;
-        char err[512];
-        cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+        compile_and_read(args, path, &p);
         cr_assert(p.kernels, "%s: the plan carries no kernels", args);
         StepTrace ref, gen;
         run_two(&p, false, &ref, NULL);
@@ -141,14 +142,9 @@ static void break_bn_statistics(TrainStep *ts) {
 }
 
 Test(codegen, generated_kernels_do_the_work) {
-    char path[] = "/tmp/yolocc-cg-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    compile_plan("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path);
+    char path[22];
     Plan p;
-    char err[512];
-    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    compile_and_read("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path, &p);
     StepTrace ok, broken;
     run_two(&p, true, &ok, NULL);
     run_two(&p, true, &broken, break_bn_statistics);
@@ -446,14 +442,9 @@ static double norm_after_planting(Plan *p, bool generated, float value) {
 }
 
 Test(codegen, nonfinite_gradient_shows_in_the_norm) {
-    char path[] = "/tmp/yolocc-cg-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    close(fd);
-    compile_plan("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path);
+    char path[22];
     Plan p;
-    char err[512];
-    cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+    compile_and_read("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path, &p);
     double finite = norm_after_planting(&p, true, 1.0f), nan_gen = norm_after_planting(&p, true, NAN), inf_gen = norm_after_planting(&p, true, INFINITY);
     cr_expect(isfinite(finite) && finite > 0);
     cr_expect(isnan(nan_gen), "norm %g with a NaN gradient", nan_gen);
