@@ -10,7 +10,11 @@ MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/de
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS)
 CFLAGS  ?= -O2 -g
-LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto $(MPI_LIBS) -ldl -lpthread -lm
+# libgomp: the CPU target's generated kernels (built with -fopenmp, loaded
+# at run time) start its worker threads; linked even though nothing here
+# calls it, so it stays loaded after a plan's kernels are closed (unloading it
+# under its idle workers crashes the process at exit)
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto $(MPI_LIBS) -Wl,--no-as-needed -lgomp -Wl,--as-needed -ldl -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c))

@@ -335,3 +335,5 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
 };
 
 RefKernel cpu_kernel(OpKind k) { return k >= 0 && k < OP_COUNT ? CPU_KERNELS[k] : NULL; }
+
+void cpu_conv_set_threads(int n) { openblas_set_num_threads(n); }

@@ -26,4 +26,7 @@ bool cpu_batchnorm_bwd(const Graph *g, const Op *op, void **buf, char *err, int 
 bool cpu_activation(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 
+/* Threads OpenBLAS may use for the convolutions' GEMMs. */
+void cpu_conv_set_threads(int n);
+
 #endif

@@ -31,6 +31,7 @@ void yk_map_b4fc6b55(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -76,6 +77,7 @@ void yk_map_8783ee22(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -115,6 +117,7 @@ void yk_map_184d4a69(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;

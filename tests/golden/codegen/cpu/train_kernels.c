@@ -32,6 +32,7 @@ void yk_channel_reduce_fe258742(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[1];
         (void)var_;
@@ -104,6 +105,7 @@ void yk_map_6c656ee0(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -143,6 +145,7 @@ void yk_map_0abac755(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -177,6 +180,7 @@ void yk_channel_reduce_0358efb2(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[1];
         (void)var_;
@@ -204,6 +208,7 @@ void yk_channel_reduce_6b8fddaa(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[2];
         (void)var_;
@@ -305,6 +310,7 @@ void yk_map_e55c925c(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -355,6 +361,7 @@ void yk_map_75c6984e(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -393,6 +400,7 @@ void yk_map_1380fdcc(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -427,6 +435,7 @@ void yk_map_9917710c(const YkArgs *ap) {
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
