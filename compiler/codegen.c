@@ -109,13 +109,17 @@ static void progress(int done, int total, const CodegenResult *r) {
     fprintf(stderr, "\rcodegen: %d/%d kernels (%d compiled, %d cached)%s", done, total, r->compiled, r->cached, done == total ? "\n" : "");
 }
 
+static void source_sha256(const char *src, char hex[65]) {
+    const void *part[] = {src};
+    size_t plen[] = {strlen(src)};
+    kcache_key(part, plen, 1, hex);
+}
+
 static bool build_cpu(const KProgram *kp, const CodegenOptions *o, cJSON *idx, Blobs *bl, CodegenResult *r, char *err, int errcap) {
     char *src = kernel_render_c_unit(kp);
     if (!src) return snprintf(err, (size_t)errcap, "rendering C kernels failed (a template is missing)"), false;
     char hex[65], tool[256] = "cc", opts[512] = "";
-    const void *part[] = {src};
-    size_t plen[] = {strlen(src)};
-    kcache_key(part, plen, 1, hex);
+    source_sha256(src, hex);
     cc_version(tool, sizeof tool);
     cc_options_string(opts, sizeof opts);
     char fname[128];
@@ -140,7 +144,6 @@ static bool build_cpu(const KProgram *kp, const CodegenOptions *o, cJSON *idx, B
         cJSON_AddStringToObject(k, "name", kp->kernels[i].name);
         cJSON_AddStringToObject(k, "skeleton", kernel_skel_name(kp->kernels[i].skel));
         cJSON_AddItemToArray(ks, k);
-        progress(i + 1, kp->n_kernels, r);
     }
     return true;
 }
@@ -270,15 +273,10 @@ bool codegen_parse_section(const unsigned char *buf, size_t len, cJSON **index, 
     return true;
 }
 
-bool codegen_c_source_hash(const Graph *g, const Fusion *f, Precision p, char hex[65], char *err, int errcap) {
-    KProgram kp;
-    if (!kernel_lower(g, f, p, &kp, err, errcap)) return false;
-    char *src = kernel_render_c_unit(&kp);
-    kernel_program_free(&kp);
+bool codegen_c_source_hash(const KProgram *kp, char hex[65], char *err, int errcap) {
+    char *src = kernel_render_c_unit(kp);
     if (!src) return snprintf(err, (size_t)errcap, "rendering C kernels failed"), false;
-    const void *part[] = {src};
-    size_t plen[] = {strlen(src)};
-    kcache_key(part, plen, 1, hex);
+    source_sha256(src, hex);
     free(src);
     return true;
 }

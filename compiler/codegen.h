@@ -8,6 +8,7 @@
 
 #include "../passes/fuse.h"
 #include "../passes/memplan.h"
+#include "kernel_ir.h"
 
 enum { CODEGEN_MAX_ARCHS = 8 };
 
@@ -40,6 +41,6 @@ const char *codegen_target_name(CodegenTarget t);
 bool codegen_parse_section(const unsigned char *buf, size_t len, cJSON **index, const unsigned char **blobs, size_t *blobs_len, char *err, int errcap);
 /* SHA-256 (hex) of the C translation unit of a lowered program: the CPU
  * runtime re-lowers a plan and requires the same source it was built from. */
-bool codegen_c_source_hash(const Graph *g, const Fusion *f, Precision p, char hex[65], char *err, int errcap);
+bool codegen_c_source_hash(const KProgram *kp, char hex[65], char *err, int errcap);
 
 #endif

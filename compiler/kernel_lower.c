@@ -19,6 +19,7 @@ typedef struct Lower {
     bool *read;             /* per tensor: some op or the graph's outputs read it */
     char **sig;             /* per kernel: its signature, for sharing */
     size_t *sig_len;
+    uint32_t *sig_hash;     /* and its hash, which names it */
     /* the pending map kernel of the current group */
     KBuild pend;
     bool active;
@@ -101,15 +102,15 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
     uint32_t h = fnv1a(sig, len);
     for (int i = 0; i < kp->n_kernels && id < 0; i++) {
         if (L->sig_len[i] == len && memcmp(L->sig[i], sig, len) == 0) id = i;
-        else if (fnv1a(L->sig[i], L->sig_len[i]) == h) same_hash++;
+        else if (L->sig_hash[i] == h) same_hash++;
     }
     if (id >= 0) {
         free(sig);
         kb_free(kb);
     } else {
-        int cap_sig = kp->cap_kernels, cap_len = kp->cap_kernels;
+        int cap_sig = kp->cap_kernels, cap_len = kp->cap_kernels, cap_hash = kp->cap_kernels;
         if (!grow((void **)&L->sig, &cap_sig, kp->n_kernels + 1, sizeof(char *)) || !grow((void **)&L->sig_len, &cap_len, kp->n_kernels + 1, sizeof(size_t)) ||
-            !grow((void **)&kp->kernels, &kp->cap_kernels, kp->n_kernels + 1, sizeof(Kernel))) {
+            !grow((void **)&L->sig_hash, &cap_hash, kp->n_kernels + 1, sizeof(uint32_t)) || !grow((void **)&kp->kernels, &kp->cap_kernels, kp->n_kernels + 1, sizeof(Kernel))) {
             free(sig);
             kb_free(kb);
             return fail(L, "out of memory (op %d)", op_lo), -1;
@@ -119,6 +120,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
         snprintf(kp->kernels[id].name, KIR_NAME, same_hash ? "yk_%s_%08x_%d" : "yk_%s_%08x", kernel_skel_name(kb->k.skel), h, same_hash);
         L->sig[id] = sig;
         L->sig_len[id] = len;
+        L->sig_hash[id] = h;
     }
     if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", op_lo), -1;
     KLaunch *ln = &kp->launches[kp->n_launches++];
@@ -355,6 +357,7 @@ bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, ch
     for (int i = 0; i < kp->n_kernels; i++) free(L.sig[i]);
     free(L.sig);
     free(L.sig_len);
+    free(L.sig_hash);
     free(L.persistent);
     free(L.read);
     free(L.reg);

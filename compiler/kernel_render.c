@@ -144,7 +144,7 @@ static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize
 static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
     const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "            ") : (k->skel == KS_MAP ? "                " : "                    ");
-    const char *fin_indent = "            ", *chan_indent = k->skel == KS_MAP ? "            " : "            ";
+    const char *fin_indent = "            ", *chan_indent = "            ";
     /* C hoists channel-invariant work out of the element loop; CUDA visits
      * elements, not channels, and keeps the body whole */
     Part body_part = tg == KT_C ? PART_ELEMENT : PART_ALL;

@@ -247,8 +247,7 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     /* then seeded perturbations of the best order so far (hill climbing):
      * swap neighbours of similar size and re-place; plans stay reproducible */
     int *best = arena_array(a, (size_t)m + 1, sizeof(int));
-    bool *best_fit = arena_array(a, 1, sizeof(bool));
-    if (!best || !best_fit) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (!best) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int k = 0; k < m; k++) keys[k] = (SizeKey){(double)align_up(mp->bytes[order[k]]), mp->def[order[k]], order[k]};
     qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
     for (int k = 0; k < m; k++) best[k] = keys[k].t;

@@ -25,10 +25,10 @@ bool gen_cpu_open(GenCpu *gc, const Plan *p, char *err, int errcap) {
         snprintf(err, (size_t)errcap, "the plan's kernels are for the %s target, not the CPU", target->valuestring);
     } else if (!cJSON_IsString(sha) || !so) {
         snprintf(err, (size_t)errcap, "the plan's CPU kernels lack their source hash or shared object");
-    } else if (codegen_c_source_hash(&p->g, &p->fusion, p->precision, hex, err, errcap)) {
+    } else if (kernel_lower(&p->g, &p->fusion, p->precision, &gc->kp, err, errcap) && codegen_c_source_hash(&gc->kp, hex, err, errcap)) {
         if (strcmp(hex, sha->valuestring) != 0) {
             snprintf(err, (size_t)errcap, "the plan's kernels were generated from other source than this yolocc generates for it (recompile the plan)");
-        } else if (kernel_lower(&p->g, &p->fusion, p->precision, &gc->kp, err, errcap)) {
+        } else {
             size_t off = (size_t)cJSON_GetObjectItemCaseSensitive(so, "offset")->valuedouble, n = (size_t)cJSON_GetObjectItemCaseSensitive(so, "bytes")->valuedouble;
             ok = kernel_so_open(&gc->so, blobs + off, n, err, errcap);
         }
