@@ -453,3 +453,39 @@ Test(codegen, nonfinite_gradient_shows_in_the_norm) {
     plan_free(&p);
     unlink(path);
 }
+
+/* The KERNELS index parser: each malformed section is one clear error. */
+static bool parse_kernels(const char *json, size_t extra_blob, char *err, int errcap) {
+    size_t jl = strlen(json);
+    unsigned char buf[512] = {(unsigned char)jl, (unsigned char)(jl >> 8), 0, 0};
+    memcpy(buf + 4, json, jl);
+    cJSON *idx = NULL;
+    const unsigned char *blobs;
+    size_t blobs_len;
+    bool ok = codegen_parse_section(buf, 4 + jl + extra_blob, &idx, &blobs, &blobs_len, err, errcap);
+    cJSON_Delete(idx);
+    return ok;
+}
+
+Test(codegen, kernels_section_rejects_bad_indexes) {
+    char err[256];
+    cr_expect(parse_kernels("{\"target\":\"cpu\",\"kernels\":[],\"so\":{\"offset\":0,\"bytes\":8}}", 8, err, sizeof err), "%s", err);
+    const char *bad[][2] = {{"{\"target\":\"cpu\",\"kernels\":[],\"so\":{\"offset\":4,\"bytes\":8}}", "outside the section"},
+                            {"{\"target\":\"cpu\"}", "a target and a kernels array"},
+                            {"[1,2]", "a target and a kernels array"},
+                            {"{\"target\":\"cuda\",\"kernels\":[{\"name\":\"k\",\"blobs\":[{\"offset\":0,\"bytes\":99}]}]}", "outside the section"},
+                            {"{\"target\":\"cuda\",\"kernels\":[{\"blobs\":[]}]}", "without a name"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        cr_expect_not(parse_kernels(bad[i][0], 8, err, sizeof err), "%s was accepted", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+    }
+    unsigned char shortbuf[3] = {0}, longlen[8] = {200, 0, 0, 0, '{', '}', 0, 0};
+    cJSON *idx = NULL;
+    const unsigned char *blobs;
+    size_t blobs_len;
+    cr_expect_not(codegen_parse_section(shortbuf, sizeof shortbuf, &idx, &blobs, &blobs_len, err, sizeof err));
+    cr_expect(strstr(err, "shorter than its 4-byte index length"), "%s", err);
+    cr_expect_not(codegen_parse_section(longlen, sizeof longlen, &idx, &blobs, &blobs_len, err, sizeof err));
+    cr_expect(strstr(err, "runs past the section"), "%s", err);
+}
