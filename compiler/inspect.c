@@ -45,6 +45,9 @@ static cJSON *fusion_report(const Plan *p) {
         cJSON_AddNumberToObject(r, "library_calls", library);
         cJSON_AddNumberToObject(r, "generated_launches", generated);
         cJSON_AddNumberToObject(r, "generated_kernels", kp.n_kernels);
+        int copies = 0;
+        for (int l = 0; l < kp.n_launches; l++) copies += kp.launches[l].kernel >= 0 && kp.kernels[kp.launches[l].kernel].skel == KS_COPY;
+        cJSON_AddNumberToObject(r, "copy_launches", copies);
         kernel_program_free(&kp);
     } else {
         cJSON_AddStringToObject(r, "lowering_error", err);
@@ -52,6 +55,8 @@ static cJSON *fusion_report(const Plan *p) {
     int64_t internal = 0;
     for (int t = 0; t < g->n_tensors; t++) internal += f->internal[t];
     cJSON_AddNumberToObject(r, "internal_tensors", (double)internal);
+    /* zero-copy concat and split: tensors living inside another's buffer */
+    cJSON_AddNumberToObject(r, "views", f->views.n_views);
     return r;
 }
 

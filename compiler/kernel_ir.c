@@ -155,7 +155,7 @@ void kb_compact(KBuild *kb) {
 
 /* Everything that decides the generated code, in a fixed byte layout. */
 char *kb_signature(const Kernel *k, size_t *len) {
-    size_t n = 64 + sizeof(KInstr) * (size_t)k->n_code + 4 * KIR_MAX_PHASES * 4 + 2 * KIR_MAX_BUFS;
+    size_t n = 64 + sizeof(KInstr) * (size_t)k->n_code + 4 * KIR_MAX_PHASES * 4 + 3 * KIR_MAX_BUFS + 1;
     char *s = calloc(1, n), *p = s;
     if (!s) return NULL;
     int head[4 + 5 * KIR_MAX_PHASES] = {k->skel, k->n_phases, k->n_vars, k->n_bufs};
@@ -166,6 +166,13 @@ char *kb_signature(const Kernel *k, size_t *len) {
     memcpy(p, head, sizeof head);
     p += sizeof head;
     for (int i = 0; i < k->n_bufs; i++) *p++ = (char)k->buf_dtype[i], *p++ = (char)k->buf_written[i];
+    /* strided slots only when there are any, so other kernels keep their names */
+    bool strided = false;
+    for (int i = 0; i < k->n_bufs; i++) strided |= k->buf_strided[i];
+    if (strided) {
+        *p++ = 'S';
+        for (int i = 0; i < k->n_bufs; i++) *p++ = (char)k->buf_strided[i];
+    }
     for (int i = 0; i < k->n_code; i++) {
         const KInstr *in = &k->code[i];
         int f[6] = {in->op, in->a, in->b, in->c, in->d, in->buf};

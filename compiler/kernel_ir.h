@@ -69,6 +69,9 @@ typedef struct Kernel {
     int n_bufs;
     DType buf_dtype[KIR_MAX_BUFS];      /* storage type per slot (CUDA; C stores fp32) */
     bool buf_written[KIR_MAX_BUFS];
+    /* a view inside a wider buffer (passes/views.h): its elements of image n
+     * start at n * YkArgs.bs[slot], not n * c * inner */
+    bool buf_strided[KIR_MAX_BUFS];
 } Kernel;
 
 /* One step of a group: a generated kernel over given tensors and extents, or
@@ -80,6 +83,7 @@ typedef struct KLaunch {
     int args[KIR_MAX_BUFS];     /* tensor id per buffer slot */
     int64_t n, c, inner;
     int64_t outer, len, src_stride, src_off, dst_stride, dst_off;
+    int64_t bs[KIR_MAX_BUFS];   /* per strided slot: elements between images */
     int list_first, list_n;     /* LIST_NORM: tensors in KProgram.list */
 } KLaunch;
 

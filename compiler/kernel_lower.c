@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernel_build.h"
+#include "../passes/views.h"
 
 typedef struct Lower {
     const Graph *g;
@@ -86,6 +87,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
         kb_free(kb); /* a chain whose every value stays in the group's registers */
         return NO_LAUNCH;
     }
+    int64_t strides[KIR_MAX_BUFS] = {0};
     for (int i = 0; i < kb->k.n_bufs; i++) {
         int t = kb->slot_tensor[i];
         if (L->f->internal[t]) {
@@ -93,6 +95,15 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
             return fail(L, "op %d: a kernel needs tensor %%%d in memory, but its fusion group keeps it internal", op_lo, t), -1;
         }
         kb->k.buf_dtype[i] = storage_dtype(L, t);
+        int64_t bs = kb->k.skel == KS_MAP || kb->k.skel == KS_CHANNEL_REDUCE ? views_batch_stride(L->g, &L->f->views, t) : 0;
+        kb->k.buf_strided[i] = bs != 0;
+        strides[i] = bs;
+        /* a view is addressed as [image, channel, inner] of its own shape */
+        const Shape *s = &L->g->tensors[t].shape;
+        if (bs && (s->d[0] != n || s->d[1] != c || shape_numel(s) != n * c * inner)) {
+            kb_free(kb);
+            return fail(L, "op %d: a kernel over [%lld, %lld, %lld] reads view %%%d of another shape", op_lo, (long long)n, (long long)c, (long long)inner, t), -1;
+        }
     }
     size_t len;
     char *sig = kb_signature(&kb->k, &len);
@@ -126,6 +137,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
     KLaunch *ln = &kp->launches[kp->n_launches++];
     *ln = (KLaunch){.kernel = id, .op_lo = op_lo, .op_hi = op_hi, .n_args = kp->kernels[id].n_bufs, .n = n, .c = c, .inner = inner};
     memcpy(ln->args, kb->slot_tensor, sizeof ln->args);
+    memcpy(ln->bs, strides, sizeof ln->bs);
     return kp->n_launches - 1;
 }
 
@@ -289,8 +301,18 @@ static bool copy_launch(Lower *L, int o, int src, int dst, int64_t outer, int64_
     return true;
 }
 
+/* Whether `part` already sits where a concat/split along axis 1 puts it:
+ * `chan` channels into `whole`, inside the same base (a zero-copy view). */
+static bool in_place(const Lower *L, int part, int whole, int64_t chan) {
+    const Views *v = &L->f->views;
+    if (v->base[part] != v->base[whole]) return false;
+    return v->chan[part] == v->chan[whole] + chan;
+}
+
 /* concat / split along any axis as runs of contiguous elements; reshape and
- * detach as one run */
+ * detach as one run. Along axis 1 a part that is a view of the whole costs
+ * nothing, and views on either side are read and written with their base's
+ * stride between images. */
 static bool lower_copy(Lower *L, int o) {
     const Op *op = &L->g->ops[o];
     if (!flush(L)) return false;
@@ -304,13 +326,19 @@ static bool lower_copy(Lower *L, int o) {
     int64_t outer = 1, inner = 1, off = 0;
     for (int i = 0; i < ax; i++) outer *= whole->d[i];
     for (int i = ax + 1; i < whole->nd; i++) inner *= whole->d[i];
-    int64_t whole_run = whole->d[ax] * inner;
+    int whole_t = cat ? op->out[0] : op->in[0];
+    int64_t whole_run = whole->d[ax] * inner, chan = 0;
+    int64_t whole_stride = ax == 1 && views_batch_stride(L->g, &L->f->views, whole_t) ? views_batch_stride(L->g, &L->f->views, whole_t) : whole_run;
     for (int i = 0; i < (cat ? op->n_in : op->n_out); i++) {
         int part = cat ? op->in[i] : op->out[i];
         int64_t run = L->g->tensors[part].shape.d[ax] * inner;
-        bool ok = cat ? copy_launch(L, o, part, op->out[0], outer, run, run, 0, whole_run, off) : copy_launch(L, o, op->in[0], part, outer, run, whole_run, off, run, 0);
+        int64_t part_stride = ax == 1 && views_batch_stride(L->g, &L->f->views, part) ? views_batch_stride(L->g, &L->f->views, part) : run;
+        bool ok = ax == 1 && in_place(L, part, whole_t, chan);
+        if (!ok)
+            ok = cat ? copy_launch(L, o, part, whole_t, outer, run, part_stride, 0, whole_stride, off) : copy_launch(L, o, whole_t, part, outer, run, whole_stride, off, part_stride, 0);
         if (!ok) return false;
         off += run;
+        chan += L->g->tensors[part].shape.d[ax];
     }
     return true;
 }

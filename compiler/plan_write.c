@@ -88,8 +88,8 @@ static void write_list(PlanCodec *c, const int *ids, int n) {
     }
 }
 
-static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp) {
-    uint32_t precision = (uint32_t)mp->precision, zero = 0, n = (uint32_t)g->n_tensors;
+static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp, const Views *v) {
+    uint32_t precision = (uint32_t)mp->precision, zero = 0, n = (uint32_t)g->n_tensors, nv = (uint32_t)v->n_views;
     uint64_t arena = (uint64_t)mp->arena_bytes;
     pc_u32(c, &precision, "precision");
     pc_u32(c, &zero, "padding");
@@ -97,6 +97,15 @@ static void write_memplan(PlanCodec *c, const Graph *g, const MemPlan *mp) {
     pc_u32(c, &n, "tensor count");
     pc_u32(c, &zero, "padding");
     for (int t = 0; t < g->n_tensors; t++) pc_i64(c, &mp->offset[t], "offset");
+    pc_u32(c, &nv, "view count");
+    pc_u32(c, &zero, "padding");
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (v->base[t] == t) continue;
+        int32_t ids[2] = {t, v->base[t]};
+        pc_i32(c, &ids[0], "view");
+        pc_i32(c, &ids[1], "view base");
+        pc_i64(c, &v->chan[t], "view channel");
+    }
 }
 
 static void write_groups(PlanCodec *c, const Fusion *fu) {
@@ -134,7 +143,7 @@ static bool plan_encode(const PlanPart *part, const PlanCodec *nested, PlanCodec
     write_list(&sec[4], g->inputs, g->n_inputs);
     write_list(&sec[4], g->outputs, g->n_outputs);
     write_list(&sec[4], g->state, g->n_state);
-    write_memplan(&sec[5], g, mp);
+    write_memplan(&sec[5], g, mp, &part->fu->views);
     if (nested) pc_append(&sec[6], nested->out, nested->len);
     write_groups(&sec[7], part->fu);
     if (part->kernels) pc_append(&sec[8], part->kernels, part->kernels_len);

@@ -1,4 +1,4 @@
-/* ir/plan_format.h — the plan file format (v4), shared by the writer
+/* ir/plan_format.h — the plan file format (v5), shared by the writer
  * (compiler/plan_write.c) and the reader (runtime/plan_read.c).
  *
  * Little-endian throughout. Layout:
@@ -18,7 +18,9 @@
  *   MEMPLAN  u32 precision (0 fp32, 1 bf16, 2 fp16), u32 zero, u64 arena bytes,
  *            u32 tensor count, u32 zero, i64 offset per tensor in the step
  *            arena (-1: its own persistent storage; -2: internal to its fusion
- *            group, no storage)
+ *            group, no storage); u32 view count, u32 zero, then per view
+ *            (passes/views.h): i32 tensor, i32 base, i64 first channel; a
+ *            view's offset is its slice's within its base's bytes
  *   EVAL     empty, or (training plans) the validation graph as a complete
  *            plan of its own (kind "eval", whose EVAL section is empty)
  *   GROUPS   u32 count, then per fusion group: u32 kind, u32 pattern, u32 first
@@ -36,7 +38,7 @@
 
 #define PLAN_MAGIC "YOLOCCPL"
 enum {
-    PLAN_VERSION = 4,
+    PLAN_VERSION = 5,
     PLAN_HEADER_BYTES = 24,
     PLAN_ENTRY_BYTES = 32,
     PLAN_MAX_SECTIONS = 16,

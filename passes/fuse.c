@@ -3,6 +3,8 @@
  * exactly one group; `--fuse none` makes every op its own group. */
 #include "fuse.h"
 
+#include "views.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -133,7 +135,8 @@ bool fuse_build(const Graph *g, FusePolicy p, Arena *a, Fusion *f, char *err, in
         gr->kind = pattern_kind(g, gr);
         o += len;
     }
-    return mark_internal(g, a, f, err, errcap);
+    /* views_build (train_compile) replaces these once the precision is known */
+    return mark_internal(g, a, f, err, errcap) && views_identity(g, a, &f->views, err, errcap);
 }
 
 bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
@@ -150,5 +153,5 @@ bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap) {
         next += gr->n;
     }
     if (next != g->n_ops) return snprintf(err, (size_t)errcap, "the groups cover %d of %d ops", next, g->n_ops), false;
-    return mark_internal(g, a, f, err, errcap);
+    return mark_internal(g, a, f, err, errcap) && views_identity(g, a, &f->views, err, errcap);
 }

@@ -32,17 +32,27 @@ typedef struct FusionGroup {
     int first, n;           /* ops [first, first + n) */
 } FusionGroup;
 
+/* Zero-copy concat and split (passes/views.h): tensors that live inside
+ * another tensor's buffer, as a base and a first channel on axis 1. */
+typedef struct Views {
+    int *base;          /* per tensor: the tensor whose storage holds it (itself when it has its own) */
+    int64_t *chan;      /* per tensor: its first channel on base's axis 1 (0 for a base) */
+    int n_views;        /* tensors with base != itself */
+} Views;
+
 typedef struct Fusion {
     FusePolicy policy;
     FusionGroup *groups;
     int n_groups;
     bool *internal;         /* per tensor: produced and read only inside one group */
+    Views views;            /* identity until views_build (FUSE_FULL plans) */
 } Fusion;
 
 
 bool fuse_build(const Graph *g, FusePolicy p, Arena *a, Fusion *f, char *err, int errcap);
 /* Checks that groups partition the ops in order and that each group matches
- * its pattern; fills f->internal. For groups read back from a plan. */
+ * its pattern; fills f->internal and identity views (a plan's reader then
+ * installs the views its memory plan stores). For groups read back from a plan. */
 bool fuse_check(const Graph *g, Arena *a, Fusion *f, char *err, int errcap);
 const char *group_kind_name(GroupKind k);
 const char *group_pattern_name(GroupPattern p);

@@ -2,13 +2,15 @@
  * offsets in one step arena (DESIGN decision 5). */
 #include "memplan.h"
 
+#include "views.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *precision_name(Precision p) { return p == PREC_BF16 ? "bf16" : p == PREC_FP16 ? "fp16" : "fp32"; }
 
-static int64_t align_up(int64_t x) { return (x + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+int64_t memplan_align(int64_t x) { return (x + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
 /* per-channel statistics and the loss are fp32 at any precision */
 static bool always_fp32(const Graph *g, int t) {
@@ -82,7 +84,7 @@ static bool overlap(const MemPlan *mp, int t, int u) { return mp->def[u] <= mp->
 /* The lowest (first fit) or tightest (best fit) offset where t fits among
  * the placed tensors whose lifetimes overlap its own. */
 static int64_t find_gap(const MemPlan *mp, const ByOff *s, int t, bool best_fit) {
-    int64_t size = align_up(mp->bytes[t]), best = -1, best_gap = INT64_MAX, cursor = 0;
+    int64_t size = memplan_align(mp->bytes[t]), best = -1, best_gap = INT64_MAX, cursor = 0;
     for (int j = 0; j < s->n; j++) {
         int u = s->t[j];
         if (u == t || !overlap(mp, t, u)) continue;
@@ -92,7 +94,7 @@ static int64_t find_gap(const MemPlan *mp, const ByOff *s, int t, bool best_fit)
             best_gap = best_fit ? gap : -1;
             if (!best_fit) break;
         }
-        int64_t end = s->off[u] + align_up(mp->bytes[u]);
+        int64_t end = s->off[u] + memplan_align(mp->bytes[u]);
         if (end > cursor) cursor = end;
     }
     return best >= 0 ? best : cursor;
@@ -107,7 +109,7 @@ static int64_t place_greedy(const MemPlan *mp, const int *order, int m, bool bes
         int t = order[k];
         off[t] = find_gap(mp, &s, t, best_fit);
         byoff_insert(&s, t);
-        if (off[t] + align_up(mp->bytes[t]) > arena) arena = off[t] + align_up(mp->bytes[t]);
+        if (off[t] + memplan_align(mp->bytes[t]) > arena) arena = off[t] + memplan_align(mp->bytes[t]);
     }
     return arena;
 }
@@ -147,7 +149,7 @@ static int64_t compact(const MemPlan *mp, const int *order, int m, int *scratch,
     }
     int64_t arena = 0;
     for (int k = 0; k < m; k++)
-        if (off[order[k]] + align_up(mp->bytes[order[k]]) > arena) arena = off[order[k]] + align_up(mp->bytes[order[k]]);
+        if (off[order[k]] + memplan_align(mp->bytes[order[k]]) > arena) arena = off[order[k]] + memplan_align(mp->bytes[order[k]]);
     return arena;
 }
 
@@ -160,6 +162,24 @@ static bool try_order(MemPlan *mp, int n, const int *order, int m, bool best_fit
     if (arena >= mp->arena_bytes) return false;
     mp->arena_bytes = arena;
     memcpy(mp->offset, trial, sizeof(int64_t) * (size_t)n);
+    return true;
+}
+
+bool memplan_lifetimes(const Graph *g, const Fusion *fu, Arena *a, int *def, int *last, char *err, int errcap) {
+    graph_last_use(g, last);
+    for (int t = 0; t < g->n_tensors; t++) def[t] = g->tensors[t].producer;
+    /* a launch may carry out several ops of its group at once: a tensor is
+     * live from the start of its producer's group to the end of its last
+     * reader's group */
+    if (!fu) return true;
+    int *lo = arena_array(a, (size_t)g->n_ops + 1, sizeof(int)), *hi = arena_array(a, (size_t)g->n_ops + 1, sizeof(int));
+    if (!lo || !hi) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < fu->n_groups; i++)
+        for (int o = fu->groups[i].first; o < fu->groups[i].first + fu->groups[i].n; o++) lo[o] = fu->groups[i].first, hi[o] = fu->groups[i].first + fu->groups[i].n - 1;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (def[t] >= 0) def[t] = lo[def[t]];
+        if (last[t] >= 0 && last[t] < g->n_ops) last[t] = hi[last[t]];
+    }
     return true;
 }
 
@@ -178,21 +198,15 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     int64_t *delta = arena_array(a, (size_t)g->n_ops + 2, sizeof(int64_t));
     if (!mp->offset || !mp->bytes || !mp->def || !mp->last || !persistent || !order || !placed || !delta)
         return snprintf(err, (size_t)errcap, "out of memory"), false;
-    graph_last_use(g, mp->last);
+    if (!memplan_lifetimes(g, fu, a, mp->def, mp->last, err, errcap)) return false;
     memplan_mark_persistent(g, persistent);
-    for (int t = 0; t < n; t++) mp->def[t] = g->tensors[t].producer;
-    /* a launch may carry out several ops of its group at once: a tensor is
-     * live from the start of its producer's group to the end of its last
-     * reader's group */
-    if (fu) {
-        int *lo = arena_array(a, (size_t)g->n_ops + 1, sizeof(int)), *hi = arena_array(a, (size_t)g->n_ops + 1, sizeof(int));
-        if (!lo || !hi) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        for (int i = 0; i < fu->n_groups; i++)
-            for (int o = fu->groups[i].first; o < fu->groups[i].first + fu->groups[i].n; o++) lo[o] = fu->groups[i].first, hi[o] = fu->groups[i].first + fu->groups[i].n - 1;
-        for (int t = 0; t < n; t++) {
-            if (mp->def[t] >= 0) mp->def[t] = lo[mp->def[t]];
-            if (mp->last[t] >= 0 && mp->last[t] < g->n_ops) mp->last[t] = hi[mp->last[t]];
-        }
+    /* a tensor that holds views is live while any of them is */
+    const Views *views = fu ? &fu->views : NULL;
+    for (int t = 0; views && views->n_views && t < n; t++) {
+        int b = views->base[t];
+        if (b == t) continue;
+        if (mp->def[t] < mp->def[b]) mp->def[b] = mp->def[t];
+        if (mp->last[t] > mp->last[b]) mp->last[b] = mp->last[t];
     }
     for (int o = 0; o < g->n_ops; o++) mp->step_flops += op_def(g->ops[o].kind)->flops(g, &g->ops[o]);
     int m = 0;
@@ -200,7 +214,9 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
         const Tensor *x = &g->tensors[t];
         mp->bytes[t] = memplan_tensor_bytes(g, t, persistent[t], p);
         mp->offset[t] = -1;
-        if (internal && internal[t]) {
+        if (views && views->base[t] != t) {
+            continue; /* inside its base's bytes */
+        } else if (internal && internal[t]) {
             mp->offset[t] = MEMPLAN_INTERNAL;
         } else if (x->kind == TK_INPUT) {
             mp->input_bytes += mp->bytes[t];
@@ -209,9 +225,9 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
             /* a low-precision compute copy beside each fp32 master weight */
             if (x->kind == TK_PARAM && p != PREC_FP32) mp->persistent_bytes += shape_numel(&x->shape) * 2;
         } else {
-            mp->naive_bytes += align_up(mp->bytes[t]);
-            delta[mp->def[t]] += align_up(mp->bytes[t]);
-            delta[mp->last[t] + 1] -= align_up(mp->bytes[t]);
+            mp->naive_bytes += memplan_align(mp->bytes[t]);
+            delta[mp->def[t]] += memplan_align(mp->bytes[t]);
+            delta[mp->last[t] + 1] -= memplan_align(mp->bytes[t]);
             if (loss_op >= 0 && mp->def[t] < loss_op && mp->last[t] > loss_op) mp->saved_activation_bytes += mp->bytes[t];
             order[m++] = t;
         }
@@ -231,7 +247,7 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     for (int strategy = 0; strategy < 10; strategy++) {
         for (int k = 0; k < m; k++) {
             int t = order[k];
-            double size = (double)align_up(mp->bytes[t]), life = (double)(mp->last[t] - mp->def[t] + 1);
+            double size = (double)memplan_align(mp->bytes[t]), life = (double)(mp->last[t] - mp->def[t] + 1);
             int order_kind = strategy / 2;
             double key = order_kind == 0   ? size
                          : order_kind == 1 ? size * life
@@ -248,7 +264,7 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
      * swap neighbours of similar size and re-place; plans stay reproducible */
     int *best = arena_array(a, (size_t)m + 1, sizeof(int));
     if (!best) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int k = 0; k < m; k++) keys[k] = (SizeKey){(double)align_up(mp->bytes[order[k]]), mp->def[order[k]], order[k]};
+    for (int k = 0; k < m; k++) keys[k] = (SizeKey){(double)memplan_align(mp->bytes[order[k]]), mp->def[order[k]], order[k]};
     qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
     for (int k = 0; k < m; k++) best[k] = keys[k].t;
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
@@ -259,10 +275,20 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
             rng ^= rng >> 7;
             rng ^= rng << 17;
             int u = order[k], v = order[k + 1];
-            if ((rng & 3) == 0 && align_up(mp->bytes[v]) >= align_up(mp->bytes[u]) / 2) order[k] = v, order[k + 1] = u;
+            if ((rng & 3) == 0 && memplan_align(mp->bytes[v]) >= memplan_align(mp->bytes[u]) / 2) order[k] = v, order[k + 1] = u;
         }
         if (try_order(mp, n, order, m, trial_no % 2 == 0, placed, tops, trial)) memcpy(best, order, sizeof(int) * (size_t)m);
     }
     if (m == 0) mp->arena_bytes = 0;
+    memplan_place_views(g, views, mp->offset, p);
     return true;
+}
+
+void memplan_place_views(const Graph *g, const Views *v, int64_t *offset, Precision p) {
+    for (int t = 0; v && v->n_views && t < g->n_tensors; t++) {
+        int b = v->base[t];
+        if (b == t) continue;
+        int64_t esize = memplan_tensor_bytes(g, t, false, p) / shape_numel(&g->tensors[t].shape);
+        offset[t] = offset[b] + views_elem_offset(g, v, t) * esize;
+    }
 }

@@ -1,7 +1,8 @@
 /* passes/memplan.h — the memory plan of a training step: which tensors live
  * in persistent regions (parameters, their gradients, buffers, optimizer
  * state, inputs) and where every other tensor sits in the one step arena,
- * from liveness intervals over the schedule (greedy by size, best fit).
+ * from liveness intervals over the schedule (greedy by size, best fit); a
+ * view (passes/views.h) sits inside its base, which lives as long as any of them.
  * Sizes follow the plan's precision. Knows no kernels. */
 #ifndef YOLOCC_MEMPLAN_H
 #define YOLOCC_MEMPLAN_H
@@ -39,6 +40,15 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
  * precision; master weights, their gradients, BN statistics, optimizer state
  * and the loss stay fp32. */
 int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p);
+/* Per tensor: the first op of its producer's group and the last op of its
+ * last reader's group (fu NULL: the ops themselves); graph outputs end at
+ * n_ops, tensors nobody makes start at -1. */
+bool memplan_lifetimes(const Graph *g, const Fusion *fu, Arena *a, int *def, int *last, char *err, int errcap);
+/* Bytes rounded up to the arena's alignment. */
+int64_t memplan_align(int64_t x);
+/* Offsets of views: their base's plus where they sit in it, at the
+ * precision's element size (memplan_build does this itself). */
+void memplan_place_views(const Graph *g, const Views *v, int64_t *offset, Precision p);
 /* persistent[t]: t lives outside the step arena (state, inputs, parameter gradients). */
 void memplan_mark_persistent(const Graph *g, bool *persistent);
 

@@ -9,6 +9,7 @@
 
 #include "cpu_conv.h"
 #include "gen_cpu.h"
+#include "../passes/views.h"
 
 size_t dtype_size(DType dt) { return dt == DT_I64 ? 8 : dt == DT_F32 ? 4 : 2; }
 
@@ -89,6 +90,11 @@ bool interp_use_groups(Interp *it, const Fusion *f) {
     for (int i = 0; i < f->n_groups; i++)
         for (int o = f->groups[i].first; o < f->groups[i].first + f->groups[i].n; o++) group_end[o] = f->groups[i].first + f->groups[i].n - 1;
     for (int t = 0; t < g->n_tensors; t++) end[t] = g->tensors[t].producer >= 0 ? group_end[g->tensors[t].producer] : -1;
+    it->views = f->views.n_views && it->arena ? &f->views : NULL;
+    for (int t = 0; it->views && it->last && t < g->n_tensors; t++) {
+        int b = f->views.base[t];
+        if (b != t && it->last[t] > it->last[b]) it->last[b] = it->last[t];
+    }
     bool ok = schedule_frees(it, end);
     free(end);
     free(group_end);
@@ -100,7 +106,7 @@ static void after_op(Interp *it, int o) {
     const Graph *g = it->g;
     const Op *op = &g->ops[o];
     for (int i = 0; it->poison && i < op->n_in; i++) {
-        int t = op->in[i];
+        int t = it->views ? it->views->base[op->in[i]] : op->in[i];
         if (it->last[t] == o && !it->transient[t]) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
     }
     for (int j = it->free_at ? it->free_at[o] : 0; it->free_at && j < it->free_at[o + 1]; j++) {
@@ -108,6 +114,53 @@ static void after_op(Interp *it, int o) {
         if (it->owned[t]) free(it->buf[t]);
         it->buf[t] = NULL;
         it->owned[t] = false;
+    }
+}
+
+/* Between a strided view and a packed copy of it (fp32, image by image). */
+static void view_copy(const Interp *it, int t, float *packed, bool pack) {
+    const Shape *s = &it->g->tensors[t].shape;
+    int64_t row = shape_numel(s) / s->d[0], bs = views_batch_stride(it->g, it->views, t);
+    float *v = it->buf[t];
+    for (int64_t n = 0; n < s->d[0]; n++) {
+        if (pack) memcpy(packed + n * row, v + n * bs, sizeof(float) * (size_t)row);
+        else memcpy(v + n * bs, packed + n * row, sizeof(float) * (size_t)row);
+    }
+}
+
+typedef struct Packed {
+    int t;
+    void *view;
+} Packed;
+
+/* Library routines address whole contiguous tensors: each strided view the
+ * op touches is swapped for a packed copy (inputs filled now) until
+ * unpack_views writes the outputs back and restores the views. */
+static bool pack_views(Interp *it, const Op *op, Packed *pk, int *npk) {
+    *npk = 0;
+    for (int i = 0; it->views && i < op->n_in + op->n_out; i++) {
+        int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        bool seen = false;
+        for (int j = 0; j < *npk; j++) seen |= pk[j].t == t;
+        if (seen || !views_batch_stride(it->g, it->views, t)) continue;
+        float *p = malloc(sizeof(float) * (size_t)shape_numel(&it->g->tensors[t].shape));
+        if (!p) return false;
+        if (i < op->n_in) view_copy(it, t, p, true);
+        pk[(*npk)++] = (Packed){t, it->buf[t]};
+        it->buf[t] = p;
+    }
+    return true;
+}
+
+static void unpack_views(Interp *it, const Op *op, Packed *pk, int npk, bool ok) {
+    for (int j = 0; j < npk; j++) {
+        int t = pk[j].t;
+        float *p = it->buf[t];
+        it->buf[t] = pk[j].view;
+        bool written = false;
+        for (int i = 0; i < op->n_out; i++) written |= op->out[i] == t;
+        if (ok && written) view_copy(it, t, p, false);
+        free(p);
     }
 }
 
@@ -123,7 +176,13 @@ static bool run_op(Interp *it, int o, char *err, int errcap) {
     for (int i = 0; i < op->n_out; i++)
         if (!interp_tensor(it, op->out[i])) return snprintf(err, (size_t)errcap, "out of memory"), false;
     char why[200];
-    if (!k(g, op, it->buf, why, sizeof why)) return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
+    Packed *pk = it->views ? malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out)) : NULL;
+    int npk = 0;
+    bool ok = !it->views || (pk && pack_views(it, op, pk, &npk)) || (snprintf(why, sizeof why, "out of memory"), false);
+    ok = ok && k(g, op, it->buf, why, sizeof why);
+    unpack_views(it, op, pk, npk, ok);
+    free(pk);
+    if (!ok) return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
     return true;
 }
 

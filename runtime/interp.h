@@ -18,6 +18,7 @@ typedef struct Interp {
     bool poison;        /* arena mode: fill a tensor's bytes with NaN once it is dead */
     bool fast;          /* run cpu_kernel() where it has an entry; false: the oracle only */
     const struct GenCpu *gen;   /* the CPU target's generated kernels, or NULL: op by op */
+    const Views *views;         /* zero-copy views of the fusion (interp_use_groups), or NULL */
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);
@@ -30,7 +31,10 @@ void *interp_tensor(Interp *it, int t);
  * after its bytes were reused changes results. Call before running. */
 bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison);
 /* Drops each internal tensor when its fusion group ends instead of after its
- * last reader, so a group that lets one escape fails ("has no value"). */
+ * last reader, so a group that lets one escape fails ("has no value").
+ * Takes the fusion's views too: a view is poisoned with its base, once the
+ * base and every view of it are dead, and library routines see views
+ * through packed copies (they read and write whole tensors). */
 bool interp_use_groups(Interp *it, const Fusion *f);
 /* Runs the plan's generated code (runtime/gen_cpu.h) group by group: its
  * kernels, and the library routines of the ops that have no kernel. Ranges

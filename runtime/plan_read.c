@@ -12,6 +12,7 @@
 
 #include "../ir/plan_codec.h"
 #include "../ir/plan_format.h"
+#include "../passes/views.h"
 
 typedef struct Section {
     uint32_t id;
@@ -227,14 +228,44 @@ static int span_by_offset(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* The views the memory plan stores: each a tensor inside a base that is
+ * itself no view, in a slice of its channels, at the offset that slice has. */
+static bool read_views(Plan *p, PlanCodec *c, uint32_t nv, const int *last, char *err, int errcap) {
+    const Graph *g = &p->g;
+    Views *v = &p->fusion.views;
+    for (uint32_t i = 0; i < nv; i++) {
+        uint64_t at = c->base + c->pos;
+        int32_t t, b;
+        int64_t chan;
+        pc_i32(c, &t, "view");
+        pc_i32(c, &b, "view base");
+        pc_i64(c, &chan, "view channel");
+        if (c->failed) FAIL("%s", c->err);
+        if (t < 0 || t >= g->n_tensors || b < 0 || b >= g->n_tensors || t == b || v->base[t] != t || !views_fits(g, t, b, chan) ||
+            g->tensors[t].kind != TK_ACTIVATION || p->fusion.internal[t] || last[t] >= g->n_ops)
+            FAIL("offset %llu: view %u (tensor %d in %d at channel %lld) is not a slice of its base", (unsigned long long)at, i, t, b, (long long)chan);
+        v->base[t] = b;
+        v->chan[t] = chan;
+        v->n_views++;
+    }
+    for (int t = 0; t < g->n_tensors; t++) {
+        int b = v->base[t];
+        if (b == t) continue;
+        if (v->base[b] != b || p->offset[b] < 0) FAIL("offset %llu: tensor %d is a view of %d, which has no arena bytes of its own", (unsigned long long)c->base, t, b);
+        int64_t want = p->offset[b] + views_elem_offset(g, v, t) * (memplan_tensor_bytes(g, t, false, p->precision) / shape_numel(&g->tensors[t].shape));
+        if (p->offset[t] != want) FAIL("offset %llu: view %d sits at %lld, its slice of %d at %lld", (unsigned long long)c->base, t, (long long)p->offset[t], b, (long long)want);
+    }
+    return true;
+}
+
 /* Offsets must keep every arena tensor inside the arena, and tensors whose
- * lifetimes overlap must not share bytes: a plan that lies here would make
- * kernels overwrite live data. */
+ * lifetimes overlap must not share bytes (a base lives as long as its
+ * views): a plan that lies here would make kernels overwrite live data. */
 static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
     const Graph *g = &p->g;
     PlanCodec c;
     pc_reader(&c, sec->data, sec->len, sec->off);
-    uint32_t precision, pad1, n, pad2;
+    uint32_t precision, pad1, n, pad2, nv = 0, pad3 = 0;
     uint64_t arena;
     pc_u32(&c, &precision, "precision");
     pc_u32(&c, &pad1, "padding");
@@ -242,27 +273,39 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
     pc_u32(&c, &n, "tensor count");
     pc_u32(&c, &pad2, "padding");
     if (c.failed) FAIL("%s", c.err);
-    if (precision > PREC_FP16 || pad1 || pad2 || n != (uint32_t)g->n_tensors || arena > PLAN_MAX_BYTES * 64 || sec->len != 24 + 8ULL * n)
+    if (precision > PREC_FP16 || pad1 || pad2 || n != (uint32_t)g->n_tensors || arena > PLAN_MAX_BYTES * 64 || sec->len < 32 + 8ULL * n)
         FAIL("offset %llu: memory plan header is invalid", (unsigned long long)sec->off);
     p->precision = (Precision)precision;
     p->arena_bytes = (int64_t)arena;
     p->offset = arena_array(&p->arena, (size_t)n + 1, sizeof(int64_t));
-    int *last = arena_array(&p->arena, (size_t)n + 1, sizeof(int));
+    int *last = arena_array(&p->arena, (size_t)n + 1, sizeof(int)), *def = arena_array(&p->arena, (size_t)n + 1, sizeof(int));
     Span *spans = arena_array(&p->arena, (size_t)n + 1, sizeof(Span));
-    if (!p->offset || !last || !spans) FAIL("out of memory");
+    if (!p->offset || !last || !def || !spans) FAIL("out of memory");
     graph_last_use(g, last);
+    for (uint32_t t = 0; t < n; t++) pc_i64(&c, &p->offset[t], "offset");
+    pc_u32(&c, &nv, "view count");
+    pc_u32(&c, &pad3, "padding");
+    if (c.failed) FAIL("%s", c.err);
+    if (pad3 || nv > n || sec->len != 32 + 8ULL * n + 16ULL * nv) FAIL("offset %llu: memory plan with %u views has the wrong length", (unsigned long long)sec->off, nv);
+    if (!read_views(p, &c, nv, last, err, errcap)) return false;
+    const Views *v = &p->fusion.views;
+    for (uint32_t t = 0; t < n; t++) def[t] = g->tensors[t].producer;
+    for (uint32_t t = 0; t < n; t++) {
+        int b = v->base[t];
+        if (def[t] < def[b]) def[b] = def[t];
+        if (last[t] > last[b]) last[b] = last[t];
+    }
     int ns = 0;
     for (uint32_t t = 0; t < n; t++) {
-        uint64_t at = sec->off + c.pos;
-        pc_i64(&c, &p->offset[t], "offset");
+        uint64_t at = sec->off + 24 + 8ULL * t;
         int64_t off = p->offset[t], bytes = memplan_tensor_bytes(g, (int)t, false, p->precision);
         if ((off == MEMPLAN_INTERNAL) != p->fusion.internal[t])
             FAIL("offset %llu: tensor %u %s its fusion group, but the memory plan %s", (unsigned long long)at, t,
                  p->fusion.internal[t] ? "never leaves" : "leaves", p->fusion.internal[t] ? "gives it storage" : "gives it none");
-        if (off == -1 || off == MEMPLAN_INTERNAL) continue;
+        if (off == -1 || off == MEMPLAN_INTERNAL || v->base[t] != (int)t) continue;
         if (g->tensors[t].kind != TK_ACTIVATION || off < 0 || off % MEMPLAN_ALIGN || bytes > (int64_t)arena || off > (int64_t)arena - bytes)
             FAIL("offset %llu: tensor %u cannot sit at arena offset %lld", (unsigned long long)at, t, (long long)off);
-        spans[ns++] = (Span){off, off + bytes, g->tensors[t].producer, last[t]};
+        spans[ns++] = (Span){off, off + bytes, def[t], last[t]};
     }
     qsort(spans, (size_t)ns, sizeof(Span), span_by_offset);
     for (int i = 0; i < ns; i++)

@@ -43,11 +43,20 @@ static void unbuild(Built *b) {
 static void check_no_live_overlap(const Built *b) {
     const MemPlan *mp = &b->tc.mp;
     const Graph *g = &b->tc.m.g;
+    const Views *v = &b->tc.fu.views;
     for (int t = 0; t < g->n_tensors; t++) {
         if (mp->offset[t] < 0) continue;
         cr_assert_leq(mp->offset[t] + mp->bytes[t], mp->arena_bytes);
+        /* a view shares its base's bytes by design: it must lie inside them,
+         * and its base lives as long as it does */
+        int base = v->base[t];
+        if (base != t) {
+            cr_assert(mp->offset[t] >= mp->offset[base] && mp->offset[t] + mp->bytes[t] <= mp->offset[base] + mp->bytes[base], "view %d outside base %d", t, base);
+            cr_assert(mp->def[base] <= g->tensors[t].producer && mp->last[base] >= mp->last[t], "base %d dies before view %d", base, t);
+            continue;
+        }
         for (int u = t + 1; u < g->n_tensors; u++) {
-            if (mp->offset[u] < 0) continue;
+            if (mp->offset[u] < 0 || v->base[u] != u) continue;
             bool time = mp->def[t] <= mp->last[u] && mp->def[u] <= mp->last[t];
             bool space = mp->offset[t] < mp->offset[u] + mp->bytes[u] && mp->offset[u] < mp->offset[t] + mp->bytes[t];
             cr_assert_not(time && space, "tensors %d and %d are live together and overlap", t, u);
@@ -253,6 +262,10 @@ static void check_fuse_recompute_matrix(const char *file, const char *scale, int
             for (int t = 0; t < b.tc.m.g.n_tensors; t++) internal += b.tc.fu.internal[t];
             if (f) cr_expect_gt(internal, 0, "%s: fusion keeps no tensor inside a group", file);
             else cr_expect_eq(internal, 0);
+            /* fused plans carry zero-copy concat/split views, which this run
+             * then reads and writes through their base's bytes */
+            if (f) cr_expect_gt(b.tc.fu.views.n_views, 0, "%s: no zero-copy views", file);
+            else cr_expect_eq(b.tc.fu.views.n_views, 0);
             float *pb;
             double lb[2];
             run_two_steps(&b, true, &pb, lb);
@@ -261,8 +274,8 @@ static void check_fuse_recompute_matrix(const char *file, const char *scale, int
                 double d = fabs((double)pb[i] - pr[i]) / fmax(fabs((double)pr[i]), 1e-3);
                 if (d > worst) worst = d;
             }
-            cr_log_info("%s fuse %s recompute %s: %d groups, %d internal tensors, arena %lld, %d conv outputs recomputed, worst relative difference %.3g", file,
-                        f ? "full" : "none", r == 0 ? "none" : r == 1 ? "pointwise" : "budget", b.tc.fu.n_groups, internal, (long long)b.tc.mp.arena_bytes,
+            cr_log_info("%s fuse %s recompute %s: %d groups, %d internal tensors, %d views, arena %lld, %d conv outputs recomputed, worst relative difference %.3g", file,
+                        f ? "full" : "none", r == 0 ? "none" : r == 1 ? "pointwise" : "budget", b.tc.fu.n_groups, internal, b.tc.fu.views.n_views, (long long)b.tc.mp.arena_bytes,
                         b.tc.recompute_convs, worst);
             cr_expect_leq(worst, 1e-5, "%s fuse %d recompute %d: worst relative difference %.3g", file, f, r, worst);
             if (r == 2) cr_expect_leq(b.tc.mp.arena_bytes, tight);

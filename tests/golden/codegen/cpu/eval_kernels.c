@@ -12,6 +12,7 @@
 typedef struct YkArgs {
     void *t[YK_MAX_BUFS];               /* buffers in the kernel's slot order */
     long long n, c, inner;              /* map / channel-reduce extents: [n, c, inner] */
+    long long bs[YK_MAX_BUFS];          /* strided slots (views): elements between images */
     long long outer, len, src_stride, src_off, dst_stride, dst_off; /* slice copy */
     void *const *list;                  /* tensor-list reduce: the tensors, */
     const long long *list_len;          /* their element counts, */
@@ -62,17 +63,8 @@ void yk_map_b4fc6b55(const YkArgs *ap) {
         }
 }
 
-/* yk_copy_5e384232: `outer` runs of `len` elements from one strided buffer to another */
-void yk_copy_5e384232(const YkArgs *ap) {
-    const YkArgs a = *ap;
-    const float *src = (const float *)a.t[0];
-    float *dst = (float *)a.t[1];
-    for (long long o = 0; o < a.outer; o++)
-        for (long long k = 0; k < a.len; k++) dst[o * a.dst_stride + a.dst_off + k] = src[o * a.src_stride + a.src_off + k];
-}
-
-/* yk_map_8783ee22: elementwise over [n, c, inner] */
-void yk_map_8783ee22(const YkArgs *ap) {
+/* yk_map_c80ace35: elementwise over [n, c, inner] */
+void yk_map_c80ace35(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -103,12 +95,58 @@ void yk_map_8783ee22(const YkArgs *ap) {
                 const yk_real r16 = yk_sigmoid(r15);
                 const yk_real r17 = r15 * r16;
                 const yk_real r18 = (yk_real)(float)r17;
-                const yk_real r19 = (yk_real)((const float *)a.t[5])[i];
-                const yk_real r20 = r19 + r18;
-                const yk_real r21 = (yk_real)(float)r20;
-                ((float *)a.t[6])[i] = (float)r21;
+                ((float *)a.t[5])[n * a.bs[5] + c * inner_ + k] = (float)r18;
             }
         }
+}
+
+/* yk_map_e31d43b3: elementwise over [n, c, inner] */
+void yk_map_e31d43b3(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+            const yk_real r0 = (yk_real)0.001;
+            const yk_real r1 = (yk_real)((const float *)a.t[0])[c];
+            const yk_real r2 = r1 + r0;
+            const yk_real r3 = yk_sqrt(r2);
+            const yk_real r4 = (yk_real)1;
+            const yk_real r5 = r4 / r3;
+            const yk_real r6 = (yk_real)(float)r5;
+            const yk_real r7 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r11 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r12 = (yk_real)((const float *)a.t[4])[c];
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r8 = (yk_real)((const float *)a.t[2])[i];
+                const yk_real r9 = r8 - r7;
+                const yk_real r10 = r9 * r6;
+                const yk_real r13 = r10 * r12;
+                const yk_real r14 = r13 + r11;
+                const yk_real r15 = (yk_real)(float)r14;
+                const yk_real r16 = yk_sigmoid(r15);
+                const yk_real r17 = r15 * r16;
+                const yk_real r18 = (yk_real)(float)r17;
+                const yk_real r19 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                const yk_real r20 = r19 + r18;
+                const yk_real r21 = (yk_real)(float)r20;
+                ((float *)a.t[6])[n * a.bs[6] + c * inner_ + k] = (float)r21;
+            }
+        }
+}
+
+/* yk_copy_5e384232: `outer` runs of `len` elements from one strided buffer to another */
+void yk_copy_5e384232(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const float *src = (const float *)a.t[0];
+    float *dst = (float *)a.t[1];
+    for (long long o = 0; o < a.outer; o++)
+        for (long long k = 0; k < a.len; k++) dst[o * a.dst_stride + a.dst_off + k] = src[o * a.src_stride + a.src_off + k];
 }
 
 /* yk_map_184d4a69: elementwise over [n, c, inner] */

@@ -12,6 +12,7 @@
 typedef struct YkArgs {
     void *t[YK_MAX_BUFS];               /* buffers in the kernel's slot order */
     long long n, c, inner;              /* map / channel-reduce extents: [n, c, inner] */
+    long long bs[YK_MAX_BUFS];          /* strided slots (views): elements between images */
     long long outer, len, src_stride, src_off, dst_stride, dst_off; /* slice copy */
     void *const *list;                  /* tensor-list reduce: the tensors, */
     const long long *list_len;          /* their element counts, */
@@ -130,17 +131,8 @@ void yk_map_6c656ee0(const YkArgs *ap) {
         }
 }
 
-/* yk_copy_5e384232: `outer` runs of `len` elements from one strided buffer to another */
-void yk_copy_5e384232(const YkArgs *ap) {
-    const YkArgs a = *ap;
-    const float *src = (const float *)a.t[0];
-    float *dst = (float *)a.t[1];
-    for (long long o = 0; o < a.outer; o++)
-        for (long long k = 0; k < a.len; k++) dst[o * a.dst_stride + a.dst_off + k] = src[o * a.src_stride + a.src_off + k];
-}
-
-/* yk_map_0abac755: elementwise over [n, c, inner] */
-void yk_map_0abac755(const YkArgs *ap) {
+/* yk_map_0aa07bc0: elementwise over [n, c, inner] */
+void yk_map_0aa07bc0(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -165,12 +157,52 @@ void yk_map_0abac755(const YkArgs *ap) {
                 const yk_real r10 = yk_sigmoid(r9);
                 const yk_real r11 = r9 * r10;
                 const yk_real r12 = (yk_real)(float)r11;
-                const yk_real r13 = (yk_real)((const float *)a.t[5])[i];
-                const yk_real r14 = r13 + r12;
-                const yk_real r15 = (yk_real)(float)r14;
-                ((float *)a.t[6])[i] = (float)r15;
+                ((float *)a.t[5])[n * a.bs[5] + c * inner_ + k] = (float)r12;
             }
         }
+}
+
+/* yk_map_3f420548: elementwise over [n, c, inner] */
+void yk_map_3f420548(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+            const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r3 = r0 - r2;
+                const yk_real r4 = r3 * r1;
+                const yk_real r7 = r4 * r6;
+                const yk_real r8 = r7 + r5;
+                const yk_real r9 = (yk_real)(float)r8;
+                const yk_real r10 = yk_sigmoid(r9);
+                const yk_real r11 = r9 * r10;
+                const yk_real r12 = (yk_real)(float)r11;
+                const yk_real r13 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                const yk_real r14 = r13 + r12;
+                const yk_real r15 = (yk_real)(float)r14;
+                ((float *)a.t[6])[n * a.bs[6] + c * inner_ + k] = (float)r15;
+            }
+        }
+}
+
+/* yk_copy_5e384232: `outer` runs of `len` elements from one strided buffer to another */
+void yk_copy_5e384232(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const float *src = (const float *)a.t[0];
+    float *dst = (float *)a.t[1];
+    for (long long o = 0; o < a.outer; o++)
+        for (long long k = 0; k < a.len; k++) dst[o * a.dst_stride + a.dst_off + k] = src[o * a.src_stride + a.src_off + k];
 }
 
 /* yk_channel_reduce_0358efb2: per-channel sums over [n, inner] in a fixed order, then a
@@ -323,6 +355,235 @@ void yk_map_e55c925c(const YkArgs *ap) {
                 const yk_real r2 = r1 + r0;
                 const yk_real r3 = (yk_real)(float)r2;
                 ((float *)a.t[2])[i] = (float)r3;
+            }
+        }
+}
+
+/* yk_channel_reduce_76d519a0: per-channel sums over [n, inner] in a fixed order, then a
+ * per-channel finalize */
+void yk_channel_reduce_76d519a0(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long c = 0; c < c_; c++) {
+        double var_[2];
+        (void)var_;
+        {
+            double acc_[2] = {0};
+            (void)acc_;
+            const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r12 = (yk_real)1;
+            const yk_real r15 = (yk_real)1;
+            const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r3 = r0 - r2;
+                    const yk_real r4 = r3 * r1;
+                    const yk_real r7 = r4 * r6;
+                    const yk_real r8 = r7 + r5;
+                    const yk_real r9 = (yk_real)(float)r8;
+                    const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                    const yk_real r11 = yk_sigmoid(r9);
+                    const yk_real r13 = r12 - r11;
+                    const yk_real r14 = r9 * r13;
+                    const yk_real r16 = r15 + r14;
+                    const yk_real r17 = r11 * r16;
+                    const yk_real r18 = r10 * r17;
+                    const yk_real r19 = (yk_real)(float)r18;
+                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r23 = r22 - r21;
+                    const yk_real r24 = r23 * r20;
+                    acc_[0] += (double)r19;
+                    const yk_real r26 = r19 * r24;
+                    acc_[1] += (double)r26;
+                }
+            const double f0 = acc_[0];
+            const double f1 = acc_[1];
+            ((float *)a.t[6])[c] = (float)f0;
+            ((float *)a.t[7])[c] = (float)f1;
+            var_[0] = f0;
+            var_[1] = f1;
+        }
+        {
+            double acc_[1] = {0};
+            (void)acc_;
+            const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r12 = (yk_real)1;
+            const yk_real r15 = (yk_real)1;
+            const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
+            const yk_real r25 = (yk_real)var_[1];
+            const yk_real r27 = (yk_real)var_[0];
+            const yk_real r29 = (yk_real)count_;
+            const yk_real r32 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r33 = r32 * r20;
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r3 = r0 - r2;
+                    const yk_real r4 = r3 * r1;
+                    const yk_real r7 = r4 * r6;
+                    const yk_real r8 = r7 + r5;
+                    const yk_real r9 = (yk_real)(float)r8;
+                    const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                    const yk_real r11 = yk_sigmoid(r9);
+                    const yk_real r13 = r12 - r11;
+                    const yk_real r14 = r9 * r13;
+                    const yk_real r16 = r15 + r14;
+                    const yk_real r17 = r11 * r16;
+                    const yk_real r18 = r10 * r17;
+                    const yk_real r19 = (yk_real)(float)r18;
+                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r23 = r22 - r21;
+                    const yk_real r24 = r23 * r20;
+                    const yk_real r26 = r24 * r25;
+                    const yk_real r28 = r27 + r26;
+                    const yk_real r30 = r28 / r29;
+                    const yk_real r31 = r19 - r30;
+                    const yk_real r34 = r33 * r31;
+                    ((float *)a.t[8])[i] = (float)r34;
+                }
+
+        }
+    }
+}
+
+/* yk_map_93f7f4b9: elementwise over [n, c, inner] */
+void yk_map_93f7f4b9(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                const yk_real r2 = r1 + r0;
+                const yk_real r3 = (yk_real)(float)r2;
+                ((float *)a.t[2])[n * a.bs[2] + c * inner_ + k] = (float)r3;
+            }
+        }
+}
+
+/* yk_map_833ce356: elementwise over [n, c, inner] */
+void yk_map_833ce356(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                const yk_real r2 = r1 + r0;
+                const yk_real r3 = (yk_real)(float)r2;
+                ((float *)a.t[2])[i] = (float)r3;
+            }
+        }
+}
+
+/* yk_map_078a704f: elementwise over [n, c, inner] */
+void yk_map_078a704f(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+            const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r3 = r0 - r2;
+                const yk_real r4 = r3 * r1;
+                const yk_real r7 = r4 * r6;
+                const yk_real r8 = r7 + r5;
+                const yk_real r9 = (yk_real)(float)r8;
+                const yk_real r10 = yk_sigmoid(r9);
+                const yk_real r11 = r9 * r10;
+                const yk_real r12 = (yk_real)(float)r11;
+                const yk_real r13 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                const yk_real r14 = r13 + r12;
+                const yk_real r15 = (yk_real)(float)r14;
+                ((float *)a.t[6])[i] = (float)r15;
+            }
+        }
+}
+
+/* yk_map_32f4da6d: elementwise over [n, c, inner] */
+void yk_map_32f4da6d(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[n * a.bs[0] + c * inner_ + k];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                const yk_real r2 = r1 + r0;
+                const yk_real r3 = (yk_real)(float)r2;
+                ((float *)a.t[2])[i] = (float)r3;
+            }
+        }
+}
+
+/* yk_map_9dc3d28c: elementwise over [n, c, inner] */
+void yk_map_9dc3d28c(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                const yk_real r2 = r1 + r0;
+                const yk_real r3 = (yk_real)(float)r2;
+                ((float *)a.t[2])[n * a.bs[2] + c * inner_ + k] = (float)r3;
             }
         }
 }

@@ -10,6 +10,7 @@
 typedef struct YkArgs {
     void *t[YK_MAX_BUFS];               /* buffers in the kernel's slot order */
     long long n, c, inner;              /* map / channel-reduce extents: [n, c, inner] */
+    long long bs[YK_MAX_BUFS];          /* strided slots (views): elements between images */
     long long outer, len, src_stride, src_off, dst_stride, dst_off; /* slice copy */
     void *const *list;                  /* tensor-list reduce: the tensors, */
     const long long *list_len;          /* their element counts, */
