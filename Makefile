@@ -29,7 +29,7 @@ TPL_OBJ := $(BUILD)/obj/templates.o
 OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(TPL_OBJ)
 SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(TPL_OBJ)
 
-.PHONY: all deps demo test check fuzz fuzz-run bench-loader golden clean
+.PHONY: all deps demo test check check-gpu fuzz fuzz-run bench-loader golden clean
 
 all: $(BUILD)/yolocc $(BUILD)/yolort
 
@@ -91,6 +91,19 @@ test: $(BUILD)/.deps
 	  YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	  $(BUILD)/san/run_tests --jobs=2 $(TEST_ARGS)
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
+
+# The CUDA backend's tests on a machine with a GPU (without one they print
+# `SKIP: no CUDA device`): the cuda and dynload suites without sanitizers,
+# which do not mix well with the CUDA driver (tests at -O0, library at -O2).
+GPU_TEST_SRC := tests/test_cuda.c tests/test_dynload.c
+$(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) tests/test_util.h $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion
+
+check-gpu: $(BUILD)/.deps
+	$(MAKE) $(BUILD)/gpu/run_tests $(BUILD)/yolocc $(BUILD)/yolort
+	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'cuda/*' --verbose $(TEST_ARGS)
+	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'dynload/*' $(TEST_ARGS)
 
 # libFuzzer harnesses: every tests/fuzz/fuzz_NAME.c becomes build/fuzz/fuzz_NAME;
 # scripts/fuzz.sh seeds and runs each for FUZZ_SECONDS.

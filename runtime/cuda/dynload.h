@@ -85,6 +85,8 @@ typedef struct CudaLibs {
     CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void *src, size_t bytes, CuStream s);   /* _v2 */
     CuResult (*cuMemcpyDtoHAsync)(void *dst, CuDevicePtr src, size_t bytes, CuStream s);         /* _v2 */
     CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t n, CuStream s);
+    CuResult (*cuMemsetD16Async)(CuDevicePtr dst, unsigned short value, size_t n, CuStream s);
+    CuResult (*cuMemsetD32Async)(CuDevicePtr dst, unsigned value, size_t n, CuStream s);
     CuResult (*cuStreamCreate)(CuStream *s, unsigned flags);
     CuResult (*cuStreamDestroy)(CuStream s);                                            /* _v2 */
     CuResult (*cuStreamSynchronize)(CuStream s);

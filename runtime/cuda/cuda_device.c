@@ -1,0 +1,220 @@
+/* runtime/cuda/cuda_device.c — device, primary context and streams; the
+ * plan's device memory and the arithmetic that decides whether it fits.
+ * Must not launch kernels, call cuDNN, or include CUDA headers. */
+#include "cuda_device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+
+/* cuda.h: CUdevice_attribute values */
+enum {
+    CU_ATTR_MULTIPROCESSOR_COUNT = 16,        /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    CU_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+    CU_ATTR_COMPUTE_CAPABILITY_MINOR = 76,    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
+};
+/* cuda.h: CUstream_flags; the step's streams must not serialise with the legacy default stream */
+enum { CU_STREAM_NON_BLOCKING_FLAG = 0x1 };
+
+bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap) {
+    if (r == 0) return true;
+    const char *name = NULL, *text = NULL;
+    if (!L->cuGetErrorName || L->cuGetErrorName(r, &name) != 0 || !name) name = "unknown CUresult";
+    if (!L->cuGetErrorString || L->cuGetErrorString(r, &text) != 0 || !text) text = "no description";
+    return errf(err, errcap, "%s failed with %s (%d: %s) while %s", call, name, r, text, doing);
+}
+
+bool cuda_device_open(CudaDevice *d, int ordinal, bool with_nccl, char *err, int errcap) {
+    memset(d, 0, sizeof *d);
+    d->ordinal = ordinal;
+    if (!cuda_libs_open(&d->L, NULL, with_nccl, err, errcap)) return false;
+    d->libs_open = true;
+    int count = 0;
+    if (!cuda_libs_check_device(&d->L, &count, err, errcap)) goto fail;
+    if (ordinal < 0 || ordinal >= count) {
+        errf(err, errcap, "CUDA device %d does not exist: the driver reports %d device%s", ordinal, count, count == 1 ? "" : "s");
+        goto fail;
+    }
+    const CudaLibs *L = &d->L;
+    int major = 0, minor = 0;
+    if (!CUDA_CALL(L, cuDeviceGet, (&d->dev, ordinal), "opening the CUDA device", err, errcap) ||
+        !CUDA_CALL(L, cuDeviceGetName, (d->name, (int)sizeof d->name, d->dev), "reading the device name", err, errcap) ||
+        !CUDA_CALL(L, cuDeviceGetAttribute, (&major, CU_ATTR_COMPUTE_CAPABILITY_MAJOR, d->dev), "reading the compute capability", err, errcap) ||
+        !CUDA_CALL(L, cuDeviceGetAttribute, (&minor, CU_ATTR_COMPUTE_CAPABILITY_MINOR, d->dev), "reading the compute capability", err, errcap) ||
+        !CUDA_CALL(L, cuDeviceGetAttribute, (&d->sm_count, CU_ATTR_MULTIPROCESSOR_COUNT, d->dev), "reading the multiprocessor count", err, errcap))
+        goto fail;
+    d->sm = major * 10 + minor;
+    if (!CUDA_CALL(L, cuDevicePrimaryCtxRetain, (&d->ctx, d->dev), "retaining the device's primary context", err, errcap)) goto fail;
+    d->ctx_retained = true;
+    if (!CUDA_CALL(L, cuCtxSetCurrent, (d->ctx), "making the primary context current", err, errcap) ||
+        !CUDA_CALL(L, cuStreamCreate, (&d->main, CU_STREAM_NON_BLOCKING_FLAG), "creating the main stream", err, errcap) ||
+        !CUDA_CALL(L, cuStreamCreate, (&d->side, CU_STREAM_NON_BLOCKING_FLAG), "creating the side stream", err, errcap))
+        goto fail;
+    return true;
+fail:
+    cuda_device_close(d);
+    return false;
+}
+
+void cuda_device_close(CudaDevice *d) {
+    if (d->libs_open) {
+        /* teardown errors have no one left to report to: the process is releasing the device */
+        if (d->side) (void)d->L.cuStreamDestroy(d->side);
+        if (d->main) (void)d->L.cuStreamDestroy(d->main);
+        if (d->ctx_retained) (void)d->L.cuDevicePrimaryCtxRelease(d->dev);
+        cuda_libs_close(&d->L);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+/* ---- memory arithmetic ---- */
+
+int64_t cuda_mem_planned(const CudaMemNeed *n) { return n->arena + n->state + n->inputs + n->workspace; }
+
+int64_t cuda_mem_largest_batch(const CudaMemNeed *n, uint64_t free_bytes) {
+    uint64_t fixed = (uint64_t)n->state + (uint64_t)n->workspace + (uint64_t)n->reserve;
+    if (fixed > free_bytes) return 0;
+    uint64_t avail = free_bytes - fixed, act = (uint64_t)n->arena + (uint64_t)n->inputs, batch = n->batch > 0 ? (uint64_t)n->batch : 1;
+    if (act == 0) return INT64_MAX;
+    /* b * act / batch <= avail  <=>  b <= avail * batch / act (exact in integers) */
+    uint64_t prod;
+    if (__builtin_mul_overflow(avail, batch, &prod)) return INT64_MAX;
+    uint64_t b = prod / act;
+    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+}
+
+bool cuda_mem_check(const CudaMemNeed *n, uint64_t free_bytes, char *err, int errcap) {
+    int64_t planned = cuda_mem_planned(n);
+    if ((uint64_t)planned + (uint64_t)n->reserve <= free_bytes) return true;
+    int64_t b = cuda_mem_largest_batch(n, free_bytes);
+    char fit[160];
+    if (b == 0)
+        snprintf(fit, sizeof fit, "not even batch 1 fits: persistent state and workspace alone take %.1f MB",
+                 (double)(n->state + n->workspace + n->reserve) / 1e6);
+    else snprintf(fit, sizeof fit, "the largest batch that fits is %lld", (long long)b);
+    char reserve[64] = "";
+    if (n->reserve) snprintf(reserve, sizeof reserve, " + %.1f MB reserved", (double)n->reserve / 1e6);
+    return errf(err, errcap,
+                "the plan needs %lld bytes (%.1f MB) of device memory: arena %.1f MB + persistent %.1f MB (state %.1f MB, inputs %.1f MB) + "
+                "workspace %.1f MB%s, but only %llu bytes (%.1f MB) are free; the plan is compiled for batch %lld and %s (recompile with a smaller --batch or a --recompute budget)",
+                (long long)planned, (double)planned / 1e6, (double)n->arena / 1e6, (double)(n->state + n->inputs) / 1e6, (double)n->state / 1e6,
+                (double)n->inputs / 1e6, (double)n->workspace / 1e6, reserve, (unsigned long long)free_bytes, (double)free_bytes / 1e6,
+                (long long)n->batch, fit);
+}
+
+/* ---- layout ---- */
+
+static int64_t align_up(int64_t x) { return (x + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+bool cuda_layout_build(const Plan *p, CudaLayout *l, char *err, int errcap) {
+    memset(l, 0, sizeof *l);
+    const Graph *g = &p->g;
+    int n = g->n_tensors;
+    const cJSON *batch = cJSON_GetObjectItemCaseSensitive(p->meta, "batch");
+    if (!cJSON_IsNumber(batch) || batch->valuedouble < 1) return errf(err, errcap, "the plan's META has no batch size");
+    l->batch = (int64_t)batch->valuedouble;
+    l->n_tensors = n;
+    l->region = calloc((size_t)n + 1, 1);
+    l->off = calloc((size_t)n + 1, sizeof *l->off);
+    l->lowp_off = calloc((size_t)n + 1, sizeof *l->lowp_off);
+    bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
+    if (!l->region || !l->off || !l->lowp_off || !persistent) {
+        free(persistent);
+        cuda_layout_free(l);
+        return errf(err, errcap, "out of memory");
+    }
+    memplan_mark_persistent(g, persistent);
+    l->arena_bytes = p->arena_bytes;
+    for (int t = 0; t < n; t++) l->lowp_off[t] = -1;
+    /* inputs first, so the region's head is what the loader refills every step */
+    for (int pass = 0; pass < 2; pass++)
+        for (int t = 0; t < n; t++) {
+            int64_t off = p->offset[t];
+            bool input = g->tensors[t].kind == TK_INPUT;
+            if (off == MEMPLAN_INTERNAL) {
+                l->region[t] = CUDA_REGION_NONE;
+            } else if (off >= 0) {
+                l->region[t] = CUDA_REGION_ARENA;
+                l->off[t] = off;
+            } else if (input == (pass == 0)) {
+                int64_t bytes = align_up(memplan_tensor_bytes(g, t, persistent[t], p->precision));
+                l->region[t] = CUDA_REGION_PERSISTENT;
+                l->off[t] = l->persistent_bytes;
+                l->persistent_bytes += bytes;
+                *(input ? &l->input_bytes : &l->state_bytes) += bytes;
+                if (g->tensors[t].kind == TK_PARAM && p->precision != PREC_FP32) {
+                    /* the bf16/fp16 copy of an fp32 master weight that convolutions read */
+                    int64_t copy = align_up(shape_numel(&g->tensors[t].shape) * 2);
+                    l->lowp_off[t] = l->persistent_bytes;
+                    l->persistent_bytes += copy;
+                    l->state_bytes += copy;
+                }
+            }
+        }
+    free(persistent);
+    return true;
+}
+
+void cuda_layout_free(CudaLayout *l) {
+    free(l->region);
+    free(l->off);
+    free(l->lowp_off);
+    memset(l, 0, sizeof *l);
+}
+
+/* ---- device memory ---- */
+
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, char *err, int errcap) {
+    memset(m, 0, sizeof *m);
+    if (!cuda_layout_build(p, &m->layout, err, errcap)) return false;
+    const CudaLayout *l = &m->layout;
+    const CudaLibs *L = &d->L;
+    size_t free_b = 0, total_b = 0;
+    if (!CUDA_CALL(L, cuMemGetInfo, (&free_b, &total_b), "reading free device memory before allocating the plan's memory", err, errcap))
+        return cuda_mem_free(m, d), false;
+    CudaMemNeed need = {.arena = l->arena_bytes, .state = l->state_bytes, .inputs = l->input_bytes, .workspace = align_up(workspace_bytes),
+                        .reserve = reserve_bytes, .batch = l->batch};
+    if (!cuda_mem_check(&need, free_b, err, errcap)) return cuda_mem_free(m, d), false;
+    m->workspace_bytes = need.workspace;
+    /* zero-byte regions get no allocation (cuMemAlloc rejects size 0) */
+    if ((l->arena_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->arena, (size_t)l->arena_bytes), "allocating the step arena", err, errcap)) ||
+        (l->persistent_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->persistent, (size_t)l->persistent_bytes), "allocating persistent state and inputs", err, errcap)) ||
+        (m->workspace_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->workspace, (size_t)m->workspace_bytes), "allocating the library workspace", err, errcap)))
+        return cuda_mem_free(m, d), false;
+    /* a fresh plan starts from zeros (gradients accumulate, counters count) */
+    if (m->persistent && !CUDA_CALL(L, cuMemsetD8Async, (m->persistent, 0, (size_t)l->persistent_bytes, d->main), "zeroing persistent state", err, errcap))
+        return cuda_mem_free(m, d), false;
+    return true;
+}
+
+void cuda_mem_free(CudaMem *m, CudaDevice *d) {
+    CuDevicePtr p[] = {m->workspace, m->persistent, m->arena};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) (void)d->L.cuMemFree(p[i]); /* freeing at teardown: a failure leaves nothing to undo */
+    cuda_layout_free(&m->layout);
+    memset(m, 0, sizeof *m);
+}
+
+CuDevicePtr cuda_mem_ptr(const CudaMem *m, int t) {
+    const CudaLayout *l = &m->layout;
+    if (t < 0 || t >= l->n_tensors) return 0;
+    switch ((CudaRegion)l->region[t]) {
+    case CUDA_REGION_ARENA: return m->arena + (CuDevicePtr)l->off[t];
+    case CUDA_REGION_PERSISTENT: return m->persistent + (CuDevicePtr)l->off[t];
+    case CUDA_REGION_NONE: break;
+    }
+    return 0;
+}
+
+CuDevicePtr cuda_mem_compute_ptr(const CudaMem *m, int t) {
+    if (t >= 0 && t < m->layout.n_tensors && m->layout.lowp_off[t] >= 0) return m->persistent + (CuDevicePtr)m->layout.lowp_off[t];
+    return cuda_mem_ptr(m, t);
+}
+
+CuDevicePtr *cuda_mem_pointers(const CudaMem *m) {
+    CuDevicePtr *ptr = calloc((size_t)m->layout.n_tensors + 1, sizeof *ptr);
+    for (int t = 0; ptr && t < m->layout.n_tensors; t++) ptr[t] = cuda_mem_ptr(m, t);
+    return ptr;
+}

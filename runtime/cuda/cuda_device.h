@@ -1,0 +1,91 @@
+/* runtime/cuda/cuda_device.h — one CUDA device for a plan: the primary
+ * context, its streams, and the plan's device memory (one allocation per
+ * lifetime class: step arena, persistent state with the inputs, workspace),
+ * checked against free memory before anything is allocated. Owns no kernels
+ * (cuda_kernels.h) and no cuDNN (cudnn_conv.h); must not include CUDA headers. */
+#ifndef YOLOCC_CUDA_DEVICE_H
+#define YOLOCC_CUDA_DEVICE_H
+#include "../plan_read.h"
+#include "dynload.h"
+
+typedef struct CudaDevice {
+    CudaLibs L;
+    bool libs_open, ctx_retained;
+    int ordinal;
+    CuDevice dev;
+    CuContext ctx;          /* the primary context, current on the opening thread */
+    char name[128];
+    int sm;                 /* compute capability as 10 * major + minor: 90 on H100 */
+    int sm_count;
+    CuStream main, side;    /* side: collectives and copies beside the step */
+} CudaDevice;
+
+/* Opens the libraries (NCCL only when with_nccl), starts the driver and
+ * makes device `ordinal`'s primary context current. On failure nothing stays
+ * open and err holds one line. */
+bool cuda_device_open(CudaDevice *d, int ordinal, bool with_nccl, char *err, int errcap);
+void cuda_device_close(CudaDevice *d);
+
+/* The error message of a failed driver call: names the call, the error name
+ * (cuGetErrorName) and what was being done. False when r is not success. */
+bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap);
+#define CUDA_CALL(L, fn, args, doing, err, errcap) cuda_ok((L), (L)->fn args, #fn, (doing), (err), (errcap))
+
+/* ---- memory arithmetic (pure: no CUDA) ---- */
+
+/* What a plan needs on the device. Activations (the arena and the inputs)
+ * scale linearly with the batch; persistent state and the workspace do not. */
+typedef struct CudaMemNeed {
+    int64_t arena, state, inputs, workspace, reserve;   /* reserve: bytes to leave free */
+    int64_t batch;
+} CudaMemNeed;
+
+int64_t cuda_mem_planned(const CudaMemNeed *n);
+/* The largest batch b with state + workspace + reserve + b * (arena + inputs) / batch
+ * <= free_bytes: 0 when not even batch 1 fits, INT64_MAX when nothing scales. */
+int64_t cuda_mem_largest_batch(const CudaMemNeed *n, uint64_t free_bytes);
+/* True when the plan fits; otherwise false with one message naming the
+ * planned bytes (arena + persistent + workspace), the free bytes and the
+ * largest batch that fits. */
+bool cuda_mem_check(const CudaMemNeed *n, uint64_t free_bytes, char *err, int errcap);
+
+/* Where each tensor lives, from the plan's memory plan. */
+typedef enum { CUDA_REGION_NONE, CUDA_REGION_ARENA, CUDA_REGION_PERSISTENT } CudaRegion;
+
+typedef struct CudaLayout {
+    int n_tensors;
+    unsigned char *region;  /* per tensor: CudaRegion (NONE: MEMPLAN_INTERNAL, no memory) */
+    int64_t *off;           /* per tensor: offset in its region */
+    int64_t *lowp_off;      /* per tensor: the low-precision compute copy of a
+                             * parameter in a bf16/fp16 plan (persistent region), or -1 */
+    int64_t arena_bytes, persistent_bytes;  /* persistent_bytes includes the inputs */
+    int64_t state_bytes, input_bytes;       /* its two parts, each tensor rounded up to MEMPLAN_ALIGN */
+    int64_t batch;                          /* META "batch" */
+} CudaLayout;
+
+/* Pure: lays out the persistent region (every tensor at a MEMPLAN_ALIGN
+ * boundary, at its size at the plan's precision) and takes arena offsets as
+ * the plan states them. */
+bool cuda_layout_build(const Plan *p, CudaLayout *l, char *err, int errcap);
+void cuda_layout_free(CudaLayout *l);
+
+/* ---- device memory ---- */
+
+typedef struct CudaMem {
+    CudaLayout layout;
+    CuDevicePtr arena, persistent, workspace;
+    int64_t workspace_bytes;
+} CudaMem;
+
+/* Checks free memory (cuMemGetInfo) against the layout plus workspace_bytes
+ * and reserve_bytes, and only then allocates the three regions. */
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, char *err, int errcap);
+void cuda_mem_free(CudaMem *m, CudaDevice *d);
+/* Device address of tensor t (0 when it has no memory: MEMPLAN_INTERNAL). */
+CuDevicePtr cuda_mem_ptr(const CudaMem *m, int t);
+/* The compute copy of parameter t in low-precision plans, else cuda_mem_ptr. */
+CuDevicePtr cuda_mem_compute_ptr(const CudaMem *m, int t);
+/* ptr[t] = cuda_mem_ptr(m, t) for every tensor (n_tensors entries, malloc'd). */
+CuDevicePtr *cuda_mem_pointers(const CudaMem *m);
+
+#endif

@@ -1,0 +1,217 @@
+/* runtime/cuda/cuda_kernels.c — loads a CUDA plan's generated kernels and
+ * launches them. The program is lowered again from the plan's graph, fusion
+ * and precision, and its kernel names must equal the KERNELS index's, so a
+ * launch can never call another kernel than the one it was lowered for.
+ * Must not allocate the plan's memory or run library ops. */
+#include "cuda_kernels.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../compiler/codegen.h"
+#include "../../ir/diag.h"
+
+/* "sm_90" -> 90; -1 when it is not of that form */
+static int arch_number(const char *a) {
+    if (!a || strncmp(a, "sm_", 3) != 0 || !a[3]) return -1;
+    int v = 0;
+    for (const char *c = a + 3; *c; c++) {
+        if (*c < '0' || *c > '9' || v > 10000) return -1;
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
+bool cuda_choose_image(const char *const *cubin_archs, int n_cubins, const char *ptx_arch, int device_sm, int *cubin, char *err, int errcap) {
+    *cubin = -1;
+    int best = -1, best_sm = -1;
+    for (int i = 0; i < n_cubins; i++) {
+        int sm = arch_number(cubin_archs[i]);
+        if (sm == device_sm) {
+            *cubin = i;
+            return true;
+        }
+        /* a cubin runs on later minor versions of its major version */
+        if (sm > 0 && sm / 10 == device_sm / 10 && sm % 10 < device_sm % 10 && sm > best_sm) best = i, best_sm = sm;
+    }
+    if (best >= 0) {
+        *cubin = best;
+        return true;
+    }
+    int ptx_sm = arch_number(ptx_arch);
+    if (ptx_sm > 0 && ptx_sm <= device_sm) return true;
+    char list[160] = "";
+    size_t used = 0;
+    for (int i = 0; i < n_cubins && used < sizeof list; i++) used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? "," : "", cubin_archs[i]);
+    if (!n_cubins && ptx_arch) snprintf(list, sizeof list, "%s", ptx_arch);
+    return errf(err, errcap, "the plan was compiled for %s and this device is sm_%d: no cubin runs on it%s (recompile with --arch sm_%d)",
+                list[0] ? list : "no architecture", device_sm, ptx_arch ? " and its PTX is for a newer architecture" : " and it carries no PTX", device_sm);
+}
+
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
+    CudaGeom g = {1, CUDA_BLOCK};
+    int64_t total = 0;
+    switch (skel) {
+    case KS_MAP: total = ln->n * ln->c * ln->inner; break;
+    case KS_COPY: total = ln->outer * ln->len; break;
+    case KS_CHANNEL_REDUCE: g.grid = ln->c > 0 ? (unsigned)ln->c : 1; return g;
+    case KS_LIST_NORM:
+    case KS_COUNT: return g;
+    }
+    /* enough blocks for every element, capped where each thread already loops a few times */
+    int64_t blocks = (total + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32;
+    g.grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+    return g;
+}
+
+YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
+    /* designated: fields added to YkArgs later start at 0 (e.g. strides 0 = contiguous) */
+    YkArgs a = {.n = ln->n, .c = ln->c, .inner = ln->inner, .outer = ln->outer, .len = ln->len, .src_stride = ln->src_stride,
+                .src_off = ln->src_off, .dst_stride = ln->dst_stride, .dst_off = ln->dst_off};
+    for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]], a.bs[i] = ln->bs[i];
+    if (ln->list_n) {
+        a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
+        a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));
+        a.list_n = ln->list_n;
+    }
+    return a;
+}
+
+/* Kernel k's images in the index: cubin architectures and offsets, and the PTX. */
+typedef struct Images {
+    const char *cubin_arch[CODEGEN_MAX_ARCHS];
+    size_t cubin_off[CODEGEN_MAX_ARCHS], cubin_len[CODEGEN_MAX_ARCHS];
+    int n_cubins;
+    const char *ptx_arch;
+    size_t ptx_off, ptx_len;
+} Images;
+
+static bool read_images(const cJSON *kj, Images *im, char *err, int errcap) {
+    memset(im, 0, sizeof *im);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(kj, "name"), *bs = cJSON_GetObjectItemCaseSensitive(kj, "blobs"), *b;
+    cJSON_ArrayForEach(b, bs) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(b, "kind"), *arch = cJSON_GetObjectItemCaseSensitive(b, "arch");
+        size_t off = (size_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(b, "offset"));
+        size_t len = (size_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(b, "bytes"));
+        if (!cJSON_IsString(kind) || !cJSON_IsString(arch) || arch_number(arch->valuestring) < 0 || len == 0)
+            return errf(err, errcap, "KERNELS index: kernel %s has a blob without a kind, an sm_NN architecture or bytes", name->valuestring);
+        if (strcmp(kind->valuestring, "ptx") == 0) {
+            im->ptx_arch = arch->valuestring, im->ptx_off = off, im->ptx_len = len;
+        } else if (strcmp(kind->valuestring, "cubin") == 0 && im->n_cubins < CODEGEN_MAX_ARCHS) {
+            im->cubin_arch[im->n_cubins] = arch->valuestring, im->cubin_off[im->n_cubins] = off, im->cubin_len[im->n_cubins++] = len;
+        } else {
+            return errf(err, errcap, "KERNELS index: kernel %s has a blob of unknown kind '%s' (or too many cubins)", name->valuestring, kind->valuestring);
+        }
+    }
+    return true;
+}
+
+/* Chooses and loads kernel i's image and resolves its function. */
+static bool load_kernel(CudaKernels *ck, const CudaDevice *d, int i, const cJSON *kj, const unsigned char *blobs, char *err, int errcap) {
+    const char *name = ck->kp.kernels[i].name;
+    Images im;
+    int c;
+    char why[512];
+    if (!read_images(kj, &im, err, errcap)) return false;
+    if (!cuda_choose_image(im.cubin_arch, im.n_cubins, im.ptx_arch, d->sm, &c, why, sizeof why))
+        return errf(err, errcap, "kernel %s: %s", name, why);
+    size_t off = c >= 0 ? im.cubin_off[c] : im.ptx_off, len = c >= 0 ? im.cubin_len[c] : im.ptx_len;
+    snprintf(ck->image[i], sizeof ck->image[i], "%s %s", c >= 0 ? "cubin" : "ptx", c >= 0 ? im.cubin_arch[c] : im.ptx_arch);
+    /* an aligned copy for the ELF reader, and the NUL the PTX loader stops at */
+    unsigned char *img = malloc(len + 1);
+    if (!img) return errf(err, errcap, "out of memory");
+    memcpy(img, blobs + off, len);
+    img[len] = 0;
+    char doing[160];
+    snprintf(doing, sizeof doing, "loading kernel %s (%s)", name, ck->image[i]);
+    bool ok = CUDA_CALL(&d->L, cuModuleLoadData, (&ck->mod[i], img), doing, err, errcap);
+    free(img);
+    snprintf(doing, sizeof doing, "looking up kernel %s in its module (%s)", name, ck->image[i]);
+    return ok && CUDA_CALL(&d->L, cuModuleGetFunction, (&ck->fn[i], ck->mod[i], name), doing, err, errcap);
+}
+
+bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap) {
+    memset(ck, 0, sizeof *ck);
+    ck->sm_count = d->sm_count;
+    if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
+    cJSON *idx = NULL;
+    const unsigned char *blobs;
+    size_t blobs_len;
+    if (!codegen_parse_section(p->kernels, p->kernels_len, &idx, &blobs, &blobs_len, err, errcap)) return false;
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(idx, "target"), *ks = cJSON_GetObjectItemCaseSensitive(idx, "kernels");
+    bool ok = false;
+    if (strcmp(target->valuestring, "cuda") != 0) {
+        errf(err, errcap, "the plan's kernels are for the %s target, not CUDA (compile it with --target cuda)", target->valuestring);
+    } else if (kernel_lower(&p->g, &p->fusion, p->precision, &ck->kp, err, errcap)) {
+        int n = ck->kp.n_kernels;
+        if (cJSON_GetArraySize(ks) != n) {
+            errf(err, errcap, "the plan carries %d CUDA kernels but this yolocc lowers it to %d (recompile the plan)", cJSON_GetArraySize(ks), n);
+        } else {
+            ck->mod = calloc((size_t)n + 1, sizeof *ck->mod);
+            ck->fn = calloc((size_t)n + 1, sizeof *ck->fn);
+            ck->image = calloc((size_t)n + 1, sizeof *ck->image);
+            ok = ck->mod && ck->fn && ck->image;
+            if (!ok) errf(err, errcap, "out of memory");
+            const cJSON *kj = ks ? ks->child : NULL;
+            for (int i = 0; ok && i < n; i++, kj = kj->next) {
+                const char *name = cJSON_GetObjectItemCaseSensitive(kj, "name")->valuestring;
+                if (strcmp(name, ck->kp.kernels[i].name) != 0)
+                    ok = errf(err, errcap, "the plan's kernel %d is %s but this yolocc lowers it to %s (recompile the plan)", i, name, ck->kp.kernels[i].name);
+                else ok = load_kernel(ck, d, i, kj, blobs, err, errcap);
+            }
+        }
+    }
+    cJSON_Delete(idx);
+    if (!ok) cuda_kernels_close(ck, d);
+    return ok;
+}
+
+void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
+    /* teardown: unload failures leave nothing to undo */
+    for (int i = 0; ck->mod && i < ck->kp.n_kernels; i++)
+        if (ck->mod[i]) (void)d->L.cuModuleUnload(ck->mod[i]);
+    if (ck->list) (void)d->L.cuMemFree(ck->list);
+    if (ck->list_len) (void)d->L.cuMemFree(ck->list_len);
+    free(ck->mod);
+    free(ck->fn);
+    free(ck->image);
+    kernel_program_free(&ck->kp);
+    memset(ck, 0, sizeof *ck);
+}
+
+bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap) {
+    int n = ck->kp.n_list;
+    if (n == 0) return true;
+    const CudaLibs *L = &d->L;
+    CuDevicePtr *host_ptr = malloc(sizeof *host_ptr * (size_t)n);
+    long long *host_len = malloc(sizeof *host_len * (size_t)n);
+    bool ok = host_ptr && host_len;
+    if (!ok) errf(err, errcap, "out of memory");
+    for (int j = 0; ok && j < n; j++) {
+        int t = ck->kp.list[j];
+        host_ptr[j] = ptr[t];
+        host_len[j] = (long long)shape_numel(&g->tensors[t].shape);
+    }
+    /* the tables are uploaded once, before any step, so they are allocated outside the step's memory */
+    ok = ok && (ck->list || CUDA_CALL(L, cuMemAlloc, (&ck->list, sizeof *host_ptr * (size_t)n), "allocating the gradient-norm pointer table", err, errcap)) &&
+         (ck->list_len || CUDA_CALL(L, cuMemAlloc, (&ck->list_len, sizeof *host_len * (size_t)n), "allocating the gradient-norm length table", err, errcap)) &&
+         CUDA_CALL(L, cuMemcpyHtoD, (ck->list, host_ptr, sizeof *host_ptr * (size_t)n), "uploading the gradient-norm pointer table", err, errcap) &&
+         CUDA_CALL(L, cuMemcpyHtoD, (ck->list_len, host_len, sizeof *host_len * (size_t)n), "uploading the gradient-norm length table", err, errcap);
+    free(host_ptr);
+    free(host_len);
+    return ok;
+}
+
+bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap) {
+    if (ln->kernel < 0 || ln->kernel >= ck->kp.n_kernels) return errf(err, errcap, "launch of ops %d..%d is a library op, not a generated kernel", ln->op_lo, ln->op_hi);
+    const Kernel *k = &ck->kp.kernels[ln->kernel];
+    if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_lists first", k->name);
+    YkArgs a = cuda_launch_args(ln, ptr, ck->list, ck->list_len);
+    CudaGeom g = cuda_launch_geometry(k->skel, ln, ck->sm_count);
+    void *params[] = {&a};
+    char doing[128];
+    snprintf(doing, sizeof doing, "launching %s (ops %d..%d, %u blocks of %u)", k->name, ln->op_lo, ln->op_hi, g.grid, g.block);
+    return CUDA_CALL(&d->L, cuLaunchKernel, (ck->fn[ln->kernel], g.grid, 1, 1, g.block, 1, 1, 0, s, params, NULL), doing, err, errcap);
+}

@@ -1,0 +1,55 @@
+/* runtime/cuda/cuda_kernels.h — a CUDA plan's generated kernels on a device:
+ * picks the cubin (or PTX) for the device, loads the modules, and launches
+ * one KLaunch with the geometry the templates/cuda skeletons expect. Owns no
+ * device memory of the plan (cuda_device.h) and no library ops (cuDNN). */
+#ifndef YOLOCC_CUDA_KERNELS_H
+#define YOLOCC_CUDA_KERNELS_H
+#include "../../compiler/kernel_ir.h"
+#include "../../templates/kernel_abi.h"
+#include "cuda_device.h"
+
+enum { CUDA_BLOCK = 256 };  /* YK_BLOCK of templates/cuda/prelude.cu: reductions need exactly this many threads */
+
+/* Pure: which image of a kernel runs on a device of compute capability
+ * device_sm (10 * major + minor). cubin_archs: "sm_80", ...; ptx_arch: the
+ * PTX's architecture ("sm_90"), or NULL. An exact cubin first; else the
+ * newest cubin of the same major version and a lower minor (binary
+ * compatible); else the PTX when its architecture is not newer than the
+ * device (the driver JIT-compiles it); else an error naming the plan's
+ * architectures and the device's. *cubin: the chosen index, or -1 for PTX. */
+bool cuda_choose_image(const char *const *cubin_archs, int n_cubins, const char *ptx_arch, int device_sm, int *cubin, char *err, int errcap);
+
+typedef struct CudaGeom {
+    unsigned grid, block;
+} CudaGeom;
+
+/* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
+ * n*c*inner (outer*len) elements: one thread per element up to 32 blocks per
+ * multiprocessor. CHANNEL_REDUCE: one block per channel. LIST_NORM: one
+ * block. Always CUDA_BLOCK threads. */
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count);
+
+/* Fills the argument block of launch ln: ptr[t] is tensor t's device address;
+ * list/list_len: the device tables of the program's LIST_NORM tensors. */
+YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len);
+
+typedef struct CudaKernels {
+    KProgram kp;            /* the plan's program, lowered again here */
+    CuModule *mod;          /* per kernel */
+    CuFunction *fn;
+    char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
+    CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
+    int sm_count;
+} CudaKernels;
+
+/* Lowers the plan, checks its kernel names against the KERNELS index,
+ * chooses and loads an image per kernel and resolves each function. */
+bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
+void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
+/* Uploads the LIST_NORM tables once: ptr[t] for each listed tensor (the
+ * persistent gradients) and its element count. */
+bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
+/* Launches generated launch ln on stream s. */
+bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
+
+#endif

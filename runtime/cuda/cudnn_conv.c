@@ -1,0 +1,450 @@
+/* runtime/cuda/cudnn_conv.c — cuDNN 9 backend graphs for the plan's
+ * convolutions: keys, execution plans (heuristics mode A, then the fallback
+ * list), the plan cache and execution. Must not allocate plan memory or
+ * include CUDA headers; the enum values below are copied from them. */
+#include "cudnn_conv.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+#include "../../passes/views.h"
+#include "cuda_device.h"
+
+/* cudnn_graph.h: cudnnBackendDescriptorType_t */
+enum {
+    DN_CONVOLUTION_DESCRIPTOR = 1,      /* CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR */
+    DN_ENGINE_DESCRIPTOR = 2,           /* CUDNN_BACKEND_ENGINE_DESCRIPTOR */
+    DN_ENGINECFG_DESCRIPTOR = 3,        /* CUDNN_BACKEND_ENGINECFG_DESCRIPTOR */
+    DN_ENGINEHEUR_DESCRIPTOR = 4,       /* CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR */
+    DN_EXECUTION_PLAN_DESCRIPTOR = 5,   /* CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR */
+    DN_OP_CONV_FORWARD = 10,            /* CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR */
+    DN_OP_CONV_BACKWARD_FILTER = 11,    /* CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR */
+    DN_OP_CONV_BACKWARD_DATA = 12,      /* CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR */
+    DN_OPERATIONGRAPH_DESCRIPTOR = 15,  /* CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR */
+    DN_VARIANT_PACK_DESCRIPTOR = 16,    /* CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR */
+    DN_TENSOR_DESCRIPTOR = 17,          /* CUDNN_BACKEND_TENSOR_DESCRIPTOR */
+};
+/* cudnn_graph.h: cudnnBackendAttributeName_t */
+enum {
+    DA_CONV_COMP_TYPE = 100, DA_CONV_MODE = 101, DA_CONV_DILATIONS = 102, DA_CONV_FILTER_STRIDES = 103,   /* CUDNN_ATTR_CONVOLUTION_* */
+    DA_CONV_POST_PADDINGS = 104, DA_CONV_PRE_PADDINGS = 105, DA_CONV_SPATIAL_DIMS = 106,
+    DA_ENGINEHEUR_MODE = 200, DA_ENGINEHEUR_OPERATION_GRAPH = 201, DA_ENGINEHEUR_RESULTS = 202,            /* CUDNN_ATTR_ENGINEHEUR_* */
+    DA_ENGINECFG_ENGINE = 300,                                                                              /* CUDNN_ATTR_ENGINECFG_ENGINE */
+    DA_EXECUTION_PLAN_HANDLE = 400, DA_EXECUTION_PLAN_ENGINE_CONFIG = 401, DA_EXECUTION_PLAN_WORKSPACE_SIZE = 402, /* CUDNN_ATTR_EXECUTION_PLAN_* */
+    DA_OP_FWD_ALPHA = 700, DA_OP_FWD_BETA = 701, DA_OP_FWD_CONV_DESC = 702, DA_OP_FWD_W = 703, DA_OP_FWD_X = 704, DA_OP_FWD_Y = 705,
+    DA_OP_BWD_DATA_ALPHA = 706, DA_OP_BWD_DATA_BETA = 707, DA_OP_BWD_DATA_CONV_DESC = 708, DA_OP_BWD_DATA_W = 709, DA_OP_BWD_DATA_DX = 710,
+    DA_OP_BWD_DATA_DY = 711,
+    DA_OP_BWD_FILTER_ALPHA = 712, DA_OP_BWD_FILTER_BETA = 713, DA_OP_BWD_FILTER_CONV_DESC = 714, DA_OP_BWD_FILTER_DW = 715,
+    DA_OP_BWD_FILTER_X = 716, DA_OP_BWD_FILTER_DY = 717,   /* CUDNN_ATTR_OPERATION_CONVOLUTION_* */
+    DA_OPERATIONGRAPH_HANDLE = 800, DA_OPERATIONGRAPH_OPS = 801,                                            /* CUDNN_ATTR_OPERATIONGRAPH_* */
+    DA_TENSOR_BYTE_ALIGNMENT = 900, DA_TENSOR_DATA_TYPE = 901, DA_TENSOR_DIMENSIONS = 902, DA_TENSOR_STRIDES = 903,
+    DA_TENSOR_UNIQUE_ID = 906,                                                                              /* CUDNN_ATTR_TENSOR_* */
+    DA_VARIANT_PACK_UNIQUE_IDS = 1000, DA_VARIANT_PACK_DATA_POINTERS = 1001, DA_VARIANT_PACK_WORKSPACE = 1003, /* CUDNN_ATTR_VARIANT_PACK_* */
+    DA_ENGINE_NUMERICAL_NOTE = 1303,                                                                        /* CUDNN_ATTR_ENGINE_NUMERICAL_NOTE */
+};
+/* cudnn_graph.h: cudnnBackendAttributeType_t */
+enum { AT_HANDLE = 0, AT_DATA_TYPE = 1, AT_INT64 = 3, AT_FLOAT = 4, AT_VOID_PTR = 6, AT_CONVOLUTION_MODE = 7, AT_HEUR_MODE = 8,
+       AT_NUMERICAL_NOTE = 11, AT_BACKEND_DESCRIPTOR = 15 };
+/* cudnn_graph.h: cudnnDataType_t, cudnnConvolutionMode_t, cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t */
+enum { DNN_DATA_FLOAT = 0, DNN_DATA_HALF = 2, DNN_DATA_BFLOAT16 = 9 };
+enum { DNN_CROSS_CORRELATION = 1 };
+enum { DNN_HEUR_MODE_FALLBACK = 2, DNN_HEUR_MODE_A = 3 };
+enum { NOTE_TENSOR_CORE = 0, NOTE_DOWN_CONVERT_INPUTS = 1, NOTE_REDUCED_PRECISION_REDUCTION = 2, NOTE_FFT = 3, NOTE_NONDETERMINISTIC = 4 };
+
+enum { MAX_CFGS = 64, TENSOR_ALIGN = 16, UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+/* ---- keys (pure) ---- */
+
+static int storage_type(const Graph *g, int t, Precision p, const bool *persistent) {
+    int64_t n = shape_numel(&g->tensors[t].shape);
+    if (p == PREC_FP32 || memplan_tensor_bytes(g, t, persistent[t], p) != 2 * n) return DNN_DATA_FLOAT;
+    return p == PREC_BF16 ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF;
+}
+
+/* weights are read through their low-precision compute copies in bf16/fp16 plans */
+static int weight_type(const Graph *g, int t, Precision p, const bool *persistent) {
+    if (p != PREC_FP32 && g->tensors[t].kind == TK_PARAM) return p == PREC_BF16 ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF;
+    return storage_type(g, t, p, persistent);
+}
+
+/* A view's image stride, and the alignment of its address: its base sits on
+ * a 256-byte boundary, the view some channels in. */
+static void view_layout(const Graph *g, const Views *v, int t, Precision p, const bool *persistent, int64_t *bs, int64_t *align) {
+    *bs = 0, *align = TENSOR_ALIGN;
+    if (!v || v->base[t] == t) return;
+    *bs = views_batch_stride(g, v, t);
+    int64_t bytes = views_elem_offset(g, v, t) * (memplan_tensor_bytes(g, t, persistent[t], p) / shape_numel(&g->tensors[t].shape));
+    while (*align > 1 && bytes % *align) *align /= 2;
+}
+
+bool conv_key_from_op(const Graph *g, const Op *op, Precision p, const bool *persistent, const Views *views, ConvKey *k, char *err, int errcap) {
+    memset(k, 0, sizeof *k);
+    const Shape *x, *w, *y;
+    int xt, wt, yt;
+    switch (op->kind) {
+    case OP_CONV2D: /* (x, w[, b]) -> y */
+        x = &g->tensors[op->in[0]].shape, w = &g->tensors[op->in[1]].shape, y = &g->tensors[op->out[0]].shape;
+        xt = op->in[0], wt = op->in[1], yt = op->out[0];
+        k->dir = CONV_FWD;
+        k->w_type = weight_type(g, wt, p, persistent);
+        break;
+    case OP_CONV2D_DGRAD: /* (dy, w) -> dx, dx's shape in a.shape */
+        x = &op->a.shape, w = &g->tensors[op->in[1]].shape, y = &g->tensors[op->in[0]].shape;
+        xt = op->out[0], wt = op->in[1], yt = op->in[0];
+        k->dir = CONV_DGRAD;
+        k->w_type = weight_type(g, wt, p, persistent);
+        break;
+    case OP_CONV2D_WGRAD: /* (dy, x) -> dw, dw's shape in a.shape */
+        x = &g->tensors[op->in[1]].shape, w = &op->a.shape, y = &g->tensors[op->in[0]].shape;
+        xt = op->in[1], wt = op->out[0], yt = op->in[0];
+        k->dir = CONV_WGRAD;
+        k->w_type = storage_type(g, wt, p, persistent);
+        break;
+    default: return errf(err, errcap, "op %d (%s) is not a convolution cuDNN runs here", op->id, op_def(op->kind)->name);
+    }
+    if (x->nd != 4 || w->nd != 4 || y->nd != 4) return errf(err, errcap, "op %d (%s): convolutions must be 2-D over NCHW tensors", op->id, op_def(op->kind)->name);
+    const OpAttrs *a = &op->a;
+    k->x_type = storage_type(g, xt, p, persistent);
+    k->y_type = storage_type(g, yt, p, persistent);
+    view_layout(g, views, xt, p, persistent, &k->x_bs, &k->x_align);
+    view_layout(g, views, yt, p, persistent, &k->y_bs, &k->y_align);
+    k->n = x->d[0], k->ci = x->d[1], k->h = x->d[2], k->w = x->d[3];
+    k->co = y->d[1], k->ho = y->d[2], k->wo = y->d[3];
+    k->kh = w->d[2], k->kw = w->d[3], k->groups = a->groups;
+    k->stride[0] = a->stride[0], k->stride[1] = a->stride[1];
+    k->dilation[0] = a->dilation[0], k->dilation[1] = a->dilation[1];
+    /* OpAttrs pad is [top, bottom, left, right]; cuDNN takes pre (top, left) and post (bottom, right) */
+    k->pre_pad[0] = a->pad[0], k->pre_pad[1] = a->pad[2], k->post_pad[0] = a->pad[1], k->post_pad[1] = a->pad[3];
+    if (k->groups < 1 || k->ci % k->groups || k->co % k->groups || w->d[0] != k->co || w->d[1] * k->groups != k->ci)
+        return errf(err, errcap, "op %d (%s): weight [%lld,%lld,%lld,%lld] does not match %lld input and %lld output channels in %lld groups", op->id,
+                    op_def(op->kind)->name, (long long)w->d[0], (long long)w->d[1], (long long)w->d[2], (long long)w->d[3], (long long)k->ci,
+                    (long long)k->co, (long long)k->groups);
+    return true;
+}
+
+ConvKey conv_bias_key(const ConvKey *fwd) {
+    ConvKey k;
+    memset(&k, 0, sizeof k);
+    k.dir = CONV_FWD;
+    k.accumulate = 1;
+    k.x_type = fwd->y_type;
+    k.w_type = fwd->w_type;
+    k.y_type = fwd->y_type;
+    k.n = fwd->n, k.ci = 1, k.h = fwd->ho, k.w = fwd->wo;
+    k.co = fwd->co, k.ho = fwd->ho, k.wo = fwd->wo;
+    k.kh = k.kw = k.groups = 1;
+    k.stride[0] = k.stride[1] = k.dilation[0] = k.dilation[1] = 1;
+    k.y_bs = fwd->y_bs, k.x_align = TENSOR_ALIGN, k.y_align = fwd->y_align;
+    return k;
+}
+
+#define KEY_FIELDS(X)                                                                                                                            \
+    X(dir) X(accumulate) X(x_type) X(w_type) X(y_type) X(n) X(ci) X(h) X(w) X(co) X(ho) X(wo) X(kh) X(kw) X(groups) X(stride[0]) X(stride[1]) \
+        X(dilation[0]) X(dilation[1]) X(pre_pad[0]) X(pre_pad[1]) X(post_pad[0]) X(post_pad[1]) X(x_bs) X(y_bs) X(x_align) X(y_align)
+
+bool conv_key_equal(const ConvKey *a, const ConvKey *b) {
+#define EQ(f) && a->f == b->f
+    return true KEY_FIELDS(EQ);
+#undef EQ
+}
+
+/* FNV-1a over each field's value, so padding bytes never enter the hash */
+uint64_t conv_key_hash(const ConvKey *k) {
+    uint64_t h = 1469598103934665603ULL;
+#define MIX(f)                                                \
+    {                                                         \
+        uint64_t v = (uint64_t)(int64_t)k->f;                 \
+        for (int i = 0; i < 8; i++, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ULL; \
+    }
+    KEY_FIELDS(MIX)
+#undef MIX
+    return h;
+}
+
+static const char *type_name(int t) { return t == DNN_DATA_FLOAT ? "fp32" : t == DNN_DATA_BFLOAT16 ? "bf16" : t == DNN_DATA_HALF ? "fp16" : "?"; }
+
+void conv_key_describe(const ConvKey *k, char *buf, int cap) {
+    static const char *const dir[] = {"forward", "dgrad", "wgrad"};
+    snprintf(buf, (size_t)cap, "%s%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] y[%lld,%lld,%lld,%lld] stride %lldx%lld pad %lld,%lld,%lld,%lld dilation %lldx%lld groups %lld %s/%s/%s",
+             dir[k->dir >= 0 && k->dir <= 2 ? k->dir : 0], k->accumulate ? " (accumulating)" : "", (long long)k->n, (long long)k->ci, (long long)k->h,
+             (long long)k->w, (long long)k->co, (long long)(k->groups ? k->ci / k->groups : 0), (long long)k->kh, (long long)k->kw, (long long)k->n,
+             (long long)k->co, (long long)k->ho, (long long)k->wo, (long long)k->stride[0], (long long)k->stride[1], (long long)k->pre_pad[0],
+             (long long)k->post_pad[0], (long long)k->pre_pad[1], (long long)k->post_pad[1], (long long)k->dilation[0], (long long)k->dilation[1],
+             (long long)k->groups, type_name(k->x_type), type_name(k->w_type), type_name(k->y_type));
+}
+
+/* ---- cuDNN calls ---- */
+
+static bool dn_ok(const CudaLibs *L, CudnnStatus s, const char *call, const char *doing, char *err, int errcap) {
+    if (s == 0) return true;
+    const char *name = L->cudnnGetErrorString ? L->cudnnGetErrorString(s) : NULL;
+    return errf(err, errcap, "%s failed with %s (%d) while %s", call, name ? name : "an unknown cudnnStatus_t", s, doing);
+}
+#define DN(fn, args) dn_ok(cc->L, cc->L->fn args, #fn, doing, err, errcap)
+#define SET(d, attr, type, count, ptr) DN(cudnnBackendSetAttribute, (d, attr, type, count, ptr))
+
+bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, int errcap) {
+    memset(cc, 0, sizeof *cc);
+    cc->L = L;
+    cc->stream = s;
+    const char *doing = "creating the cuDNN handle";
+    if (!DN(cudnnCreate, (&cc->h))) return false;
+    doing = "setting the cuDNN handle's stream";
+    if (!DN(cudnnSetStream, (cc->h, s))) return cudnn_conv_close(cc), false;
+    return true;
+}
+
+static void destroy(const CudaLibs *L, CudnnBackendDescriptor *d) {
+    if (*d) (void)L->cudnnBackendDestroyDescriptor(*d); /* releasing host-side descriptors cannot leave anything behind */
+    *d = NULL;
+}
+
+void cudnn_conv_close(CudnnConv *cc) {
+    for (int i = 0; i < cc->n_plans; i++) {
+        destroy(cc->L, &cc->plans[i].plan);
+        for (int j = 0; j < 8; j++) destroy(cc->L, &cc->plans[i].keep[j]);
+    }
+    if (cc->h) (void)cc->L->cudnnDestroy(cc->h); /* teardown */
+    free(cc->plans);
+    free(cc->persistent);
+    memset(cc, 0, sizeof *cc);
+}
+
+static bool make(CudnnConv *cc, int type, CudnnBackendDescriptor *d, const char *doing, char *err, int errcap) {
+    return DN(cudnnBackendCreateDescriptor, (type, d));
+}
+
+/* bs: elements between images (0: packed) */
+static bool tensor(CudnnConv *cc, CudnnBackendDescriptor *d, int64_t uid, int type, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t bs, int64_t align,
+                   const char *doing, char *err, int errcap) {
+    int64_t dims[4] = {d0, d1, d2, d3}, strides[4] = {bs ? bs : d1 * d2 * d3, d2 * d3, d3, 1};
+    return make(cc, DN_TENSOR_DESCRIPTOR, d, doing, err, errcap) && SET(*d, DA_TENSOR_DATA_TYPE, AT_DATA_TYPE, 1, &type) &&
+           SET(*d, DA_TENSOR_DIMENSIONS, AT_INT64, 4, dims) && SET(*d, DA_TENSOR_STRIDES, AT_INT64, 4, strides) &&
+           SET(*d, DA_TENSOR_UNIQUE_ID, AT_INT64, 1, &uid) && SET(*d, DA_TENSOR_BYTE_ALIGNMENT, AT_INT64, 1, &align) && DN(cudnnBackendFinalize, (*d));
+}
+
+/* The handle attributes of operation graphs and execution plans: required
+ * by early cuDNN 9 releases, deprecated later (the handle comes with each
+ * call). Their status is deliberately not checked: where the attribute is
+ * still needed, finalizing the descriptor reports the failure. */
+static void set_handle(CudnnConv *cc, CudnnBackendDescriptor d, int attr) { (void)cc->L->cudnnBackendSetAttribute(d, attr, AT_HANDLE, 1, &cc->h); }
+
+/* The numerical notes an engine must not carry for this key. */
+static bool engine_acceptable(CudnnConv *cc, CudnnBackendDescriptor cfg, const ConvKey *k, const char *doing, char *err, int errcap) {
+    CudnnBackendDescriptor eng = NULL;
+    int notes[32];
+    int64_t n_eng = 0, n_notes = 0;
+    bool ok = make(cc, DN_ENGINE_DESCRIPTOR, &eng, doing, err, errcap) &&
+              DN(cudnnBackendGetAttribute, (cfg, DA_ENGINECFG_ENGINE, AT_BACKEND_DESCRIPTOR, 1, &n_eng, &eng)) &&
+              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_NUMERICAL_NOTE, AT_NUMERICAL_NOTE, 32, &n_notes, notes));
+    destroy(cc->L, &eng);
+    if (!ok) return false;
+    bool fp32 = k->x_type == DNN_DATA_FLOAT && k->w_type == DNN_DATA_FLOAT && k->y_type == DNN_DATA_FLOAT;
+    for (int64_t i = 0; i < n_notes && i < 32; i++) {
+        if (notes[i] == NOTE_NONDETERMINISTIC) return false;
+        if (fp32 && (notes[i] == NOTE_TENSOR_CORE || notes[i] == NOTE_DOWN_CONVERT_INPUTS || notes[i] == NOTE_REDUCED_PRECISION_REDUCTION || notes[i] == NOTE_FFT))
+            return false;
+    }
+    return true;
+}
+
+/* The first acceptable engine config of one heuristics mode that finalizes
+ * into an execution plan; *tried counts the configs looked at. */
+static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescriptor graph, int mode, int *tried, const char *doing, char *err, int errcap) {
+    CudnnBackendDescriptor heur = NULL, cfgs[MAX_CFGS] = {0};
+    int64_t n = 0;
+    bool found = false;
+    if (!make(cc, DN_ENGINEHEUR_DESCRIPTOR, &heur, doing, err, errcap)) return false;
+    /* a graph no engine of this mode supports fails here: that is "no config", not an error */
+    if (SET(heur, DA_ENGINEHEUR_OPERATION_GRAPH, AT_BACKEND_DESCRIPTOR, 1, &graph) && SET(heur, DA_ENGINEHEUR_MODE, AT_HEUR_MODE, 1, &mode) &&
+        cc->L->cudnnBackendFinalize(heur) == 0 && cc->L->cudnnBackendGetAttribute(heur, DA_ENGINEHEUR_RESULTS, AT_BACKEND_DESCRIPTOR, 0, &n, NULL) == 0) {
+        if (n > MAX_CFGS) n = MAX_CFGS;
+        int64_t made = 0;
+        while (made < n && make(cc, DN_ENGINECFG_DESCRIPTOR, &cfgs[made], doing, err, errcap)) made++;
+        int64_t got = 0;
+        if (made == n && DN(cudnnBackendGetAttribute, (heur, DA_ENGINEHEUR_RESULTS, AT_BACKEND_DESCRIPTOR, n, &got, cfgs))) {
+            for (int64_t i = 0; i < got && !found; i++) {
+                ++*tried;
+                if (!engine_acceptable(cc, cfgs[i], &e->key, doing, err, errcap)) continue;
+                CudnnBackendDescriptor plan = NULL;
+                if (!make(cc, DN_EXECUTION_PLAN_DESCRIPTOR, &plan, doing, err, errcap)) break;
+                /* a config that cannot finalize for this graph is skipped for the next one */
+                set_handle(cc, plan, DA_EXECUTION_PLAN_HANDLE);
+                if (cc->L->cudnnBackendSetAttribute(plan, DA_EXECUTION_PLAN_ENGINE_CONFIG, AT_BACKEND_DESCRIPTOR, 1, &cfgs[i]) == 0 &&
+                    cc->L->cudnnBackendFinalize(plan) == 0) {
+                    int64_t ws = 0, cnt = 0;
+                    if (DN(cudnnBackendGetAttribute, (plan, DA_EXECUTION_PLAN_WORKSPACE_SIZE, AT_INT64, 1, &cnt, &ws))) {
+                        e->plan = plan, e->workspace = ws, e->keep[7] = cfgs[i], cfgs[i] = NULL;
+                        found = true;
+                        continue;
+                    }
+                }
+                destroy(cc->L, &plan);
+            }
+        }
+    }
+    for (int i = 0; i < MAX_CFGS; i++) destroy(cc->L, &cfgs[i]);
+    destroy(cc->L, &heur);
+    return found;
+}
+
+/* Builds the operation graph of key k and its execution plan into e. */
+static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, char *err, int errcap) {
+    memset(e, 0, sizeof *e);
+    e->key = *k;
+    e->hash = conv_key_hash(k);
+    char what[384], doing[448];
+    conv_key_describe(k, what, sizeof what);
+    snprintf(doing, sizeof doing, "building the cuDNN plan of convolution %s", what);
+    CudnnBackendDescriptor *x = &e->keep[0], *w = &e->keep[1], *y = &e->keep[2], *conv = &e->keep[3], *op = &e->keep[4], *graph = &e->keep[5];
+    int comp = DNN_DATA_FLOAT, cmode = DNN_CROSS_CORRELATION;
+    float alpha = 1, beta = k->accumulate ? 1.0f : 0.0f;
+    if (!tensor(cc, x, UID_X, k->x_type, k->n, k->ci, k->h, k->w, k->x_bs, k->x_align, doing, err, errcap) ||
+        !tensor(cc, w, UID_W, k->w_type, k->co, k->ci / k->groups, k->kh, k->kw, 0, TENSOR_ALIGN, doing, err, errcap) ||
+        !tensor(cc, y, UID_Y, k->y_type, k->n, k->co, k->ho, k->wo, k->y_bs, k->y_align, doing, err, errcap))
+        return false;
+    int64_t dims = 2;
+    if (!make(cc, DN_CONVOLUTION_DESCRIPTOR, conv, doing, err, errcap) || !SET(*conv, DA_CONV_SPATIAL_DIMS, AT_INT64, 1, &dims) ||
+        !SET(*conv, DA_CONV_COMP_TYPE, AT_DATA_TYPE, 1, &comp) || !SET(*conv, DA_CONV_MODE, AT_CONVOLUTION_MODE, 1, &cmode) ||
+        !SET(*conv, DA_CONV_PRE_PADDINGS, AT_INT64, 2, k->pre_pad) || !SET(*conv, DA_CONV_POST_PADDINGS, AT_INT64, 2, k->post_pad) ||
+        !SET(*conv, DA_CONV_DILATIONS, AT_INT64, 2, k->dilation) || !SET(*conv, DA_CONV_FILTER_STRIDES, AT_INT64, 2, k->stride) ||
+        !DN(cudnnBackendFinalize, (*conv)))
+        return false;
+    static const int kinds[] = {DN_OP_CONV_FORWARD, DN_OP_CONV_BACKWARD_DATA, DN_OP_CONV_BACKWARD_FILTER};
+    /* per direction: alpha, beta, conv desc, and the attributes naming x, w and y */
+    static const int attrs[3][6] = {
+        {DA_OP_FWD_ALPHA, DA_OP_FWD_BETA, DA_OP_FWD_CONV_DESC, DA_OP_FWD_X, DA_OP_FWD_W, DA_OP_FWD_Y},
+        {DA_OP_BWD_DATA_ALPHA, DA_OP_BWD_DATA_BETA, DA_OP_BWD_DATA_CONV_DESC, DA_OP_BWD_DATA_DX, DA_OP_BWD_DATA_W, DA_OP_BWD_DATA_DY},
+        {DA_OP_BWD_FILTER_ALPHA, DA_OP_BWD_FILTER_BETA, DA_OP_BWD_FILTER_CONV_DESC, DA_OP_BWD_FILTER_X, DA_OP_BWD_FILTER_DW, DA_OP_BWD_FILTER_DY},
+    };
+    const int *at = attrs[k->dir];
+    if (!make(cc, kinds[k->dir], op, doing, err, errcap) || !SET(*op, at[0], AT_FLOAT, 1, &alpha) || !SET(*op, at[1], AT_FLOAT, 1, &beta) ||
+        !SET(*op, at[2], AT_BACKEND_DESCRIPTOR, 1, conv) || !SET(*op, at[3], AT_BACKEND_DESCRIPTOR, 1, x) ||
+        !SET(*op, at[4], AT_BACKEND_DESCRIPTOR, 1, w) || !SET(*op, at[5], AT_BACKEND_DESCRIPTOR, 1, y) || !DN(cudnnBackendFinalize, (*op)))
+        return false;
+    if (!make(cc, DN_OPERATIONGRAPH_DESCRIPTOR, graph, doing, err, errcap) || !SET(*graph, DA_OPERATIONGRAPH_OPS, AT_BACKEND_DESCRIPTOR, 1, op))
+        return false;
+    set_handle(cc, *graph, DA_OPERATIONGRAPH_HANDLE);
+    if (!DN(cudnnBackendFinalize, (*graph))) return false;
+    int tried = 0;
+    err[0] = 0;
+    if (plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_A, &tried, doing, err, errcap) ||
+        plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_FALLBACK, &tried, doing, err, errcap))
+        return true;
+    if (err[0]) return false;
+    bool asym = k->pre_pad[0] != k->post_pad[0] || k->pre_pad[1] != k->post_pad[1];
+    return errf(err, errcap, "cuDNN %zu has no deterministic%s engine for convolution %s (%d engine configs tried in heuristics modes A and fallback)%s",
+                cc->L->cudnnGetVersion(), k->x_type == DNN_DATA_FLOAT ? " full-fp32" : "", what, tried,
+                asym ? "; its padding is asymmetric, which cuDNN engines may not support" : "");
+}
+
+static ConvPlan *find_plan(CudnnConv *cc, const ConvKey *k) {
+    uint64_t h = conv_key_hash(k);
+    for (int i = 0; i < cc->n_plans; i++)
+        if (cc->plans[i].hash == h && conv_key_equal(&cc->plans[i].key, k)) return &cc->plans[i];
+    return NULL;
+}
+
+static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap) {
+    ConvPlan *e = find_plan(cc, k);
+    if (e) return e;
+    if (cc->n_plans == cc->cap_plans) {
+        int cap = cc->cap_plans ? cc->cap_plans * 2 : 16;
+        ConvPlan *np = realloc(cc->plans, sizeof *np * (size_t)cap);
+        if (!np) return errf(err, errcap, "out of memory"), NULL;
+        cc->plans = np, cc->cap_plans = cap;
+    }
+    e = &cc->plans[cc->n_plans];
+    if (!build_plan(cc, k, e, err, errcap)) {
+        destroy(cc->L, &e->plan);
+        for (int j = 0; j < 8; j++) destroy(cc->L, &e->keep[j]);
+        return NULL;
+    }
+    cc->n_plans++;
+    if (e->workspace > cc->plan_workspace) cc->plan_workspace = e->workspace;
+    return e;
+}
+
+static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+
+bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Precision p, char *err, int errcap) {
+    free(cc->persistent);
+    cc->persistent = calloc((size_t)g->n_tensors + 1, sizeof *cc->persistent);
+    if (!cc->persistent) return errf(err, errcap, "out of memory");
+    memplan_mark_persistent(g, cc->persistent);
+    cc->g = g;
+    cc->views = views;
+    cc->precision = p;
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (!is_conv(op->kind)) continue;
+        ConvKey k;
+        if (!conv_key_from_op(g, op, p, cc->persistent, cc->views, &k, err, errcap) || !get_plan(cc, &k, err, errcap)) return false;
+        if (op->kind == OP_CONV2D && op->n_in == 3) {
+            ConvKey b = conv_bias_key(&k);
+            if (!get_plan(cc, &b, err, errcap)) return false;
+            if (b.n * b.h * b.w > cc->ones_elems) cc->ones_elems = b.n * b.h * b.w;
+        }
+    }
+    return true;
+}
+
+static int64_t ones_bytes(const CudnnConv *cc) { return (cc->ones_elems * 4 + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+
+int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc) { return ones_bytes(cc) + cc->plan_workspace; }
+
+void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes) {
+    cc->workspace = workspace;
+    cc->workspace_bytes = bytes;
+}
+
+static bool execute(CudnnConv *cc, const ConvPlan *e, CuDevicePtr x, CuDevicePtr w, CuDevicePtr y, char *err, int errcap) {
+    char what[384], doing[448];
+    conv_key_describe(&e->key, what, sizeof what);
+    snprintf(doing, sizeof doing, "running convolution %s", what);
+    if (e->workspace > cc->workspace_bytes - ones_bytes(cc))
+        return errf(err, errcap, "convolution %s needs %lld bytes of workspace but %lld are bound (prepare the graph first)", what,
+                    (long long)e->workspace, (long long)(cc->workspace_bytes - ones_bytes(cc)));
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y};
+    void *ws = (void *)(uintptr_t)(cc->workspace + (CuDevicePtr)ones_bytes(cc));
+    CudnnBackendDescriptor vp = NULL;
+    bool ok = make(cc, DN_VARIANT_PACK_DESCRIPTOR, &vp, doing, err, errcap) && SET(vp, DA_VARIANT_PACK_UNIQUE_IDS, AT_INT64, 3, uids) &&
+              SET(vp, DA_VARIANT_PACK_DATA_POINTERS, AT_VOID_PTR, 3, ptrs) && SET(vp, DA_VARIANT_PACK_WORKSPACE, AT_VOID_PTR, 1, &ws) &&
+              DN(cudnnBackendFinalize, (vp)) && DN(cudnnBackendExecute, (cc->h, e->plan, vp));
+    destroy(cc->L, &vp);
+    return ok;
+}
+
+bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, char *err, int errcap) {
+    if (!cc->g) return errf(err, errcap, "cudnn_conv_run before cudnn_conv_prepare");
+    ConvKey k;
+    if (!conv_key_from_op(cc->g, op, cc->precision, cc->persistent, cc->views, &k, err, errcap)) return false;
+    ConvPlan *e = get_plan(cc, &k, err, errcap);
+    if (!e) return false;
+    bool ok;
+    switch (op->kind) {
+    case OP_CONV2D: ok = execute(cc, e, in[0], in[1], out, err, errcap); break;
+    case OP_CONV2D_DGRAD: ok = execute(cc, e, out, in[1], in[0], err, errcap); break;
+    default: ok = execute(cc, e, in[1], out, in[0], err, errcap); break;
+    }
+    if (!ok || op->kind != OP_CONV2D || op->n_in != 3) return ok;
+    /* the bias as a 1x1 convolution of a ones tensor, accumulated into y:
+     * cuDNN without a fused bias epilogue for these layouts and types */
+    ConvKey bk = conv_bias_key(&k);
+    ConvPlan *b = get_plan(cc, &bk, err, errcap);
+    if (!b) return false;
+    int64_t n = bk.n * bk.h * bk.w;
+    if (n > cc->ones_elems) return errf(err, errcap, "the bias step of op %d was not prepared", op->id);
+    char doing[96];
+    snprintf(doing, sizeof doing, "filling the ones tensor of op %d's bias", op->id);
+    /* 1.0 in each storage type: fp32 0x3f800000, bf16 0x3f80, fp16 0x3c00 */
+    unsigned short one16 = bk.x_type == DNN_DATA_BFLOAT16 ? 0x3f80 : 0x3c00;
+    if (bk.x_type == DNN_DATA_FLOAT ? !CUDA_CALL(cc->L, cuMemsetD32Async, (cc->workspace, 0x3f800000u, (size_t)n, cc->stream), doing, err, errcap)
+                                    : !CUDA_CALL(cc->L, cuMemsetD16Async, (cc->workspace, one16, (size_t)n, cc->stream), doing, err, errcap))
+        return false;
+    return execute(cc, b, cc->workspace, in[2], out, err, errcap);
+}

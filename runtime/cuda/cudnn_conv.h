@@ -1,0 +1,87 @@
+/* runtime/cuda/cudnn_conv.h — convolutions of a plan through the cuDNN 9
+ * backend (graph) API: forward, data gradient and weight gradient, one
+ * execution plan per distinct shape key, built before the first step and
+ * cached. Owns no plan memory (its workspace comes from cuda_device.h) and
+ * must not include CUDA headers.
+ *
+ * Layout: NCHW with packed strides, because the generated kernels index
+ * [n, c, inner]; NHWC (DESIGN decision 8, what tensor cores want) is a later
+ * step that changes the strides here and the kernels' indexing together.
+ * Data types follow the plan's storage (fp32, or bf16/fp16 activations and
+ * compute copies of the weights); accumulation is fp32. fp32 plans refuse
+ * engines that round inputs (TF32 tensor cores) or reduce in lower
+ * precision, and every plan refuses nondeterministic engines. */
+#ifndef YOLOCC_CUDNN_CONV_H
+#define YOLOCC_CUDNN_CONV_H
+#include "../../ir/ir.h"
+#include "../../passes/memplan.h"
+#include "dynload.h"
+
+typedef enum { CONV_FWD, CONV_DGRAD, CONV_WGRAD } ConvDir;
+
+/* Everything an execution plan depends on. Built by conv_key_from_op; two
+ * convolutions with equal keys share one plan. */
+typedef struct ConvKey {
+    int dir;                        /* ConvDir */
+    int accumulate;                 /* 1: the output is added to (beta = 1) */
+    int x_type, w_type, y_type;     /* cuDNN data types of x/dx, w/dw, y/dy */
+    int64_t n, ci, h, w;            /* x */
+    int64_t co, ho, wo;             /* y */
+    int64_t kh, kw, groups;
+    int64_t stride[2], dilation[2], pre_pad[2], post_pad[2];    /* [h, w] */
+    /* x (dx) and y (dy) as zero-copy views (passes/views.h): elements
+     * between images (0: packed) and the byte alignment of their address */
+    int64_t x_bs, y_bs, x_align, y_align;
+} ConvKey;
+
+/* Pure: the key of an OP_CONV2D / OP_CONV2D_DGRAD / OP_CONV2D_WGRAD op.
+ * persistent: memplan_mark_persistent's marks (storage sizes follow them);
+ * views: the plan's zero-copy views (NULL: every tensor packed).
+ * False with a message for other ops or shapes cuDNN cannot take. */
+bool conv_key_from_op(const Graph *g, const Op *op, Precision p, const bool *persistent, const Views *views, ConvKey *k, char *err, int errcap);
+/* Pure: the bias step of a forward key with a bias: y += ones[N,1,Ho,Wo]
+ * (*) bias[Co,1,1,1], a 1x1 convolution accumulating into y. */
+ConvKey conv_bias_key(const ConvKey *fwd);
+bool conv_key_equal(const ConvKey *a, const ConvKey *b);
+uint64_t conv_key_hash(const ConvKey *k);
+/* "forward x[2,16,32,32] w[32,16,3,3] y[2,32,32,32] stride 1x1 pad 1,1,1,1 dilation 1x1 groups 1 fp32" */
+void conv_key_describe(const ConvKey *k, char *buf, int cap);
+
+typedef struct ConvPlan {
+    ConvKey key;
+    uint64_t hash;
+    CudnnBackendDescriptor keep[8];     /* descriptors the plan was built from */
+    CudnnBackendDescriptor plan;
+    int64_t workspace;
+} ConvPlan;
+
+typedef struct CudnnConv {
+    const CudaLibs *L;
+    CudnnHandle h;
+    CuStream stream;
+    ConvPlan *plans;
+    int n_plans, cap_plans;
+    const Graph *g;                 /* the prepared graph */
+    const Views *views;             /* and its zero-copy views */
+    Precision precision;
+    bool *persistent;
+    int64_t ones_elems;             /* the bias steps' ones tensor: the largest N*Ho*Wo */
+    int64_t plan_workspace;         /* the largest plan workspace */
+    CuDevicePtr workspace;          /* bound: the ones tensor, then the plans' workspace */
+    int64_t workspace_bytes;
+} CudnnConv;
+
+/* A cuDNN handle on stream s. */
+bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, int errcap);
+void cudnn_conv_close(CudnnConv *cc);
+/* Builds the execution plan of every convolution of g (no device memory is
+ * allocated); afterwards cudnn_conv_workspace_bytes says what to allocate. */
+bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Precision p, char *err, int errcap);
+int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc);
+void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes);
+/* Runs convolution op of the prepared graph on the handle's stream. in: the
+ * device addresses of op's inputs in op order (weights: their compute
+ * copies); out: its output. */
+bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, char *err, int errcap);
+
+#endif

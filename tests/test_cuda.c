@@ -1,0 +1,602 @@
+/* tests/test_cuda.c — the CUDA backend's foundation (issue #6): memory fit
+ * and largest batch, the device layout of a plan, cubin/PTX choice, launch
+ * geometry and arguments, convolution plan keys (all without a GPU); on a
+ * GPU, every generated kernel of the tiny model against the CPU target's,
+ * cuDNN convolutions against the reference kernels, and the real memory
+ * check. GPU tests print `SKIP: no CUDA device` where there is none. */
+#include <math.h>
+
+#include "../compiler/kernel_ir.h"
+#include "../runtime/cuda/cuda_device.h"
+#include "../runtime/cuda/cuda_kernels.h"
+#include "../runtime/cuda/cudnn_conv.h"
+#include "../runtime/gen_cpu.h"
+#include "../passes/views.h"
+#include "../runtime/ref_kernels.h"
+#include "test_util.h"
+
+/* ---- helpers ---- */
+
+/* Compiles `yolocc models/tiny.yaml ... EXTRA -o DIR/NAME` and reads the plan. */
+static void tiny_plan(const char *dir, const char *name, const char *extra, Plan *p) {
+    char args[1024], path[512], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 %s -o %s", extra, path);
+    CliResult r = tu_run(args);
+    cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
+    tu_free(&r);
+    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
+    unlink(path);
+}
+
+/* Opens device 0, or prints the SKIP line and skips the test. */
+static void open_gpu_or_skip(CudaDevice *d) {
+    CudaLibs L;
+    char err[1024];
+    int n = 0;
+    bool have = cuda_libs_open(&L, NULL, false, err, sizeof err);
+    if (have) {
+        have = cuda_libs_check_device(&L, &n, err, sizeof err);
+        cuda_libs_close(&L);
+    }
+    if (!have) {
+        printf("SKIP: no CUDA device\n");
+        fflush(stdout);
+        cr_skip_test("no CUDA device: %s", err);
+    }
+    cr_assert(cuda_device_open(d, 0, false, err, sizeof err), "%s", err);
+    cr_log_info("device 0: %s, sm_%d, %d multiprocessors", d->name, d->sm, d->sm_count);
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+static float rng_uniform(uint64_t *s, float lo, float hi) { return lo + (hi - lo) * (float)((rng_next(s) >> 40) * (1.0 / 16777216.0)); }
+
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- memory arithmetic (no GPU) ---- */
+
+Test(cuda, memory_fit_and_largest_batch) {
+    CudaMemNeed n = {.arena = 1000, .state = 500, .inputs = 200, .workspace = 100, .batch = 4};
+    char err[1024] = "";
+    cr_expect_eq(cuda_mem_planned(&n), 1800);
+    cr_expect(cuda_mem_check(&n, 1800, err, sizeof err), "exactly enough fits");
+    cr_expect(cuda_mem_check(&n, 4000, err, sizeof err));
+    /* (1000 - 600) * 4 / 1200 = 1.33: batch 1 fits, batch 2 does not */
+    cr_expect_eq(cuda_mem_largest_batch(&n, 1000), 1);
+    cr_expect_eq(cuda_mem_largest_batch(&n, 1500), 3);
+    cr_expect_eq(cuda_mem_largest_batch(&n, 1800), 4, "the compiled batch fits in exactly its planned bytes");
+    cr_expect_eq(cuda_mem_largest_batch(&n, 599), 0);
+    cr_expect(!cuda_mem_check(&n, 1000, err, sizeof err));
+    cr_expect(strstr(err, "needs 1800 bytes") && strstr(err, "1000 bytes") && strstr(err, "largest batch that fits is 1"), "%s", err);
+    cr_expect(strstr(err, "arena") && strstr(err, "persistent") && strstr(err, "workspace"), "%s", err);
+    cr_expect(!strchr(err, '\n'), "one line: %s", err);
+    cr_expect(!cuda_mem_check(&n, 500, err, sizeof err));
+    cr_expect(strstr(err, "not even batch 1 fits"), "%s", err);
+    /* a reserve counts like fixed state */
+    n.reserve = 1000;
+    cr_expect(!cuda_mem_check(&n, 1800, err, sizeof err));
+    cr_expect_eq(cuda_mem_largest_batch(&n, 2000), 1, "(2000 - 1600) * 4 / 1200");
+    cr_expect(strstr(err, "reserved"), "%s", err);
+    /* nothing scales with the batch: any batch fits once the fixed part does */
+    CudaMemNeed fixed = {.state = 10, .batch = 2};
+    cr_expect_eq(cuda_mem_largest_batch(&fixed, 100), INT64_MAX);
+    cr_expect_eq(cuda_mem_largest_batch(&fixed, 5), 0);
+}
+
+static void check_layout(const Plan *p, const CudaLayout *l) {
+    const Graph *g = &p->g;
+    cr_expect_eq(l->arena_bytes, p->arena_bytes);
+    cr_expect_eq(l->persistent_bytes, l->state_bytes + l->input_bytes);
+    const cJSON *mem = cJSON_GetObjectItem(p->meta, "memory");
+    double planned_state = cJSON_GetNumberValue(cJSON_GetObjectItem(mem, "persistent_bytes"));
+    double planned_inputs = cJSON_GetNumberValue(cJSON_GetObjectItem(mem, "input_bytes"));
+    cr_expect((double)l->state_bytes >= planned_state && (double)l->state_bytes < planned_state + 256.0 * g->n_tensors * 2,
+              "state %lld vs planned %.0f (each tensor rounded up to 256)", (long long)l->state_bytes, planned_state);
+    cr_expect((double)l->input_bytes >= planned_inputs, "inputs %lld vs planned %.0f", (long long)l->input_bytes, planned_inputs);
+    int64_t end = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        int64_t off = p->offset[t];
+        if (off == MEMPLAN_INTERNAL) cr_expect_eq(l->region[t], CUDA_REGION_NONE, "tensor %d", t);
+        else if (off >= 0) cr_expect(l->region[t] == CUDA_REGION_ARENA && l->off[t] == off, "tensor %d", t);
+        else {
+            cr_expect_eq(l->region[t], CUDA_REGION_PERSISTENT, "tensor %d", t);
+            cr_expect_eq(l->off[t] % MEMPLAN_ALIGN, 0);
+            bool input = g->tensors[t].kind == TK_INPUT;
+            cr_expect(input ? l->off[t] < l->input_bytes : l->off[t] >= l->input_bytes, "inputs first: tensor %d", t);
+            if (l->off[t] + shape_numel(&g->tensors[t].shape) > end) end = l->off[t] + shape_numel(&g->tensors[t].shape);
+        }
+        bool copy = p->precision != PREC_FP32 && g->tensors[t].kind == TK_PARAM;
+        cr_expect_eq(l->lowp_off[t] >= 0, copy, "tensor %d: a compute copy exactly for parameters of low-precision plans", t);
+    }
+    cr_expect_leq(end, l->persistent_bytes);
+}
+
+/* persistent bytes do not depend on the batch; the arena and inputs do */
+Test(cuda, device_layout_of_a_plan) {
+    char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[512];
+    cr_assert(mkdtemp(dir));
+    Plan p2, p4, pb;
+    tiny_plan(dir, "b2.plan", "--batch 2", &p2);
+    tiny_plan(dir, "b4.plan", "--batch 4", &p4);
+    tiny_plan(dir, "bf16.plan", "--batch 2 --precision bf16", &pb);
+    CudaLayout l2, l4, lb;
+    cr_assert(cuda_layout_build(&p2, &l2, err, sizeof err), "%s", err);
+    cr_assert(cuda_layout_build(&p4, &l4, err, sizeof err), "%s", err);
+    cr_assert(cuda_layout_build(&pb, &lb, err, sizeof err), "%s", err);
+    check_layout(&p2, &l2);
+    check_layout(&p4, &l4);
+    check_layout(&pb, &lb);
+    cr_expect_eq(l2.batch, 2);
+    cr_expect_eq(l4.batch, 4);
+    cr_expect_eq(l2.state_bytes, l4.state_bytes, "persistent state does not scale with the batch");
+    cr_expect_gt(l4.arena_bytes, l2.arena_bytes);
+    cr_expect_gt(l4.input_bytes, l2.input_bytes);
+    cr_expect_gt(lb.state_bytes, l2.state_bytes, "bf16 plans keep a compute copy beside each fp32 weight");
+    /* the planned-bytes check on the layout: the batch-2 plan at 1.5x its need fits batch 3, not 4 */
+    CudaMemNeed n = {.arena = l2.arena_bytes, .state = l2.state_bytes, .inputs = l2.input_bytes, .batch = 2};
+    uint64_t free_b = (uint64_t)(n.state + 3 * (n.arena + n.inputs) / 2);
+    cr_expect_eq(cuda_mem_largest_batch(&n, free_b), 3);
+    cuda_layout_free(&l2);
+    cuda_layout_free(&l4);
+    cuda_layout_free(&lb);
+    plan_free(&p2);
+    plan_free(&p4);
+    plan_free(&pb);
+    rmdir(dir);
+}
+
+/* ---- image choice, geometry, arguments (no GPU) ---- */
+
+Test(cuda, cubin_or_ptx_choice) {
+    const char *archs[] = {"sm_80", "sm_90"};
+    char err[512] = "";
+    int c = 7;
+    cr_expect(cuda_choose_image(archs, 2, "sm_90", 90, &c, err, sizeof err), "%s", err);
+    cr_expect_eq(c, 1, "sm_90 device, archs sm_80+sm_90 -> cubin sm_90");
+    cr_expect(cuda_choose_image(archs, 2, "sm_90", 80, &c, err, sizeof err));
+    cr_expect_eq(c, 0);
+    /* sm_89 runs sm_80 code (same major version); the sm_90 PTX could not JIT there */
+    cr_expect(cuda_choose_image(archs, 2, "sm_90", 89, &c, err, sizeof err), "%s", err);
+    cr_expect_eq(c, 0, "sm_89 device -> the binary-compatible cubin sm_80");
+    const char *only90[] = {"sm_90"};
+    cr_expect(cuda_choose_image(only90, 1, "sm_90", 100, &c, err, sizeof err), "%s", err);
+    cr_expect_eq(c, -1, "sm_100 device -> the PTX, JIT-compiled by the driver");
+    cr_expect(cuda_choose_image(only90, 1, "sm_80", 86, &c, err, sizeof err), "%s", err);
+    cr_expect_eq(c, -1, "sm_86 device, cubin sm_90 and PTX sm_80 -> PTX");
+    cr_expect(!cuda_choose_image(archs, 2, "sm_90", 75, &c, err, sizeof err));
+    cr_expect(strstr(err, "the plan was compiled for sm_80,sm_90 and this device is sm_75"), "%s", err);
+    cr_expect(!cuda_choose_image(only90, 1, "sm_90", 89, &c, err, sizeof err));
+    cr_expect(strstr(err, "compiled for sm_90") && strstr(err, "sm_89") && strstr(err, "--arch sm_89"), "%s", err);
+    cr_expect(!cuda_choose_image(only90, 1, NULL, 80, &c, err, sizeof err));
+    cr_expect(strstr(err, "no PTX"), "%s", err);
+}
+
+Test(cuda, launch_geometry_matches_the_skeletons) {
+    KLaunch ln = {.kernel = 0, .n = 2, .c = 3, .inner = 1000};
+    CudaGeom g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    cr_expect_eq(g.block, 256, "YK_BLOCK");
+    cr_expect_eq(g.grid, 24, "6000 elements: 24 blocks of 256");
+    ln.n = 64, ln.c = 256, ln.inner = 160 * 160;
+    g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    cr_expect_eq(g.grid, 132 * 32, "grid-stride: capped at 32 blocks per multiprocessor");
+    ln.n = 0;
+    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 1, "an empty extent still launches a valid grid");
+    ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    cr_expect(g.grid == 48 && g.block == 256, "one block per channel: %u x %u", g.grid, g.block);
+    ln = (KLaunch){.outer = 10, .len = 100};
+    cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 132).grid, 4, "1000 elements of a copy");
+    g = cuda_launch_geometry(KS_LIST_NORM, &ln, 132);
+    cr_expect(g.grid == 1 && g.block == 256, "one block for the gradient norm");
+}
+
+Test(cuda, launch_arguments_carry_device_pointers) {
+    CuDevicePtr ptr[6] = {0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
+    KLaunch ln = {.kernel = 0, .n_args = 3, .args = {5, 1, 3}, .n = 2, .c = 4, .inner = 9, .outer = 7, .len = 8, .src_stride = 11, .src_off = 12,
+                  .dst_stride = 13, .dst_off = 14};
+    YkArgs a = cuda_launch_args(&ln, ptr, 0x9000, 0xa000);
+    cr_expect(a.t[0] == (void *)(uintptr_t)0x5000 && a.t[1] == (void *)(uintptr_t)0x1000 && a.t[2] == (void *)(uintptr_t)0x3000);
+    cr_expect_null(a.t[3], "unused slots stay NULL");
+    cr_expect(a.n == 2 && a.c == 4 && a.inner == 9 && a.outer == 7 && a.len == 8 && a.src_stride == 11 && a.src_off == 12 && a.dst_stride == 13 &&
+              a.dst_off == 14);
+    cr_expect(a.list == NULL && a.list_len == NULL && a.list_n == 0, "no list without a LIST_NORM launch");
+    ln.list_first = 3, ln.list_n = 5;
+    a = cuda_launch_args(&ln, ptr, 0x9000, 0xa000);
+    cr_expect_eq((uintptr_t)a.list, 0x9000 + 3 * 8, "the launch's part of the pointer table");
+    cr_expect_eq((uintptr_t)a.list_len, 0xa000 + 3 * 8);
+    cr_expect_eq(a.list_n, 5);
+}
+
+/* ---- convolution keys (no GPU) ---- */
+
+typedef struct ConvCase {
+    int64_t n, ci, h, w, co;
+    int k, stride, pad, groups;
+    bool bias;
+} ConvCase;
+
+typedef struct ConvGraph {
+    Arena arena;
+    Graph g;
+    int fwd, dgrad, wgrad;  /* op ids */
+} ConvGraph;
+
+/* conv2d(x, w[, b]) and its dgrad and wgrad from an input dy */
+static void conv_graph(ConvGraph *cg, const ConvCase *c) {
+    arena_init(&cg->arena, 0);
+    Graph *g = &cg->g;
+    graph_init(g, &cg->arena);
+    int x = graph_add_input(g, "x", shape4(c->n, c->ci, c->h, c->w), DT_F32);
+    int w = graph_add_state(g, TK_PARAM, "w", shape4(c->co, c->ci / c->groups, c->k, c->k), DT_F32);
+    int in[3] = {x, w, c->bias ? graph_add_state(g, TK_PARAM, "b", shape1(c->co), DT_F32) : -1};
+    OpAttrs a = {.kernel = {c->k, c->k}, .stride = {c->stride, c->stride}, .pad = {c->pad, c->pad, c->pad, c->pad}, .dilation = {1, 1}, .groups = c->groups};
+    cg->fwd = graph_add_op(g, OP_CONV2D, in, c->bias ? 3 : 2, &a, 1, 0, "conv");
+    cr_assert_geq(cg->fwd, 0, "%s", g->err);
+    int dy = graph_add_input(g, "dy", g->tensors[g->ops[cg->fwd].out[0]].shape, DT_F32);
+    OpAttrs ad = a, aw = a;
+    ad.shape = g->tensors[x].shape;
+    aw.shape = g->tensors[w].shape;
+    cg->dgrad = graph_add_op(g, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad, 1, 0, "conv.dgrad");
+    cg->wgrad = graph_add_op(g, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw, 1, 0, "conv.wgrad");
+    cr_assert(cg->dgrad >= 0 && cg->wgrad >= 0, "%s", g->err);
+}
+
+/* x as a zero-copy view: channels [8, 24) of a 40-channel buffer */
+static ConvKey key_of_view(const ConvCase *c) {
+    ConvGraph cg;
+    conv_graph(&cg, c);
+    bool persistent[16] = {0};
+    memplan_mark_persistent(&cg.g, persistent);
+    const Shape *xs = &cg.g.tensors[cg.g.ops[cg.fwd].in[0]].shape;
+    int wide = graph_add_input(&cg.g, "wide", shape4(xs->d[0], 40, xs->d[2], xs->d[3]), DT_F32);
+    int base[16], x = cg.g.ops[cg.fwd].in[0];
+    int64_t chan[16] = {0};
+    for (int t = 0; t < 16; t++) base[t] = t;
+    base[x] = wide, chan[x] = 8;
+    Views v = {base, chan, 1};
+    ConvKey k;
+    char err[512];
+    cr_assert(conv_key_from_op(&cg.g, &cg.g.ops[cg.fwd], PREC_FP32, persistent, &v, &k, err, sizeof err), "%s", err);
+    arena_free(&cg.arena);
+    return k;
+}
+
+static ConvKey key_of(const ConvCase *c, int which, Precision p) {
+    ConvGraph cg;
+    conv_graph(&cg, c);
+    bool persistent[16] = {0};
+    cr_assert_lt(cg.g.n_tensors, 16);
+    memplan_mark_persistent(&cg.g, persistent);
+    ConvKey k;
+    char err[512];
+    int op = which == 0 ? cg.fwd : which == 1 ? cg.dgrad : cg.wgrad;
+    cr_assert(conv_key_from_op(&cg.g, &cg.g.ops[op], p, persistent, NULL, &k, err, sizeof err), "%s", err);
+    arena_free(&cg.arena);
+    return k;
+}
+
+Test(cuda, conv_plan_keys) {
+    const ConvCase base = {2, 16, 32, 32, 32, 3, 1, 1, 1, false};
+    ConvKey a = key_of(&base, 0, PREC_FP32), b = key_of(&base, 0, PREC_FP32);
+    cr_expect(conv_key_equal(&a, &b) && conv_key_hash(&a) == conv_key_hash(&b), "equal convolutions share a key");
+    ConvCase bias = base;
+    bias.bias = true;
+    ConvKey kb = key_of(&bias, 0, PREC_FP32);
+    cr_expect(conv_key_equal(&a, &kb), "the bias is a separate step: the convolution's key is the same");
+    char what[512];
+    conv_key_describe(&a, what, sizeof what);
+    cr_expect(strstr(what, "forward x[2,16,32,32] w[32,16,3,3] y[2,32,32,32] stride 1x1 pad 1,1,1,1"), "%s", what);
+    ConvCase changed[] = {
+        {3, 16, 32, 32, 32, 3, 1, 1, 1, false}, {2, 32, 32, 32, 32, 3, 1, 1, 1, false}, {2, 16, 16, 32, 32, 3, 1, 1, 1, false},
+        {2, 16, 32, 16, 32, 3, 1, 1, 1, false}, {2, 16, 32, 32, 64, 3, 1, 1, 1, false}, {2, 16, 32, 32, 32, 1, 1, 0, 1, false},
+        {2, 16, 32, 32, 32, 3, 2, 1, 1, false}, {2, 16, 32, 32, 32, 3, 1, 2, 1, false}, {2, 16, 32, 32, 32, 3, 1, 1, 16, false},
+        {2, 16, 32, 32, 32, 3, 1, 1, 2, false},
+    };
+    for (size_t i = 0; i < sizeof changed / sizeof changed[0]; i++) {
+        ConvKey k = key_of(&changed[i], 0, PREC_FP32);
+        cr_expect(!conv_key_equal(&a, &k) && conv_key_hash(&a) != conv_key_hash(&k), "case %zu must have its own key", i);
+    }
+    /* a view is read with its base's image stride, at an address its
+     * channel offset aligns (8 channels x 32 x 32 x 4 bytes: 16-byte aligned) */
+    ConvKey v = key_of_view(&base);
+    cr_expect(!conv_key_equal(&a, &v) && v.x_bs == 40 * 32 * 32 && v.y_bs == 0 && v.x_align == 16, "view: stride %lld align %lld", (long long)v.x_bs, (long long)v.x_align);
+    ConvKey d = key_of(&base, 1, PREC_FP32), w = key_of(&base, 2, PREC_FP32), h = key_of(&base, 0, PREC_BF16);
+    cr_expect(!conv_key_equal(&a, &d) && !conv_key_equal(&a, &w) && !conv_key_equal(&d, &w), "each direction has its own plan");
+    cr_expect(!conv_key_equal(&a, &h) && conv_key_hash(&a) != conv_key_hash(&h), "the storage type is part of the key");
+    cr_expect(d.n == a.n && d.ci == a.ci && d.h == a.h && d.co == a.co && d.ho == a.ho, "dgrad describes the same x, w and y");
+    /* each single field of the key changes it */
+    ConvKey m;
+    int64_t *fields[] = {&m.n, &m.ci, &m.h, &m.w, &m.co, &m.ho, &m.wo, &m.kh, &m.kw, &m.groups, &m.stride[0], &m.stride[1], &m.dilation[0],
+                         &m.dilation[1], &m.pre_pad[0], &m.pre_pad[1], &m.post_pad[0], &m.post_pad[1], &m.x_bs, &m.y_bs, &m.x_align, &m.y_align};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        m = a;
+        ++*fields[i];
+        cr_expect(!conv_key_equal(&a, &m) && conv_key_hash(&a) != conv_key_hash(&m), "field %zu", i);
+    }
+    int *ifields[] = {&m.dir, &m.accumulate, &m.x_type, &m.w_type, &m.y_type};
+    for (size_t i = 0; i < sizeof ifields / sizeof ifields[0]; i++) {
+        m = a;
+        ++*ifields[i];
+        cr_expect(!conv_key_equal(&a, &m) && conv_key_hash(&a) != conv_key_hash(&m), "int field %zu", i);
+    }
+    ConvKey bk = conv_bias_key(&a);
+    cr_expect(bk.accumulate == 1 && bk.ci == 1 && bk.kh == 1 && bk.kw == 1 && bk.h == a.ho && bk.w == a.wo && bk.co == a.co && bk.groups == 1,
+              "the bias step: ones[N,1,Ho,Wo] (*) b[Co,1,1,1] added to y");
+    /* bf16 plans read weights through their bf16 compute copies */
+    cr_expect(h.y_type != a.y_type && h.w_type == h.y_type, "bf16: the activation y and the weight copy are bf16");
+}
+
+
+/* ---- on a GPU ---- */
+
+static size_t dtype_bytes(DType t) { return t == DT_I64 ? 8 : t == DT_F32 ? 4 : 2; }
+
+/* host float -> device storage of type t (values already representable) */
+static void to_device_format(DType t, const void *host, void *dev, int64_t n) {
+    if (t == DT_F32 || t == DT_I64) {
+        memcpy(dev, host, (size_t)n * dtype_bytes(t));
+        return;
+    }
+    const uint32_t *h = host;
+    uint16_t *d = dev;
+    for (int64_t i = 0; i < n; i++) d[i] = (uint16_t)(h[i] >> 16);
+}
+
+static float from_bf16(uint16_t v) {
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* |gpu - cpu| / max(|cpu|, 1e-3): values below 1e-3 are compared absolutely,
+ * as the CPU-target tests do; both NaN counts as equal, one NaN as infinite */
+static double rel_diff(double gpu, double cpu) {
+    if (isnan(gpu) || isnan(cpu)) return isnan(gpu) && isnan(cpu) ? 0 : INFINITY;
+    if (isinf(gpu) || isinf(cpu)) return gpu == cpu ? 0 : INFINITY;
+    return fabs(gpu - cpu) / fmax(fabs(cpu), 1e-3);
+}
+
+/* Every generated launch of the tiny model once on fresh random inputs, on
+ * the GPU and through the CPU target's kernel of the same launch. fp32 plans:
+ * relative tolerance 1e-5 (the GPU computes in fp32 with fp64 sums, the CPU
+ * in double). bf16 plans: inputs rounded to bf16 for both sides, outputs
+ * within 1e-2 relative (one bf16 rounding is 2^-9). */
+/* Elements a launch may touch from t's address: a zero-copy view steps its
+ * base's image stride, so its last image ends (n - 1) * stride further on. */
+static int64_t span_of(const Plan *p, int t) {
+    const Shape *s = &p->g.tensors[t].shape;
+    int64_t bs = views_batch_stride(&p->g, &p->fusion.views, t), numel = shape_numel(s);
+    return bs ? (s->d[0] - 1) * bs + numel / s->d[0] : numel;
+}
+
+static void kernels_vs_cpu(const char *precision, double tol) {
+    CudaDevice d;
+    open_gpu_or_skip(&d);
+    char dir[] = "/tmp/yolocc-cuda-XXXXXX", extra[256], err[1024];
+    cr_assert(mkdtemp(dir));
+    Plan pc, pg;
+    snprintf(extra, sizeof extra, "--batch 2 --precision %s --target cpu", precision);
+    tiny_plan(dir, "cpu.plan", extra, &pc);
+    snprintf(extra, sizeof extra, "--batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
+    tiny_plan(dir, "cuda.plan", extra, &pg);
+    rmdir(dir);
+    GenCpu gc;
+    CudaKernels ck;
+    cr_assert(gen_cpu_open(&gc, &pc, err, sizeof err), "%s", err);
+    cr_assert(cuda_kernels_open(&ck, &d, &pg, err, sizeof err), "%s", err);
+    for (int k = 0; k < ck.kp.n_kernels; k++) cr_log_info("%s: %s", ck.kp.kernels[k].name, ck.image[k]);
+    cr_assert_eq(gc.kp.n_launches, ck.kp.n_launches, "both targets lower the same graph");
+    const Graph *g = &pg.g;
+    int n = g->n_tensors;
+    cr_assert_eq(pc.g.n_tensors, n);
+    /* each tensor's device storage type: from the CUDA kernels' slots (gradient lists are fp32) */
+    DType *dt = malloc(sizeof *dt * (size_t)n);
+    for (int t = 0; t < n; t++) dt[t] = g->tensors[t].dtype == DT_I64 ? DT_I64 : DT_F32;
+    for (int i = 0; i < ck.kp.n_launches; i++) {
+        const KLaunch *ln = &ck.kp.launches[i];
+        if (ln->kernel < 0) continue;
+        for (int s = 0; s < ln->n_args; s++)
+            if (dt[ln->args[s]] != DT_I64) dt[ln->args[s]] = ck.kp.kernels[ln->kernel].buf_dtype[s];
+    }
+    void **host = calloc((size_t)n, sizeof *host);
+    CuDevicePtr *dev = calloc((size_t)n, sizeof *dev);
+    unsigned char *stage = NULL;
+    size_t stage_cap = 0;
+    for (int t = 0; t < n; t++) {
+        int64_t numel = span_of(&pg, t);
+        host[t] = calloc((size_t)numel + 1, 8);
+        cr_assert(dt[t] != DT_F16, "fp16 storage is not exercised here");
+        cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)(numel + 1) * dtype_bytes(dt[t])), "allocating a test tensor", err, sizeof err), "%s", err);
+        if ((size_t)(numel + 1) * 8 > stage_cap) stage_cap = (size_t)(numel + 1) * 8;
+    }
+    stage = malloc(stage_cap);
+    cr_assert(cuda_kernels_bind_lists(&ck, &d, g, dev, err, sizeof err), "%s", err);
+    int *stamp = calloc((size_t)n, sizeof *stamp);
+    double worst_all = 0;
+    int compared = 0;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < ck.kp.n_launches; i++) {
+        const KLaunch *lg = &ck.kp.launches[i], *lc = &gc.kp.launches[i];
+        if (lg->kernel < 0) continue;
+        const Kernel *kg = &ck.kp.kernels[lg->kernel];
+        cr_assert(lc->kernel >= 0 && strcmp(gc.kp.kernels[lc->kernel].name, kg->name) == 0, "launch %d: CPU %s vs CUDA %s", i,
+                  lc->kernel >= 0 ? gc.kp.kernels[lc->kernel].name : "a library op", kg->name);
+        /* fresh inputs for every tensor the launch touches */
+        int touched[KIR_MAX_BUFS + 4096], nt = 0;
+        for (int s = 0; s < lg->n_args; s++) touched[nt++] = lg->args[s];
+        for (int j = 0; j < lg->list_n && nt < (int)(sizeof touched / sizeof touched[0]); j++) touched[nt++] = ck.kp.list[lg->list_first + j];
+        for (int j = 0; j < nt; j++) {
+            int t = touched[j];
+            if (stamp[t] == i + 1) continue;
+            stamp[t] = i + 1;
+            int64_t numel = span_of(&pg, t);
+            TensorKind kind = g->tensors[t].kind;
+            if (dt[t] == DT_I64) {
+                for (int64_t e = 0; e < numel; e++) ((int64_t *)host[t])[e] = (int64_t)(rng_next(&seed) % 7);
+            } else {
+                /* optimizer state and BN buffers (moments, variances) stay positive */
+                bool positive = kind == TK_OPTIM || kind == TK_BUFFER;
+                for (int64_t e = 0; e < numel; e++) {
+                    float v = rng_uniform(&seed, positive ? 0.1f : -1.0f, 1.0f);
+                    ((float *)host[t])[e] = dt[t] == DT_BF16 ? bf16_round(v) : v;
+                }
+            }
+            to_device_format(dt[t], host[t], stage, numel);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stage, (size_t)numel * dtype_bytes(dt[t])), "uploading inputs", err, sizeof err), "%s", err);
+        }
+        gen_cpu_launch(&gc, lc, host);
+        cr_assert(cuda_kernels_launch(&ck, &d, lg, dev, d.main, err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "running a kernel", err, sizeof err), "launch %d (%s): %s", i, kg->name, err);
+        double worst = 0;
+        for (int s = 0; s < lg->n_args; s++) {
+            if (!kg->buf_written[s]) continue;
+            int t = lg->args[s];
+            int64_t numel = span_of(&pg, t);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (stage, dev[t], (size_t)numel * dtype_bytes(dt[t])), "downloading outputs", err, sizeof err), "%s", err);
+            for (int64_t e = 0; e < numel; e++) {
+                double gv, cv;
+                if (dt[t] == DT_I64) gv = (double)((int64_t *)stage)[e], cv = (double)((int64_t *)host[t])[e];
+                else if (dt[t] == DT_BF16) gv = from_bf16(((uint16_t *)stage)[e]), cv = ((float *)host[t])[e];
+                else gv = ((float *)stage)[e], cv = ((float *)host[t])[e];
+                double r = rel_diff(gv, cv);
+                if (r > worst) worst = r;
+                if (r > tol) cr_log_error("launch %d %s slot %d tensor %d element %lld: gpu %.9g cpu %.9g", i, kg->name, s, t, (long long)e, gv, cv);
+                if (r > tol) break;
+            }
+            compared++;
+        }
+        cr_log_info("launch %d %s (%s): worst relative difference %.3g", i, kg->name, kernel_skel_name(kg->skel), worst);
+        cr_expect_leq(worst, tol, "launch %d (%s, %s): GPU and CPU differ by %.3g", i, kg->name, kernel_skel_name(kg->skel), worst);
+        if (worst > worst_all) worst_all = worst;
+    }
+    cr_log_info("%s: %d outputs of %d launches compared; worst relative difference %.3g", precision, compared, ck.kp.n_launches, worst_all);
+    cr_expect_gt(compared, 0);
+    for (int t = 0; t < n; t++) {
+        (void)d.L.cuMemFree(dev[t]);
+        free(host[t]);
+    }
+    free(stage), free(stamp), free(host), free(dev), free(dt);
+    cuda_kernels_close(&ck, &d);
+    gen_cpu_close(&gc);
+    plan_free(&pc);
+    plan_free(&pg);
+    cuda_device_close(&d);
+}
+
+Test(cuda, generated_kernels_match_the_cpu_fp32) { kernels_vs_cpu("fp32", 1e-5); }
+Test(cuda, generated_kernels_match_the_cpu_bf16) { kernels_vs_cpu("bf16", 1e-2); }
+
+/* cuDNN forward, dgrad and wgrad against the reference kernels on random
+ * tensors; fp32 (no TF32: the engines are filtered), tolerance 1e-4 of the
+ * largest reference magnitude. */
+Test(cuda, cudnn_conv_matches_the_reference) {
+    CudaDevice d;
+    open_gpu_or_skip(&d);
+    const ConvCase cases[] = {
+        {2, 8, 16, 16, 16, 3, 1, 1, 1, false},  /* 3x3 stride 1 */
+        {2, 8, 16, 16, 16, 3, 2, 1, 1, true},   /* 3x3 stride 2 with a bias */
+        {2, 16, 8, 8, 32, 1, 1, 0, 1, false},   /* 1x1 */
+        {2, 16, 12, 12, 16, 3, 1, 1, 16, false}, /* depthwise */
+    };
+    char err[2048];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        ConvGraph cg;
+        conv_graph(&cg, &cases[c]);
+        Graph *g = &cg.g;
+        CudnnConv cc;
+        cr_assert(cudnn_conv_open(&cc, &d.L, d.main, err, sizeof err), "%s", err);
+        cr_assert(cudnn_conv_prepare(&cc, g, NULL, PREC_FP32, err, sizeof err), "case %zu: %s", c, err);
+        int64_t ws = cudnn_conv_workspace_bytes(&cc);
+        CuDevicePtr wsp = 0;
+        if (ws) cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&wsp, (size_t)ws), "allocating the workspace", err, sizeof err), "%s", err);
+        cudnn_conv_bind(&cc, wsp, ws);
+        void *host[16] = {0};
+        CuDevicePtr dev[16] = {0};
+        uint64_t seed = 12345 + c;
+        for (int t = 0; t < g->n_tensors; t++) {
+            int64_t numel = shape_numel(&g->tensors[t].shape);
+            host[t] = calloc((size_t)numel, sizeof(float));
+            for (int64_t e = 0; e < numel; e++) ((float *)host[t])[e] = rng_uniform(&seed, -1, 1);
+            cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)numel * 4), "allocating", err, sizeof err), "%s", err);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], host[t], (size_t)numel * 4), "uploading", err, sizeof err), "%s", err);
+        }
+        const int ops[3] = {cg.fwd, cg.dgrad, cg.wgrad};
+        for (int k = 0; k < 3; k++) {
+            const Op *op = &g->ops[ops[k]];
+            CuDevicePtr in[3];
+            for (int i = 0; i < op->n_in; i++) in[i] = dev[op->in[i]];
+            cr_assert(ref_kernel(op->kind)(g, op, host, err, sizeof err), "%s", err);
+            cr_assert(cudnn_conv_run(&cc, op, in, dev[op->out[0]], err, sizeof err), "case %zu %s: %s", c, op_def(op->kind)->name, err);
+            int t = op->out[0];
+            int64_t numel = shape_numel(&g->tensors[t].shape);
+            float *got = malloc((size_t)numel * 4);
+            cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "running the convolution", err, sizeof err), "%s", err);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (got, dev[t], (size_t)numel * 4), "downloading", err, sizeof err), "%s", err);
+            double max_ref = 0, max_diff = 0;
+            for (int64_t e = 0; e < numel; e++) {
+                max_ref = fmax(max_ref, fabs(((float *)host[t])[e]));
+                max_diff = fmax(max_diff, fabs((double)got[e] - ((float *)host[t])[e]));
+            }
+            cr_log_info("case %zu %s: max |cuDNN - reference| %.3g of max magnitude %.3g", c, op_def(op->kind)->name, max_diff, max_ref);
+            cr_expect(max_ref > 0 && max_diff <= 1e-4 * max_ref, "case %zu %s: differs by %.3g (max magnitude %.3g)", c, op_def(op->kind)->name, max_diff,
+                      max_ref);
+            free(got);
+        }
+        cr_log_info("case %zu: %d execution plans, workspace %lld bytes", c, cc.n_plans, (long long)ws);
+        cr_expect_eq(cc.n_plans, 3 + cases[c].bias, "one plan per direction (and the bias step)");
+        for (int t = 0; t < g->n_tensors; t++) (void)d.L.cuMemFree(dev[t]), free(host[t]);
+        if (wsp) (void)d.L.cuMemFree(wsp);
+        cudnn_conv_close(&cc);
+        arena_free(&cg.arena);
+    }
+    cuda_device_close(&d);
+}
+
+/* The real check refuses before allocating; a plan that fits gets every tensor an address. */
+Test(cuda, device_memory_check_and_allocation) {
+    CudaDevice d;
+    open_gpu_or_skip(&d);
+    char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[1024];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "b2.plan", "--batch 2", &p);
+    rmdir(dir);
+    size_t free0 = 0, free1 = 0, total = 0;
+    cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
+    CudaMem m;
+    cr_expect(!cuda_mem_alloc(&m, &d, &p, 1 << 20, (int64_t)1 << 50, err, sizeof err), "a petabyte reserve cannot fit");
+    cr_expect(strstr(err, "the plan needs") && strstr(err, "are free") && strstr(err, "not even batch 1 fits"), "%s", err);
+    cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free1, &total), "reading free memory", err, sizeof err), "%s", err);
+    cr_expect_geq(free1 + (1 << 21), free0, "nothing was allocated by the refused plan");
+    /* room for the state and 3/4 of the batch-2 activations: refused, batch 1 fits */
+    CudaLayout l;
+    cr_assert(cuda_layout_build(&p, &l, err, sizeof err), "%s", err);
+    int64_t room = l.state_bytes + (l.arena_bytes + l.input_bytes) * 3 / 4, reserve = (int64_t)free1 - room;
+    cuda_layout_free(&l);
+    cr_assert_gt(reserve, 0);
+    cr_expect(!cuda_mem_alloc(&m, &d, &p, 0, reserve, err, sizeof err), "only %lld bytes are left for the plan", (long long)room);
+    cr_expect(strstr(err, "largest batch that fits is 1"), "%s", err);
+    cr_log_info("%s", err);
+    cr_assert(cuda_mem_alloc(&m, &d, &p, 1 << 20, 0, err, sizeof err), "%s", err);
+    for (int t = 0; t < p.g.n_tensors; t++) {
+        CuDevicePtr ptr = cuda_mem_ptr(&m, t);
+        if (p.offset[t] == MEMPLAN_INTERNAL) cr_expect_eq(ptr, 0);
+        else if (p.offset[t] >= 0) cr_expect(ptr >= m.arena && ptr < m.arena + (CuDevicePtr)p.arena_bytes);
+        else cr_expect(ptr >= m.persistent && ptr < m.persistent + (CuDevicePtr)m.layout.persistent_bytes);
+    }
+    cr_expect(m.workspace != 0 && m.workspace_bytes >= (1 << 20));
+    cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "zeroing persistent memory", err, sizeof err), "%s", err);
+    cuda_mem_free(&m, &d);
+    plan_free(&p);
+    cuda_device_close(&d);
+}
