@@ -95,7 +95,7 @@ test: $(BUILD)/.deps
 # The CUDA backend's tests on a machine with a GPU (without one they print
 # `SKIP: no CUDA device`): the cuda and dynload suites without sanitizers,
 # which do not mix well with the CUDA driver (tests at -O0, library at -O2).
-GPU_TEST_SRC := tests/test_cuda.c tests/test_dynload.c
+GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_dynload.c
 $(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) tests/test_util.h $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion
@@ -103,6 +103,7 @@ $(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) tests/test_util.h $(HDRS)
 check-gpu: $(BUILD)/.deps
 	$(MAKE) $(BUILD)/gpu/run_tests $(BUILD)/yolocc $(BUILD)/yolort
 	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'cuda/*' --verbose $(TEST_ARGS)
+	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'cuda_step/*' --verbose $(TEST_ARGS)
 	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'dynload/*' $(TEST_ARGS)
 
 # libFuzzer harnesses: every tests/fuzz/fuzz_NAME.c becomes build/fuzz/fuzz_NAME;

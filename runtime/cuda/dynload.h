@@ -73,6 +73,8 @@ typedef struct CudaLibs {
     CuResult (*cuCtxSetCurrent)(CuContext ctx);
     CuResult (*cuCtxSynchronize)(void);
     CuResult (*cuModuleLoadData)(CuModule *mod, const void *image);
+    /* options: CUjit_option values (CU_JIT_ERROR_LOG_BUFFER = 5, ..._SIZE_BYTES = 6), so a PTX load names its failing line */
+    CuResult (*cuModuleLoadDataEx)(CuModule *mod, const void *image, unsigned n_options, int *options, void **option_values);
     CuResult (*cuModuleUnload)(CuModule mod);
     CuResult (*cuModuleGetFunction)(CuFunction *fn, CuModule mod, const char *name);
     CuResult (*cuLaunchKernel)(CuFunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes,

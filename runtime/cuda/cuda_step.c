@@ -1,0 +1,486 @@
+/* runtime/cuda/cuda_step.c — routes each launch of a step to its generated kernel, cuDNN or the
+ * reference kernel on the host, and converts tensors between host fp32 and device storage. Must not
+ * include CUDA headers, hold trainer logic, or change what the plan computes (the CPU is its oracle). */
+#include "cuda_step.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+#include "../../passes/views.h"
+#include "../ref_kernels.h"
+
+enum { WHY = 1536 };
+
+/* The compute copies' conversion, fp32 -> bf16 or fp16 with round to nearest
+ * even, as a grid-stride loop. Hand-written PTX (assembled with ptxas for
+ * sm_80 and sm_90 when written) because the runtime has no NVRTC (DESIGN
+ * decision 11) and the plan's generated kernels carry no such conversion;
+ * the driver JIT-compiles it once at open. */
+#define CAST_PTX(NAME, TYPE)                                                    \
+    ".visible .entry " NAME "(.param .u64 src, .param .u64 dst, .param .u64 n)\n" \
+    "{\n"                                                                       \
+    "    .reg .pred %p;\n    .reg .b16 %h;\n    .reg .f32 %f;\n"                \
+    "    .reg .b32 %r<5>;\n    .reg .b64 %rd<10>;\n"                            \
+    "    ld.param.u64 %rd1, [src];\n    ld.param.u64 %rd2, [dst];\n"            \
+    "    ld.param.u64 %rd3, [n];\n"                                             \
+    "    cvta.to.global.u64 %rd1, %rd1;\n    cvta.to.global.u64 %rd2, %rd2;\n"  \
+    "    mov.u32 %r1, %ctaid.x;\n    mov.u32 %r2, %ntid.x;\n"                   \
+    "    mov.u32 %r3, %tid.x;\n    mov.u32 %r4, %nctaid.x;\n"                   \
+    "    cvt.u64.u32 %rd5, %r3;\n    mad.wide.u32 %rd4, %r1, %r2, %rd5;\n"      \
+    "    mul.wide.u32 %rd6, %r4, %r2;\n"                                        \
+    "LOOP:\n"                                                                   \
+    "    setp.ge.u64 %p, %rd4, %rd3;\n    @%p bra DONE;\n"                      \
+    "    shl.b64 %rd7, %rd4, 2;\n    add.s64 %rd8, %rd1, %rd7;\n"               \
+    "    ld.global.f32 %f, [%rd8];\n"                                           \
+    "    cvt.rn." TYPE ".f32 %h, %f;\n"                                         \
+    "    shl.b64 %rd7, %rd4, 1;\n    add.s64 %rd9, %rd2, %rd7;\n"               \
+    "    st.global.b16 [%rd9], %h;\n"                                           \
+    "    add.s64 %rd4, %rd4, %rd6;\n    bra LOOP;\n"                            \
+    "DONE:\n    ret;\n}\n"
+static const char CAST_PTX_TEXT[] = ".version 7.0\n.target sm_80\n.address_size 64\n" CAST_PTX("yolocc_cast_f32_bf16", "bf16")
+    CAST_PTX("yolocc_cast_f32_f16", "f16");
+
+const char *cuda_step_cast_ptx(void) { return CAST_PTX_TEXT; }
+
+/* ---- pure helpers ---- */
+
+static size_t dtype_bytes(DType t) { return t == DT_I64 ? 8 : t == DT_F32 ? 4 : 2; }
+
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN: keep it a (quiet) NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static uint16_t f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and up round to infinity */
+    if (a <= 0x33000000u) return (uint16_t)sign;              /* 2^-25 and below round to zero (the tie goes to even 0) */
+    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u;
+    if (e < 113) { /* below 2^-14: an fp16 subnormal m * 2^-24 */
+        uint32_t shift = 126 - e, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1), m = mant >> shift;
+        if (rem > half || (rem == half && (m & 1u))) m++;
+        return (uint16_t)(sign | m);
+    }
+    uint32_t h = ((e - 112) << 10) | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is still right */
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t v) {
+    uint32_t sign = (uint32_t)(v & 0x8000u) << 16, e = (v >> 10) & 0x1fu, m = v & 0x3ffu, u;
+    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);
+    else if (e) u = sign | ((e + 112) << 23) | (m << 13);
+    else if (!m) u = sign;
+    else {
+        /* subnormal: shift the mantissa up to an implicit leading one */
+        e = 113;
+        while (!(m & 0x400u)) m <<= 1, e--;
+        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void cuda_f32_to_storage(DType t, const float *src, void *dst, int64_t n) {
+    uint16_t *d = dst;
+    if (t == DT_BF16) for (int64_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+    else if (t == DT_F16) for (int64_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
+    else memcpy(dst, src, (size_t)n * dtype_bytes(t));
+}
+
+void cuda_storage_to_f32(DType t, const void *src, float *dst, int64_t n) {
+    const uint16_t *s = src;
+    if (t == DT_BF16)
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)s[i] << 16;
+            memcpy(&dst[i], &u, 4);
+        }
+    else if (t == DT_F16) for (int64_t i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
+    else memcpy(dst, src, (size_t)n * dtype_bytes(t));
+}
+
+int64_t cuda_view_span(int64_t images, int64_t row, int64_t stride) { return stride && images > 0 ? (images - 1) * stride + row : images * row; }
+
+void cuda_view_gather(const void *strided, void *packed, int64_t images, int64_t row, int64_t stride, size_t esize) {
+    for (int64_t i = 0; i < images; i++)
+        memcpy((char *)packed + (size_t)(i * row) * esize, (const char *)strided + (size_t)(i * (stride ? stride : row)) * esize, (size_t)row * esize);
+}
+
+DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t) {
+    const Tensor *x = &g->tensors[t];
+    if (x->dtype == DT_I64) return DT_I64;
+    int64_t n = shape_numel(&x->shape);
+    if (n > 0 && memplan_tensor_bytes(g, t, persistent[t], p) == 2 * n) return p == PREC_FP16 ? DT_F16 : DT_BF16;
+    return DT_F32;
+}
+
+static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+
+CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
+    if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
+    return is_conv(g->ops[ln->op_lo].kind) ? CUDA_ROUTE_CUDNN : CUDA_ROUTE_HOST;
+}
+
+void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
+    cs->kernel_launches = cs->cudnn_ops = cs->host_ops = 0;
+    memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        switch (cuda_step_route(g, ln)) {
+        case CUDA_ROUTE_KERNEL: cs->kernel_launches++; break;
+        case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
+        case CUDA_ROUTE_HOST:
+            cs->host_ops++;
+            cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
+            break;
+        }
+    }
+}
+
+static void append(char *buf, int cap, int *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, int cap, int *used, const char *fmt, ...) {
+    if (*used >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, (size_t)(cap - *used), fmt, ap);
+    va_end(ap);
+    if (n > 0) *used = *used + n < cap - 1 ? *used + n : cap - 1;
+}
+
+void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
+    if (cap <= 0) return;
+    buf[0] = 0;
+    int used = 0;
+    if (!cs->host_ops) {
+        append(buf, cap, &used, "no library op runs on the host: %d generated launches and %d cuDNN convolutions each step", cs->kernel_launches, cs->cudnn_ops);
+        return;
+    }
+    append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
+    bool done[OP_COUNT] = {0};
+    for (const char *sep = " ";; sep = ", ") {
+        int best = -1;
+        for (int k = 0; k < OP_COUNT; k++)
+            if (!done[k] && cs->host_op_kinds[k] && (best < 0 || cs->host_op_kinds[k] > cs->host_op_kinds[best])) best = k;
+        if (best < 0) break;
+        done[best] = true;
+        append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
+    }
+}
+
+/* ---- device transfers ---- */
+
+static void tensor_label(const Graph *g, int t, char *buf, size_t cap) {
+    const Tensor *x = &g->tensors[t];
+    if (x->name) snprintf(buf, cap, "%%%d (%s)", t, x->name);
+    else if (x->producer >= 0) snprintf(buf, cap, "%%%d (output of op %d, %s)", t, x->producer, op_def(g->ops[x->producer].kind)->name);
+    else snprintf(buf, cap, "%%%d", t);
+}
+
+static bool sync_main(CudaStep *cs, const char *doing, char *err, int errcap) {
+    return CUDA_CALL(&cs->dev.L, cuStreamSynchronize, (cs->dev.main), doing, err, errcap);
+}
+
+/* t's images, elements per image and image stride (0: packed) */
+static void geometry(const CudaStep *cs, int t, int64_t *images, int64_t *row, int64_t *stride) {
+    const Graph *g = &cs->plan->g;
+    const Shape *s = &g->tensors[t].shape;
+    int64_t n = shape_numel(s);
+    *stride = views_batch_stride(g, &cs->plan->fusion.views, t);
+    if (*stride && s->nd >= 1 && s->d[0] > 0) *images = s->d[0], *row = n / s->d[0];
+    else *images = 1, *row = n, *stride = 0;
+}
+
+static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, int errcap) {
+    if (t >= 0 && t < cs->plan->g.n_tensors && cs->ptr[t]) return true;
+    char label[160] = "?";
+    if (t >= 0 && t < cs->plan->g.n_tensors) tensor_label(&cs->plan->g, t, label, sizeof label);
+    return errf(err, errcap, "%s tensor %s, which has no device memory (internal to its fusion group, or no such tensor)", what, label);
+}
+
+/* Device storage of t -> host fp32 / int64 (packed). */
+static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
+    if (!has_memory(cs, t, "downloading", err, errcap)) return false;
+    DType st = (DType)cs->stype[t];
+    size_t es = dtype_bytes(st);
+    int64_t images, row, stride;
+    geometry(cs, t, &images, &row, &stride);
+    int64_t n = images * row, span = cuda_view_span(images, row, stride);
+    char label[160], doing[224];
+    tensor_label(&cs->plan->g, t, label, sizeof label);
+    snprintf(doing, sizeof doing, "downloading tensor %s", label);
+    bool direct = !stride && (st == DT_F32 || st == DT_I64);
+    unsigned char *raw = direct ? host : malloc((size_t)span * es + 1), *packed = stride ? malloc((size_t)n * es + 1) : raw;
+    bool ok = raw && packed;
+    if (!ok) errf(err, errcap, "out of memory while %s", doing);
+    ok = ok && CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (raw, cs->ptr[t], (size_t)span * es, cs->dev.main), doing, err, errcap) && sync_main(cs, doing, err, errcap);
+    if (ok && stride) cuda_view_gather(raw, packed, images, row, stride, es);
+    if (ok && !direct) cuda_storage_to_f32(st, packed, host, n);
+    if (packed != raw) free(packed);
+    if (!direct) free(raw);
+    return ok;
+}
+
+/* Host fp32 / int64 (packed) -> device storage of t; a view is written image
+ * by image so the other channels of its base keep their bytes. Waits for
+ * the copies, so host may be reused at once. */
+static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errcap) {
+    if (!has_memory(cs, t, "uploading", err, errcap)) return false;
+    DType st = (DType)cs->stype[t];
+    size_t es = dtype_bytes(st);
+    int64_t images, row, stride;
+    geometry(cs, t, &images, &row, &stride);
+    int64_t n = images * row;
+    char label[160], doing[224];
+    tensor_label(&cs->plan->g, t, label, sizeof label);
+    snprintf(doing, sizeof doing, "uploading tensor %s", label);
+    unsigned char *stage = st == DT_F32 || st == DT_I64 ? (unsigned char *)(uintptr_t)host : malloc((size_t)n * es + 1);
+    if (!stage) return errf(err, errcap, "out of memory while %s", doing);
+    if (stage != host) cuda_f32_to_storage(st, host, stage, n);
+    bool ok = true;
+    for (int64_t i = 0; ok && i < images; i++)
+        ok = CUDA_CALL(&cs->dev.L, cuMemcpyHtoDAsync, (cs->ptr[t] + (CuDevicePtr)((size_t)(i * (stride ? stride : row)) * es), stage + (size_t)(i * row) * es,
+                                                      (size_t)row * es, cs->dev.main),
+                       doing, err, errcap);
+    ok = ok && sync_main(cs, doing, err, errcap);
+    if (stage != host) free(stage);
+    return ok;
+}
+
+/* ---- open / close ---- */
+
+static bool load_cast(CudaStep *cs, char *err, int errcap) {
+    const CudaLibs *L = &cs->dev.L;
+    char log[2048] = "";
+    int opts[2] = {5, 6}; /* CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    char why[WHY];
+    if (!CUDA_CALL(L, cuModuleLoadDataEx, (&cs->cast_mod, CAST_PTX_TEXT, 2, opts, vals), "JIT-compiling the compute-copy conversion (PTX)", why, sizeof why))
+        return errf(err, errcap, "%s; JIT log: %s", why, log[0] ? log : "empty");
+    const char *name = cs->plan->precision == PREC_FP16 ? "yolocc_cast_f32_f16" : "yolocc_cast_f32_bf16";
+    return CUDA_CALL(L, cuModuleGetFunction, (&cs->cast_fn, cs->cast_mod, name), "looking up the compute-copy conversion kernel", err, errcap);
+}
+
+/* Every launch's tensors have addresses, and every host op a reference
+ * kernel: checked once, so a step never fails on what the plan lacks. */
+static bool check_routes(const CudaStep *cs, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    const KProgram *kp = &cs->kern.kp;
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        const Op *op = &g->ops[ln->op_lo];
+        char what[128];
+        CudaRoute r = cuda_step_route(g, ln);
+        if (r == CUDA_ROUTE_KERNEL) {
+            snprintf(what, sizeof what, "kernel %s (launch %d, ops %d..%d) uses", kp->kernels[ln->kernel].name, l, ln->op_lo, ln->op_hi);
+            for (int i = 0; i < ln->n_args; i++)
+                if (!has_memory(cs, ln->args[i], what, err, errcap)) return false;
+            continue;
+        }
+        if (r == CUDA_ROUTE_HOST && !ref_kernel(op->kind))
+            return errf(err, errcap, "op %d (%s, %s) has no generated kernel, no cuDNN route and no reference kernel to run on the host", op->id,
+                        op_def(op->kind)->name, op->scope ? op->scope : "");
+        snprintf(what, sizeof what, "op %d (%s, %s) uses", op->id, op_def(op->kind)->name, op->scope ? op->scope : "");
+        for (int i = 0; i < op->n_in + op->n_out; i++)
+            if (!has_memory(cs, i < op->n_in ? op->in[i] : op->out[i - op->n_in], what, err, errcap)) return false;
+        if (r == CUDA_ROUTE_CUDNN && op->n_in > 3) return errf(err, errcap, "op %d (%s) has %d inputs; a convolution takes at most 3", op->id, op_def(op->kind)->name, op->n_in);
+    }
+    return true;
+}
+
+bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) {
+    memset(cs, 0, sizeof *cs);
+    cs->plan = p;
+    const char *sync = getenv("YOLOCC_CUDA_SYNC");
+    cs->sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    const Graph *g = &p->g;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(p->meta, "kind");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "train") != 0) return errf(err, errcap, "not a training plan (META kind is not \"train\")");
+    int n = g->n_tensors;
+    bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
+    cs->stype = calloc((size_t)n + 1, 1);
+    cs->dirty = calloc((size_t)n + 1, sizeof *cs->dirty);
+    if (!persistent || !cs->stype || !cs->dirty) {
+        free(persistent);
+        cuda_step_close(cs);
+        return errf(err, errcap, "out of memory");
+    }
+    memplan_mark_persistent(g, persistent);
+    for (int t = 0; t < n; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(g, persistent, p->precision, t);
+    free(persistent);
+    char doing[256];
+    /* kernels first: a plan compiled for another architecture fails before any memory is taken */
+    bool ok = (cs->dev_open = cuda_device_open(&cs->dev, ordinal, false, err, errcap)) &&
+              (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) &&
+              (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
+              cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) &&
+              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cudnn_conv_workspace_bytes(&cs->conv), 0, err, errcap));
+    if (ok) {
+        cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
+        cuda_step_census(cs, g, &cs->kern.kp);
+        ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
+    }
+    snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
+    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_lists(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
+         (p->precision == PREC_FP32 || load_cast(cs, err, errcap)) &&
+         /* the list tables went up through synchronous copies on the legacy stream, which the non-blocking main stream does not wait for */
+         CUDA_CALL(&cs->dev.L, cuCtxSynchronize, (), doing, err, errcap);
+    if (!ok) cuda_step_close(cs);
+    return ok;
+}
+
+void cuda_step_close(CudaStep *cs) {
+    /* teardown: failures leave nothing to undo */
+    if (cs->dev_open && cs->cast_mod) (void)cs->dev.L.cuModuleUnload(cs->cast_mod);
+    if (cs->mem_open) cuda_mem_free(&cs->mem, &cs->dev);
+    if (cs->conv_open) cudnn_conv_close(&cs->conv);
+    if (cs->kern_open) cuda_kernels_close(&cs->kern, &cs->dev);
+    if (cs->dev_open) cuda_device_close(&cs->dev);
+    free(cs->ptr);
+    free(cs->stype);
+    free(cs->dirty);
+    memset(cs, 0, sizeof *cs);
+}
+
+int64_t cuda_step_device_bytes(const CudaStep *cs) { return cs->mem.layout.arena_bytes + cs->mem.layout.persistent_bytes + cs->mem.workspace_bytes; }
+
+/* ---- state and inputs ---- */
+
+bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (!cs->dirty[t]) continue;
+        cs->dirty[t] = false;
+        CuDevicePtr src = cuda_mem_ptr(&cs->mem, t), dst = cuda_mem_compute_ptr(&cs->mem, t);
+        if (!cs->cast_fn || dst == src) continue;
+        unsigned long long n = (unsigned long long)shape_numel(&g->tensors[t].shape);
+        unsigned long long blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (unsigned long long)(cs->dev.sm_count > 0 ? cs->dev.sm_count : 1) * 32;
+        unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+        void *params[] = {&src, &dst, &n};
+        char label[160], doing[224];
+        tensor_label(g, t, label, sizeof label);
+        snprintf(doing, sizeof doing, "refreshing the compute copy of parameter %s", label);
+        if (!CUDA_CALL(&cs->dev.L, cuLaunchKernel, (cs->cast_fn, grid, 1, 1, CUDA_BLOCK, 1, 1, 0, cs->dev.main, params, NULL), doing, err, errcap) ||
+            (cs->sync_each && !sync_main(cs, doing, err, errcap)))
+            return false;
+        cs->copy_refreshes++;
+    }
+    return true;
+}
+
+bool cuda_step_upload_state(CudaStep *cs, void *const *host, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    for (int t = 0; t < g->n_tensors; t++) {
+        TensorKind k = g->tensors[t].kind;
+        if (!host[t] || (k != TK_PARAM && k != TK_BUFFER && k != TK_OPTIM)) continue;
+        if (!to_device(cs, t, host[t], err, errcap)) return false;
+        if (k == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
+    }
+    return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, "refreshing the parameters' compute copies after an upload", err, errcap);
+}
+
+bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, int errcap) {
+    if (tensor < 0 || tensor >= cs->plan->g.n_tensors || cs->plan->g.tensors[tensor].kind != TK_INPUT)
+        return errf(err, errcap, "tensor %d is not an input of the plan", tensor);
+    return to_device(cs, tensor, host, err, errcap);
+}
+
+bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap) { return to_host(cs, tensor, host, err, errcap); }
+
+/* ---- the step ---- */
+
+/* Library op o through its reference kernel on the host: the device is
+ * synchronised, the op's inputs come down as fp32, its outputs (and the
+ * state it updates in place) go back in their storage types. */
+static bool run_host(CudaStep *cs, int o, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    const Op *op = &g->ops[o];
+    const OpDef *def = op_def(op->kind);
+    RefKernel k = ref_kernel(op->kind);
+    char why[WHY];
+    void **buf = calloc((size_t)g->n_tensors + 1, sizeof *buf);
+    bool ok = buf && k;
+    if (!buf) snprintf(why, sizeof why, "out of memory");
+    else if (!k) snprintf(why, sizeof why, "no reference kernel");
+    ok = ok && sync_main(cs, "finishing the work queued before a host op", why, sizeof why);
+    for (int i = 0; ok && i < op->n_in + op->n_out; i++) {
+        int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        if (buf[t]) continue;
+        size_t n = (size_t)shape_numel(&g->tensors[t].shape);
+        buf[t] = calloc(n ? n : 1, g->tensors[t].dtype == DT_I64 ? 8 : 4);
+        if (!buf[t]) ok = errf(why, sizeof why, "out of memory");
+        else if (i < op->n_in) ok = to_host(cs, t, buf[t], why, sizeof why);
+    }
+    ok = ok && k(g, op, buf, why, sizeof why);
+    for (int i = 0; ok && i < op->n_out; i++) ok = to_device(cs, op->out[i], buf[op->out[i]], why, sizeof why);
+    for (int i = 0; ok && i < op->n_in && i < 32; i++)
+        if (def->mutates >> i & 1) ok = to_device(cs, op->in[i], buf[op->in[i]], why, sizeof why);
+    for (int t = 0; buf && t < g->n_tensors; t++) free(buf[t]);
+    free(buf);
+    if (!ok) return errf(err, errcap, "op %d (%s, %s) on the host: %s", o, def->name, op->scope ? op->scope : "", why);
+    cs->host_ops_run++;
+    return true;
+}
+
+static bool run_conv(CudaStep *cs, const Op *op, char *err, int errcap) {
+    CuDevicePtr in[3] = {0};
+    /* weights (and a bias) through their compute copies; for other tensors cuda_mem_compute_ptr is their own address */
+    for (int i = 0; i < op->n_in && i < 3; i++) in[i] = cuda_mem_compute_ptr(&cs->mem, op->in[i]);
+    return cudnn_conv_run(&cs->conv, op, in, cs->ptr[op->out[0]], err, errcap);
+}
+
+/* Parameters that ops [lo, hi] update in place: their compute copies go stale. */
+static void mark_updates(CudaStep *cs, int lo, int hi) {
+    const Graph *g = &cs->plan->g;
+    for (int o = lo; o <= hi; o++) {
+        const Op *op = &g->ops[o];
+        unsigned m = op_def(op->kind)->mutates;
+        for (int i = 0; i < op->n_in && i < 32; i++) {
+            int t = op->in[i];
+            if ((m >> i & 1) && g->tensors[t].kind == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
+        }
+    }
+}
+
+bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) {
+    const Plan *p = cs->plan;
+    const Graph *g = &p->g;
+    const Fusion *f = &p->fusion;
+    const KProgram *kp = &cs->kern.kp;
+    if (first_op < 0 || last_op > g->n_ops || first_op > last_op)
+        return errf(err, errcap, "ops [%d, %d) are not a range of the step's %d ops", first_op, last_op, g->n_ops);
+    char why[WHY], doing[256];
+    for (int gi = 0; gi < f->n_groups; gi++) {
+        int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
+        if (hi <= first_op || lo >= last_op) continue;
+        for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
+            const KLaunch *ln = &kp->launches[l];
+            bool inside = ln->op_lo >= first_op && ln->op_hi < last_op;
+            if (!inside && ln->op_hi >= first_op && ln->op_lo < last_op)
+                return errf(err, errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first_op, last_op, ln->op_lo, ln->op_hi);
+            if (!inside) continue;
+            const Op *op = &g->ops[ln->op_lo];
+            CudaRoute r = cuda_step_route(g, ln);
+            mark_updates(cs, ln->op_lo, ln->op_hi);
+            bool ok = r == CUDA_ROUTE_KERNEL  ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
+                      : r == CUDA_ROUTE_CUDNN ? run_conv(cs, op, why, sizeof why)
+                                              : run_host(cs, ln->op_lo, why, sizeof why);
+            snprintf(doing, sizeof doing, "launch %d (%s, ops %d-%d, group %d: %s, %s)", l,
+                     r == CUDA_ROUTE_KERNEL ? kp->kernels[ln->kernel].name : op_def(op->kind)->name, ln->op_lo, ln->op_hi, gi,
+                     group_kind_name(f->groups[gi].kind), op->scope ? op->scope : "");
+            if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
+            if (!ok) return errf(err, errcap, "%s: %s", doing, why);
+        }
+    }
+    snprintf(doing, sizeof doing, "running ops [%d, %d) of the step (set YOLOCC_CUDA_SYNC=1 to find the failing launch)", first_op, last_op);
+    return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, doing, err, errcap);
+}
