@@ -68,7 +68,7 @@ $(BUILD)/yolort: $(OBJ) $(BUILD)/obj/runtime/yolort_main.o
 $(BUILD)/san/yolort: $(SAN_OBJ) $(BUILD)/san/runtime/yolort_main.o
 	$(CC) $(SAN) $^ -o $@ $(LIBS)
 
-$(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) tests/test_util.h $(HDRS)
+$(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 	$(CC) $(WARN) $(DEFS) -O1 -g $(SAN) $(TEST_SRC) $(SAN_OBJ) -o $@ $(LIBS) -lcriterion
 
 # The quick start: set-up, build, then the main job on a built-in default:
@@ -96,7 +96,7 @@ test: $(BUILD)/.deps
 # `SKIP: no CUDA device`): the cuda and dynload suites without sanitizers,
 # which do not mix well with the CUDA driver (tests at -O0, library at -O2).
 GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_dynload.c
-$(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) tests/test_util.h $(HDRS)
+$(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion
 

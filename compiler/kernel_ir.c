@@ -204,3 +204,26 @@ void kernel_count_launches(const KProgram *kp, int first_group, int last_group, 
         else ++*generated;
     }
 }
+
+YkArgs kernel_launch_args(const KLaunch *ln) {
+    YkArgs a = {.n = ln->n, .c = ln->c, .inner = ln->inner, .outer = ln->outer, .len = ln->len, .src_stride = ln->src_stride,
+                .src_off = ln->src_off, .dst_stride = ln->dst_stride, .dst_off = ln->dst_off};
+    for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.bs[i] = ln->bs[i];
+    return a;
+}
+
+bool kernel_run_range(const KProgram *kp, const Fusion *f, int first, int last, KLaunchVisit visit, KGroupDone group_done, void *ctx, char *err, int errcap) {
+    for (int gi = 0; gi < f->n_groups; gi++) {
+        int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
+        if (hi <= first || lo >= last) continue;
+        for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
+            const KLaunch *ln = &kp->launches[l];
+            bool inside = ln->op_lo >= first && ln->op_hi < last;
+            if (!inside && ln->op_hi >= first && ln->op_lo < last)
+                return snprintf(err, (size_t)errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first, last, ln->op_lo, ln->op_hi), false;
+            if (inside && !visit(ctx, l, gi, err, errcap)) return false;
+        }
+        if (group_done) group_done(ctx, lo > first ? lo : first, hi < last ? hi : last);
+    }
+    return true;
+}

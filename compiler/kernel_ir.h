@@ -7,6 +7,7 @@
 #include "../ir/ir.h"
 #include "../passes/fuse.h"
 #include "../passes/memplan.h"
+#include "../templates/kernel_abi.h"
 
 enum { KIR_MAX_BUFS = 16, KIR_MAX_ACCS = 4, KIR_MAX_VARS = 4, KIR_MAX_PHASES = 2, KIR_NAME = 40 };
 
@@ -106,5 +107,17 @@ void kernel_program_free(KProgram *kp);
 /* Launch totals of groups [first, last): library calls, generated launches. */
 void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
 const char *kernel_skel_name(KSkel s);
+
+/* The argument block of launch ln without its buffer addresses (extents,
+ * copy strides, per-slot image strides): each backend adds its pointers. */
+YkArgs kernel_launch_args(const KLaunch *ln);
+
+/* Runs the launches that carry out ops [first, last), fusion group by group
+ * in schedule order: visit(ctx, launch, its group) for each, then group_done(ctx,
+ * lo, hi) (may be NULL) with the group's ops inside the range. False, with
+ * err, when the range cuts a launch in two or visit fails. */
+typedef bool (*KLaunchVisit)(void *ctx, int launch, int group, char *err, int errcap);
+typedef void (*KGroupDone)(void *ctx, int op_lo, int op_hi);
+bool kernel_run_range(const KProgram *kp, const Fusion *f, int first, int last, KLaunchVisit visit, KGroupDone group_done, void *ctx, char *err, int errcap);
 
 #endif

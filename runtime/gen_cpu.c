@@ -60,9 +60,8 @@ void gen_cpu_close(GenCpu *gc) {
 }
 
 void gen_cpu_launch(const GenCpu *gc, const KLaunch *ln, void **buf) {
-    YkArgs a = {.n = ln->n, .c = ln->c, .inner = ln->inner, .outer = ln->outer, .len = ln->len, .src_stride = ln->src_stride,
-                .src_off = ln->src_off, .dst_stride = ln->dst_stride, .dst_off = ln->dst_off};
-    for (int i = 0; i < ln->n_args; i++) a.t[i] = buf[ln->args[i]], a.bs[i] = ln->bs[i];
+    YkArgs a = kernel_launch_args(ln);
+    for (int i = 0; i < ln->n_args; i++) a.t[i] = buf[ln->args[i]];
     if (ln->list_n) {
         for (int j = 0; j < ln->list_n; j++) {
             int t = gc->kp.list[ln->list_first + j];

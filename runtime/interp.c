@@ -200,32 +200,22 @@ static bool bind_launch(Interp *it, const KLaunch *ln, char *err, int errcap) {
     return true;
 }
 
-static bool run_generated(Interp *it, int first, int last, char *err, int errcap) {
-    const GenCpu *gen = it->gen;
-    const Fusion *f = gen->fusion;
-    for (int gi = 0; gi < f->n_groups; gi++) {
-        int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
-        if (hi <= first || lo >= last) continue;
-        for (int l = gen->kp.group_first[gi]; l < gen->kp.group_first[gi + 1]; l++) {
-            const KLaunch *ln = &gen->kp.launches[l];
-            bool inside = ln->op_lo >= first && ln->op_hi < last;
-            if (!inside && ln->op_hi >= first && ln->op_lo < last)
-                return snprintf(err, (size_t)errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first, last, ln->op_lo, ln->op_hi), false;
-            if (!inside) continue;
-            if (ln->kernel < 0) {
-                if (!run_op(it, ln->op_lo, err, errcap)) return false;
-                continue;
-            }
-            if (!bind_launch(it, ln, err, errcap)) return false;
-            gen_cpu_launch(gen, ln, it->buf);
-        }
-        for (int o = lo > first ? lo : first; o < hi && o < last; o++) after_op(it, o);
-    }
+static bool visit_launch(void *ctx, int l, int group, char *err, int errcap) {
+    (void)group;
+    Interp *it = ctx;
+    const KLaunch *ln = &it->gen->kp.launches[l];
+    if (ln->kernel < 0) return run_op(it, ln->op_lo, err, errcap);
+    if (!bind_launch(it, ln, err, errcap)) return false;
+    gen_cpu_launch(it->gen, ln, it->buf);
     return true;
 }
 
+static void group_done(void *ctx, int lo, int hi) {
+    for (int o = lo; o < hi; o++) after_op(ctx, o);
+}
+
 bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
-    if (it->gen) return run_generated(it, first, last, err, errcap);
+    if (it->gen) return kernel_run_range(&it->gen->kp, it->gen->fusion, first, last, visit_launch, group_done, it, err, errcap);
     for (int o = first; o < last; o++) {
         if (!run_op(it, o, err, errcap)) return false;
         after_op(it, o);

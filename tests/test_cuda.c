@@ -13,40 +13,9 @@
 #include "../runtime/gen_cpu.h"
 #include "../passes/views.h"
 #include "../runtime/ref_kernels.h"
-#include "test_util.h"
+#include "test_gpu.h"
 
 /* ---- helpers ---- */
-
-/* Compiles `yolocc models/tiny.yaml ... EXTRA -o DIR/NAME` and reads the plan. */
-static void tiny_plan(const char *dir, const char *name, const char *extra, Plan *p) {
-    char args[1024], path[512], err[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 %s -o %s", extra, path);
-    CliResult r = tu_run(args);
-    cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
-    tu_free(&r);
-    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
-    unlink(path);
-}
-
-/* Opens device 0, or prints the SKIP line and skips the test. */
-static void open_gpu_or_skip(CudaDevice *d) {
-    CudaLibs L;
-    char err[1024];
-    int n = 0;
-    bool have = cuda_libs_open(&L, NULL, false, err, sizeof err);
-    if (have) {
-        have = cuda_libs_check_device(&L, &n, err, sizeof err);
-        cuda_libs_close(&L);
-    }
-    if (!have) {
-        printf("SKIP: no CUDA device\n");
-        fflush(stdout);
-        cr_skip_test("no CUDA device: %s", err);
-    }
-    cr_assert(cuda_device_open(d, 0, false, err, sizeof err), "%s", err);
-    cr_log_info("device 0: %s, sm_%d, %d multiprocessors", d->name, d->sm, d->sm_count);
-}
 
 static uint64_t rng_next(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -125,9 +94,9 @@ Test(cuda, device_layout_of_a_plan) {
     char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[512];
     cr_assert(mkdtemp(dir));
     Plan p2, p4, pb;
-    tiny_plan(dir, "b2.plan", "--batch 2", &p2);
-    tiny_plan(dir, "b4.plan", "--batch 4", &p4);
-    tiny_plan(dir, "bf16.plan", "--batch 2 --precision bf16", &pb);
+    tiny_plan(dir, "b2.plan", "--imgsz 64 --batch 2", &p2);
+    tiny_plan(dir, "b4.plan", "--imgsz 64 --batch 4", &p4);
+    tiny_plan(dir, "bf16.plan", "--imgsz 64 --batch 2 --precision bf16", &pb);
     CudaLayout l2, l4, lb;
     cr_assert(cuda_layout_build(&p2, &l2, err, sizeof err), "%s", err);
     cr_assert(cuda_layout_build(&p4, &l4, err, sizeof err), "%s", err);
@@ -358,14 +327,6 @@ static float from_bf16(uint16_t v) {
     return f;
 }
 
-/* |gpu - cpu| / max(|cpu|, 1e-3): values below 1e-3 are compared absolutely,
- * as the CPU-target tests do; both NaN counts as equal, one NaN as infinite */
-static double rel_diff(double gpu, double cpu) {
-    if (isnan(gpu) || isnan(cpu)) return isnan(gpu) && isnan(cpu) ? 0 : INFINITY;
-    if (isinf(gpu) || isinf(cpu)) return gpu == cpu ? 0 : INFINITY;
-    return fabs(gpu - cpu) / fmax(fabs(cpu), 1e-3);
-}
-
 /* Every generated launch of the tiny model once on fresh random inputs, on
  * the GPU and through the CPU target's kernel of the same launch. fp32 plans:
  * relative tolerance 1e-5 (the GPU computes in fp32 with fp64 sums, the CPU
@@ -385,9 +346,9 @@ static void kernels_vs_cpu(const char *precision, double tol) {
     char dir[] = "/tmp/yolocc-cuda-XXXXXX", extra[256], err[1024];
     cr_assert(mkdtemp(dir));
     Plan pc, pg;
-    snprintf(extra, sizeof extra, "--batch 2 --precision %s --target cpu", precision);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cpu", precision);
     tiny_plan(dir, "cpu.plan", extra, &pc);
-    snprintf(extra, sizeof extra, "--batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
     tiny_plan(dir, "cuda.plan", extra, &pg);
     rmdir(dir);
     GenCpu gc;
@@ -569,7 +530,7 @@ Test(cuda, device_memory_check_and_allocation) {
     char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[1024];
     cr_assert(mkdtemp(dir));
     Plan p;
-    tiny_plan(dir, "b2.plan", "--batch 2", &p);
+    tiny_plan(dir, "b2.plan", "--imgsz 64 --batch 2", &p);
     rmdir(dir);
     size_t free0 = 0, free1 = 0, total = 0;
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);

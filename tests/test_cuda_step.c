@@ -10,49 +10,7 @@
 #include "../runtime/synthetic.h"
 #include "../runtime/train_step.h"
 #include "../runtime/weights.h"
-#include "test_util.h"
-
-/* ---- helpers ---- */
-
-/* Compiles `yolocc models/tiny.yaml --imgsz 64 EXTRA -o DIR/NAME` and reads the plan. */
-static void tiny_plan(const char *dir, const char *name, const char *extra, Plan *p) {
-    char args[1024], path[512], err[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(args, sizeof args, "models/tiny.yaml %s -o %s", extra, path);
-    CliResult r = tu_run(args);
-    cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
-    tu_free(&r);
-    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
-    unlink(path);
-}
-
-/* Prints the SKIP line and skips the test unless a CUDA device opens;
- * otherwise opens it (its primary context is the one CudaStep shares). */
-static void open_gpu_or_skip(CudaDevice *d) {
-    CudaLibs L;
-    char err[1024];
-    int n = 0;
-    bool have = cuda_libs_open(&L, NULL, false, err, sizeof err);
-    if (have) {
-        have = cuda_libs_check_device(&L, &n, err, sizeof err);
-        cuda_libs_close(&L);
-    }
-    if (!have) {
-        printf("SKIP: no CUDA device\n");
-        fflush(stdout);
-        cr_skip_test("no CUDA device: %s", err);
-    }
-    cr_assert(cuda_device_open(d, 0, false, err, sizeof err), "%s", err);
-    cr_log_info("device 0: %s, sm_%d, %d multiprocessors", d->name, d->sm, d->sm_count);
-}
-
-/* |gpu - cpu| / max(|cpu|, 1e-3), as tests/test_cuda.c compares; NaN or
- * infinity on one side only is infinitely far */
-static double rel_diff(double gpu, double cpu) {
-    if (isnan(gpu) || isnan(cpu)) return isnan(gpu) && isnan(cpu) ? 0 : INFINITY;
-    if (isinf(gpu) || isinf(cpu)) return gpu == cpu ? 0 : INFINITY;
-    return fabs(gpu - cpu) / fmax(fabs(cpu), 1e-3);
-}
+#include "test_gpu.h"
 
 /* ---- routes and the host-op line (no GPU) ---- */
 

@@ -5,27 +5,10 @@
  * bit-identical losses and parameters to one with a buffer per tensor. */
 #include <math.h>
 
-#include "../compiler/train_compile.h"
 #include "../runtime/interp.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/weights.h"
-#include "test_util.h"
-
-typedef struct Built {
-    Arena arena;
-    ModelConfig cfg;
-    TrainCompiled tc;
-    Diag d;
-} Built;
-
-static void build_f(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r, FusePolicy f, int64_t budget) {
-    arena_init(&b->arena, 0);
-    diag_init(&b->d, file);
-    ModelOptions mo = {.scale = scale};
-    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = p, .recompute = r,
-                       .fuse = f, .recompute_budget = budget};
-    cr_assert(model_cfg_load(&b->arena, file, &mo, &b->cfg, &b->d) && compile_training(&b->arena, &b->cfg, &to, &b->tc, &b->d), "%s: %s", file, b->d.msg);
-}
+#include "test_build.h"
 
 static void build_r(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r) {
     build_f(b, file, scale, imgsz, batch, p, r, FUSE_NONE, 0);
@@ -33,11 +16,6 @@ static void build_r(Built *b, const char *file, const char *scale, int imgsz, in
 
 static void build(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p) {
     build_r(b, file, scale, imgsz, batch, p, RECOMPUTE_NONE);
-}
-
-static void unbuild(Built *b) {
-    train_compiled_free(&b->tc);
-    arena_free(&b->arena);
 }
 
 static void check_no_live_overlap(const Built *b) {

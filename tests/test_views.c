@@ -5,29 +5,12 @@
  * correctly is test_memplan's and test_codegen's equivalence tests. */
 #include "../compiler/kernel_ir.h"
 #include "../compiler/plan_write.h"
-#include "../compiler/train_compile.h"
 #include "../passes/views.h"
 #include "../runtime/plan_read.h"
-#include "test_util.h"
-
-typedef struct Built {
-    Arena arena;
-    ModelConfig cfg;
-    TrainCompiled tc;
-    Diag d;
-} Built;
+#include "test_build.h"
 
 static void build(Built *b, const char *file, const char *scale, int imgsz, int batch, Precision p, RecomputePolicy r) {
-    arena_init(&b->arena, 0);
-    diag_init(&b->d, file);
-    ModelOptions mo = {.scale = scale};
-    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = p, .recompute = r, .fuse = FUSE_FULL};
-    cr_assert(model_cfg_load(&b->arena, file, &mo, &b->cfg, &b->d) && compile_training(&b->arena, &b->cfg, &to, &b->tc, &b->d), "%s: %s", file, b->d.msg);
-}
-
-static void unbuild(Built *b) {
-    train_compiled_free(&b->tc);
-    arena_free(&b->arena);
+    build_f(b, file, scale, imgsz, batch, p, r, FUSE_FULL, 0);
 }
 
 /* Whether part sits `chan` channels into whole's buffer, in the same base. */

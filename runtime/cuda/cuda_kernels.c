@@ -67,10 +67,8 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
 }
 
 YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
-    /* designated: fields added to YkArgs later start at 0 (e.g. strides 0 = contiguous) */
-    YkArgs a = {.n = ln->n, .c = ln->c, .inner = ln->inner, .outer = ln->outer, .len = ln->len, .src_stride = ln->src_stride,
-                .src_off = ln->src_off, .dst_stride = ln->dst_stride, .dst_off = ln->dst_off};
-    for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]], a.bs[i] = ln->bs[i];
+    YkArgs a = kernel_launch_args(ln);
+    for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));

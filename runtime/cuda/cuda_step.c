@@ -451,36 +451,31 @@ static void mark_updates(CudaStep *cs, int lo, int hi) {
     }
 }
 
-bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) {
-    const Plan *p = cs->plan;
-    const Graph *g = &p->g;
-    const Fusion *f = &p->fusion;
+/* One launch of a step, routed (kernel_run_range's visitor). */
+static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
+    CudaStep *cs = ctx;
+    const Graph *g = &cs->plan->g;
     const KProgram *kp = &cs->kern.kp;
+    const KLaunch *ln = &kp->launches[l];
+    const Op *op = &g->ops[ln->op_lo];
+    char why[WHY];
+    CudaRoute r = cuda_step_route(g, ln);
+    mark_updates(cs, ln->op_lo, ln->op_hi);
+    bool ok = r == CUDA_ROUTE_KERNEL  ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
+              : r == CUDA_ROUTE_CUDNN ? run_conv(cs, op, why, sizeof why)
+                                      : run_host(cs, ln->op_lo, why, sizeof why);
+    if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
+    if (ok) return true;
+    return errf(err, errcap, "launch %d (%s, ops %d-%d, group %d: %s, %s): %s", l, r == CUDA_ROUTE_KERNEL ? kp->kernels[ln->kernel].name : op_def(op->kind)->name,
+                ln->op_lo, ln->op_hi, gi, group_kind_name(cs->plan->fusion.groups[gi].kind), op->scope ? op->scope : "", why);
+}
+
+bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
     if (first_op < 0 || last_op > g->n_ops || first_op > last_op)
         return errf(err, errcap, "ops [%d, %d) are not a range of the step's %d ops", first_op, last_op, g->n_ops);
-    char why[WHY], doing[256];
-    for (int gi = 0; gi < f->n_groups; gi++) {
-        int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
-        if (hi <= first_op || lo >= last_op) continue;
-        for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
-            const KLaunch *ln = &kp->launches[l];
-            bool inside = ln->op_lo >= first_op && ln->op_hi < last_op;
-            if (!inside && ln->op_hi >= first_op && ln->op_lo < last_op)
-                return errf(err, errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first_op, last_op, ln->op_lo, ln->op_hi);
-            if (!inside) continue;
-            const Op *op = &g->ops[ln->op_lo];
-            CudaRoute r = cuda_step_route(g, ln);
-            mark_updates(cs, ln->op_lo, ln->op_hi);
-            bool ok = r == CUDA_ROUTE_KERNEL  ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
-                      : r == CUDA_ROUTE_CUDNN ? run_conv(cs, op, why, sizeof why)
-                                              : run_host(cs, ln->op_lo, why, sizeof why);
-            snprintf(doing, sizeof doing, "launch %d (%s, ops %d-%d, group %d: %s, %s)", l,
-                     r == CUDA_ROUTE_KERNEL ? kp->kernels[ln->kernel].name : op_def(op->kind)->name, ln->op_lo, ln->op_hi, gi,
-                     group_kind_name(f->groups[gi].kind), op->scope ? op->scope : "");
-            if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
-            if (!ok) return errf(err, errcap, "%s: %s", doing, why);
-        }
-    }
+    if (!kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, run_launch, NULL, cs, err, errcap)) return false;
+    char doing[256];
     snprintf(doing, sizeof doing, "running ops [%d, %d) of the step (set YOLOCC_CUDA_SYNC=1 to find the failing launch)", first_op, last_op);
     return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, doing, err, errcap);
 }
