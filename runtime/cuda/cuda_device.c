@@ -8,15 +8,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
-
-/* cuda.h: CUdevice_attribute values */
-enum {
-    CU_ATTR_MULTIPROCESSOR_COUNT = 16,        /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
-    CU_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
-    CU_ATTR_COMPUTE_CAPABILITY_MINOR = 76,    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
-};
-/* cuda.h: CUstream_flags; the step's streams must not serialise with the legacy default stream */
-enum { CU_STREAM_NON_BLOCKING_FLAG = 0x1 };
+#include "cuda_abi.h"
 
 bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap) {
     if (r == 0) return true;
