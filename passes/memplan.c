@@ -268,7 +268,7 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     qsort(keys, (size_t)m, sizeof(SizeKey), by_key);
     for (int k = 0; k < m; k++) best[k] = keys[k].t;
     uint64_t rng = 0x9E3779B97F4A7C15ULL;
-    for (int trial_no = 0; trial_no < 48 && mp->arena_bytes > mp->lower_bound_bytes; trial_no++) {
+    for (int trial_no = 0; trial_no < 200 && mp->arena_bytes > mp->lower_bound_bytes; trial_no++) {
         memcpy(order, best, sizeof(int) * (size_t)m);
         for (int k = 0; k + 1 < m; k++) {
             rng ^= rng << 13;
