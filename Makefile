@@ -22,8 +22,8 @@ HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtim
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
 
-# kernel templates (templates/), embedded as one blob (scripts/embed-templates.sh)
-TPL     := $(sort $(wildcard templates/*.h templates/*/*))
+# kernel templates (templates/, files two levels down: cuda/lib/*.cu), embedded as one blob (scripts/embed-templates.sh)
+TPL     := $(sort $(wildcard templates/*.h templates/*/*.* templates/*/*/*.*))
 TPL_OBJ := $(BUILD)/obj/templates.o
 
 OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(TPL_OBJ)

@@ -1,7 +1,8 @@
 /* compiler/codegen.c — lower, render, compile through the cache, pack the
  * KERNELS section. CPU: all kernels in one C unit built into one shared
- * object. CUDA: one NVRTC program per kernel, a cubin per architecture plus
- * PTX of the newest one. Must not execute anything it builds. */
+ * object. CUDA: one NVRTC program per kernel (generated, and the library
+ * kernels of compiler/lib_kernels.h), a cubin per architecture plus PTX of
+ * the newest one. Must not execute anything it builds. */
 #include "codegen.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 
 #include "cc_build.h"
 #include "kcache.h"
+#include "lib_kernels.h"
 #include "kernel_render.h"
 #include "nvrtc_build.h"
 #include "version.h"
@@ -148,53 +150,73 @@ static bool build_cpu(const KProgram *kp, const CodegenOptions *o, cJSON *idx, B
     return true;
 }
 
-static bool build_cuda(const KProgram *kp, const CodegenOptions *o, cJSON *idx, Blobs *bl, CodegenResult *r, char *err, int errcap) {
+/* One CUDA program: a cubin per architecture plus PTX of the newest, through
+ * the cache, appended to the blobs; its index entry, or NULL with err. */
+static cJSON *build_cuda_one(const char *name, const char *src, const CodegenOptions *o, const char *tool, const char *opts, Blobs *bl, CodegenResult *r,
+                             char *err, int errcap) {
+    /* PTX of the newest architecture: what the driver JIT-compiles on GPUs newer than every cubin */
+    int newest = 0;
+    for (int a = 1; a < o->n_archs; a++)
+        if (atoi(o->archs[a] + 3) > atoi(o->archs[newest] + 3)) newest = a;
+    cJSON *kj = cJSON_CreateObject(), *archs = cJSON_AddArrayToObject(kj, "archs"), *blobs = cJSON_CreateArray();
+    cJSON_AddStringToObject(kj, "name", name);
+    cJSON_AddItemToObject(kj, "blobs", blobs);
+    double cubin_bytes = 0;
+    for (int a = 0; a <= o->n_archs; a++) {
+        bool ptx = a == o->n_archs;
+        const char *arch = o->archs[ptx ? newest : a];
+        unsigned char *bin = NULL;
+        size_t len = 0, off = 0;
+        if (!cached_build(nvrtc_compile, tool, opts, name, src, arch, ptx, &bin, &len, r, err, errcap)) return cJSON_Delete(kj), NULL;
+        bool ok = blobs_add(bl, bin, len, &off);
+        free(bin);
+        if (!ok) return cJSON_Delete(kj), snprintf(err, (size_t)errcap, "out of memory"), NULL;
+        cJSON *b = cJSON_CreateObject();
+        cJSON_AddStringToObject(b, "kind", ptx ? "ptx" : "cubin");
+        cJSON_AddStringToObject(b, "arch", arch);
+        cJSON_AddNumberToObject(b, "offset", (double)off);
+        cJSON_AddNumberToObject(b, "bytes", (double)len);
+        cJSON_AddItemToArray(blobs, b);
+        if (ptx) cJSON_AddNumberToObject(kj, "ptx_bytes", (double)len);
+        else cubin_bytes += (double)len, cJSON_AddItemToArray(archs, cJSON_CreateString(arch));
+    }
+    cJSON_AddNumberToObject(kj, "cubin_bytes", cubin_bytes);
+    return kj;
+}
+
+/* Generated kernels under "kernels"; the library kernels the program's
+ * library launches use (compiler/lib_kernels.h) under "library". Library
+ * sources are not written to --emit-src: they are templates, not generated. */
+static bool build_cuda(const Graph *g, const KProgram *kp, const CodegenOptions *o, cJSON *idx, Blobs *bl, CodegenResult *r, char *err, int errcap) {
     int major = 0, minor = 0;
     char tool[64], opts[512] = "";
     if (!nvrtc_available(err, errcap) || !nvrtc_version(&major, &minor, err, errcap)) return false;
     snprintf(tool, sizeof tool, "nvrtc %d.%d", major, minor);
     nvrtc_options_string(opts, sizeof opts);
     cJSON_AddStringToObject(idx, "compiler", tool);
-    /* PTX of the newest architecture: what the driver JIT-compiles on GPUs newer than every cubin */
-    int newest = 0;
-    for (int a = 1; a < o->n_archs; a++)
-        if (atoi(o->archs[a] + 3) > atoi(o->archs[newest] + 3)) newest = a;
-    cJSON *ks = cJSON_AddArrayToObject(idx, "kernels");
-    for (int i = 0; i < kp->n_kernels; i++) {
-        const Kernel *k = &kp->kernels[i];
-        char *src = kernel_render_cuda(k);
-        if (!src) return snprintf(err, (size_t)errcap, "rendering CUDA kernel %s failed (a template is missing)", k->name), false;
+    LibProgram lp;
+    if (!lib_program_build(g, kp->precision, kp, &lp, err, errcap)) return false;
+    r->n_library = lp.n_kernels;
+    int total = kp->n_kernels + lp.n_kernels;
+    cJSON *ks = cJSON_AddArrayToObject(idx, "kernels"), *ls = cJSON_AddArrayToObject(idx, "library");
+    for (int i = 0; i < total; i++) {
+        bool lib = i >= kp->n_kernels;
+        const Kernel *k = lib ? NULL : &kp->kernels[i];
+        const LibKernel *lk = lib ? &lp.kernels[i - kp->n_kernels] : NULL;
+        const char *name = lib ? lk->name : k->name;
+        char *src = lib ? lib_kernel_render(lk) : kernel_render_cuda(k);
+        if (!src) return lib_program_free(&lp), snprintf(err, (size_t)errcap, "rendering CUDA kernel %s failed (a template is missing)", name), false;
         char fname[64];
-        snprintf(fname, sizeof fname, "%s.cu", k->name);
-        if (o->emit_src_dir && !write_text(o->emit_src_dir, fname, src, err, errcap)) return free(src), false;
-        cJSON *kj = cJSON_CreateObject(), *archs = cJSON_AddArrayToObject(kj, "archs"), *blobs = cJSON_CreateArray();
-        cJSON_AddItemToArray(ks, kj);
-        cJSON_AddStringToObject(kj, "name", k->name);
-        double cubin_bytes = 0;
-        for (int a = 0; a <= o->n_archs; a++) {
-            bool ptx = a == o->n_archs;
-            const char *arch = o->archs[ptx ? newest : a];
-            unsigned char *bin = NULL;
-            size_t len = 0, off = 0;
-            if (!cached_build(nvrtc_compile, tool, opts, k->name, src, arch, ptx, &bin, &len, r, err, errcap)) return free(src), false;
-            bool ok = blobs_add(bl, bin, len, &off);
-            free(bin);
-            if (!ok) return free(src), snprintf(err, (size_t)errcap, "out of memory"), false;
-            cJSON *b = cJSON_CreateObject();
-            cJSON_AddStringToObject(b, "kind", ptx ? "ptx" : "cubin");
-            cJSON_AddStringToObject(b, "arch", arch);
-            cJSON_AddNumberToObject(b, "offset", (double)off);
-            cJSON_AddNumberToObject(b, "bytes", (double)len);
-            cJSON_AddItemToArray(blobs, b);
-            if (ptx) cJSON_AddNumberToObject(kj, "ptx_bytes", (double)len);
-            else cubin_bytes += (double)len, cJSON_AddItemToArray(archs, cJSON_CreateString(arch));
-        }
-        cJSON_AddNumberToObject(kj, "cubin_bytes", cubin_bytes);
-        cJSON_AddStringToObject(kj, "skeleton", kernel_skel_name(k->skel));
-        cJSON_AddItemToObject(kj, "blobs", blobs);
+        snprintf(fname, sizeof fname, "%s.cu", name);
+        if (!lib && o->emit_src_dir && !write_text(o->emit_src_dir, fname, src, err, errcap)) return free(src), lib_program_free(&lp), false;
+        cJSON *kj = build_cuda_one(name, src, o, tool, opts, bl, r, err, errcap);
         free(src);
-        progress(i + 1, kp->n_kernels, r);
+        if (!kj) return lib_program_free(&lp), false;
+        cJSON_AddStringToObject(kj, "skeleton", lib ? "library" : kernel_skel_name(k->skel));
+        cJSON_AddItemToArray(lib ? ls : ks, kj);
+        progress(i + 1, total, r);
     }
+    lib_program_free(&lp);
     return true;
 }
 
@@ -207,8 +229,8 @@ bool codegen_build(const Graph *g, const Fusion *f, Precision p, const CodegenOp
     cJSON *idx = cJSON_CreateObject();
     Blobs bl = {0};
     cJSON_AddStringToObject(idx, "target", codegen_target_name(o->target));
-    bool ok = idx && (o->target == TARGET_CUDA ? build_cuda(&kp, o, idx, &bl, r, err, errcap) : build_cpu(&kp, o, idx, &bl, r, err, errcap));
-    r->n_kernels = kp.n_kernels;
+    bool ok = idx && (o->target == TARGET_CUDA ? build_cuda(g, &kp, o, idx, &bl, r, err, errcap) : build_cpu(&kp, o, idx, &bl, r, err, errcap));
+    r->n_kernels = kp.n_kernels + r->n_library;
     kernel_program_free(&kp);
     char *json = ok ? cJSON_PrintUnformatted(idx) : NULL;
     cJSON_Delete(idx);
@@ -260,14 +282,19 @@ bool codegen_parse_section(const unsigned char *buf, size_t len, cJSON **index, 
     *blobs_len = len - 4 - jl;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(idx, "so"), *k;
     bool ok = !so || blob_in_range(so, *blobs_len);
-    cJSON_ArrayForEach(k, ks) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name"), *bs = cJSON_GetObjectItemCaseSensitive(k, "blobs"), *b;
-        ok = ok && cJSON_IsString(name) && strlen(name->valuestring) < 64;
-        cJSON_ArrayForEach(b, bs) ok = ok && blob_in_range(b, *blobs_len);
+    const cJSON *lib = cJSON_GetObjectItemCaseSensitive(idx, "library");
+    ok = ok && (!lib || cJSON_IsArray(lib));
+    for (int list = 0; ok && list < 2; list++) {
+        const cJSON *arr = list ? lib : ks;
+        cJSON_ArrayForEach(k, arr) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(k, "name"), *bs = cJSON_GetObjectItemCaseSensitive(k, "blobs"), *b;
+            ok = ok && cJSON_IsString(name) && strlen(name->valuestring) < 64;
+            cJSON_ArrayForEach(b, bs) ok = ok && blob_in_range(b, *blobs_len);
+        }
     }
     if (!ok) {
         cJSON_Delete(idx);
-        return snprintf(err, (size_t)errcap, "KERNELS index names a blob outside the section or a kernel without a name"), false;
+        return snprintf(err, (size_t)errcap, "KERNELS index names a blob outside the section, a kernel without a name or a library that is not an array"), false;
     }
     *index = idx;
     return true;

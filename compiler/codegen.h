@@ -25,7 +25,9 @@ typedef struct CodegenOptions {
 typedef struct CodegenResult {
     unsigned char *section;     /* the KERNELS payload (malloc'd) */
     size_t section_len;
-    int n_kernels, compiled, cached;
+    int n_kernels;              /* kernels the section holds: generated, plus n_library library kernels (CUDA) */
+    int n_library;
+    int compiled, cached;
     double seconds;
 } CodegenResult;
 
@@ -36,7 +38,10 @@ void codegen_result_free(CodegenResult *r);
 const char *codegen_target_name(CodegenTarget t);
 
 /* KERNELS payload: u32 index length, the index (JSON), then the blobs the
- * index points at (offsets relative to the end of the index). Parses and
+ * index points at (offsets relative to the end of the index). The index:
+ * target, compiler, "kernels" (generated, in the lowering's order) and, for
+ * CUDA, "library" (compiler/lib_kernels.h, in its order), each entry a name
+ * and its blobs. Parses and
  * checks every offset; *index is the caller's to free. */
 bool codegen_parse_section(const unsigned char *buf, size_t len, cJSON **index, const unsigned char **blobs, size_t *blobs_len, char *err, int errcap);
 /* SHA-256 (hex) of the C translation unit of a lowered program: the CPU

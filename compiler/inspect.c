@@ -60,8 +60,9 @@ static cJSON *fusion_report(const Plan *p) {
     return r;
 }
 
-/* "kernel_target" and "kernels": what the KERNELS section holds, without
- * the blob offsets ({"name", "archs", "cubin_bytes", "ptx_bytes"} for CUDA) */
+/* "kernel_target", "kernels" and (CUDA) "library_kernels": what the KERNELS
+ * section holds, without the blob offsets ({"name", "archs", "cubin_bytes",
+ * "ptx_bytes"} for CUDA) */
 static void kernels_report(cJSON *r, const Plan *p) {
     cJSON *idx = NULL, *out = cJSON_AddArrayToObject(r, "kernels");
     const unsigned char *blobs;
@@ -82,6 +83,15 @@ static void kernels_report(cJSON *r, const Plan *p) {
         cJSON *e = cJSON_Duplicate(k, true);
         cJSON_DeleteItemFromObject(e, "blobs");
         cJSON_AddItemToArray(out, e);
+    }
+    /* CUDA: the library kernels (pooling, resize, pad/crop, the compute-copy cast), listed alike */
+    if (cJSON_GetObjectItem(idx, "library")) {
+        cJSON *lib = cJSON_AddArrayToObject(r, "library_kernels");
+        cJSON_ArrayForEach(k, cJSON_GetObjectItem(idx, "library")) {
+            cJSON *e = cJSON_Duplicate(k, true);
+            cJSON_DeleteItemFromObject(e, "blobs");
+            cJSON_AddItemToArray(lib, e);
+        }
     }
     cJSON_Delete(idx);
 }
@@ -193,6 +203,12 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
                cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "library_calls")), cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_launches")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_kernels")), cJSON_GetArraySize(ks),
                cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) ? cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) : "?");
+        const cJSON *lib = cJSON_GetObjectItem(r, "library_kernels"), *lk;
+        if (lib) {
+            printf("library kernels: %d", cJSON_GetArraySize(lib));
+            cJSON_ArrayForEach(lk, lib) printf("%s%s", lk == lib->child ? " (" : ", ", cJSON_GetStringValue(cJSON_GetObjectItem(lk, "name")));
+            printf("%s\n", cJSON_GetArraySize(lib) ? ")" : "");
+        }
         if (p.eval)
             printf("validation graph: batch %g, %d ops, arena %.1f MB\n", cJSON_GetNumberValue(cJSON_GetObjectItem(p.eval->meta, "batch")), p.eval->g.n_ops,
                    (double)p.eval->arena_bytes / 1e6);

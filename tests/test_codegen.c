@@ -278,7 +278,8 @@ static cJSON *inspect_json(const char *plan) {
 
 /* issue 5: every generated CUDA kernel of every model in models/ compiles
  * with NVRTC for sm_80 and sm_90 (cache off: real compiles), and inspect
- * lists each with both architectures, cubin and PTX sizes. */
+ * lists each with both architectures, cubin and PTX sizes; so are the
+ * library kernels (compiler/lib_kernels.h) the plan carries. */
 Test(codegen, nvrtc_compiles_every_kernel_of_every_model) {
     char why[512];
     if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
@@ -299,15 +300,20 @@ Test(codegen, nvrtc_compiles_every_kernel_of_every_model) {
         cr_assert(line && sscanf(line, "kernels (cuda): %d training + %d validation, %d compiled, %d from the cache", &train, &eval, &compiled, &cached) == 4, "%s", r.out);
         cr_expect_eq(cached, 0);
         cr_expect_eq(compiled, 3 * (train + eval), "%s: a cubin for each architecture and PTX per kernel", models[m][0]);
-        cJSON *j = inspect_json(path), *k;
-        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")), train);
-        cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "kernels")) {
-            const cJSON *archs = cJSON_GetObjectItem(k, "archs");
-            cr_expect_eq(cJSON_GetArraySize(archs), 2);
-            cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 0)), "sm_80");
-            cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 1)), "sm_90");
-            cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "cubin_bytes")), 1000);
-            cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "ptx_bytes")), 100);
+        cJSON *j = inspect_json(path), *k, *lib = cJSON_GetObjectItem(j, "library_kernels");
+        /* the training count holds the generated kernels and the library kernels (pooling, resize, the cast) */
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "kernels")) + cJSON_GetArraySize(lib), train);
+        cr_expect_gt(cJSON_GetArraySize(lib), 1, "%s: library kernels are listed", models[m][0]);
+        for (int list = 0; list < 2; list++) {
+            const cJSON *arr = list ? lib : cJSON_GetObjectItem(j, "kernels");
+            cJSON_ArrayForEach(k, arr) {
+                const cJSON *archs = cJSON_GetObjectItem(k, "archs");
+                cr_expect_eq(cJSON_GetArraySize(archs), 2);
+                cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 0)), "sm_80");
+                cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(archs, 1)), "sm_90");
+                cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "cubin_bytes")), 1000);
+                cr_expect_gt(cJSON_GetNumberValue(cJSON_GetObjectItem(k, "ptx_bytes")), 100);
+            }
         }
         cr_log_info("%s: %d training + %d validation kernels compiled by NVRTC for sm_80, sm_90 (+PTX)", models[m][0], train, eval);
         cJSON_Delete(j);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "../compiler/kernel_ir.h"
+#include "../compiler/lib_kernels.h"
 #include "../passes/views.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/ref_kernels.h"
@@ -35,15 +36,18 @@ Test(cuda_step, launches_route_to_kernels_cudnn_or_the_host) {
         CudaRoute r = cuda_step_route(&p.g, ln);
         library += ln->kernel < 0;
         cr_expect_eq(r == CUDA_ROUTE_KERNEL, ln->kernel >= 0, "launch %d: generated launches run their kernel", l);
+        cr_expect_eq(r == CUDA_ROUTE_LIBRARY, ln->kernel < 0 && lib_entry_of(p.g.ops[ln->op_lo].kind) >= 0, "launch %d: pooling and resize run library kernels", l);
         if (r == CUDA_ROUTE_HOST) cr_expect_not_null(ref_kernel(p.g.ops[ln->op_lo].kind), "launch %d: a host op needs its reference kernel", l);
     }
     cr_expect_eq(cs.cudnn_ops, convs, "every convolution, its data and its weight gradient go to cuDNN");
-    cr_expect_eq(cs.kernel_launches + cs.cudnn_ops + cs.host_ops, kp.n_launches);
-    cr_expect_eq(cs.cudnn_ops + cs.host_ops, library);
-    /* the tiny model's SPPF (3 max pools) and their gradients, its one
-     * upsample (run forward, and recomputed twice for backward by
-     * --recompute pointwise) and its gradient, the detection loss and its backward */
-    int want[][2] = {{OP_MAXPOOL2D, 3}, {OP_MAXPOOL2D_BWD, 3}, {OP_RESIZE_NEAREST, 3}, {OP_RESIZE_NEAREST_BWD, 1}, {OP_DETECT_LOSS, 1}, {OP_DETECT_LOSS_BWD, 1}};
+    cr_expect_eq(cs.kernel_launches + cs.lib_launches + cs.cudnn_ops + cs.host_ops, kp.n_launches);
+    cr_expect_eq(cs.lib_launches + cs.cudnn_ops + cs.host_ops, library);
+    /* library kernels: the tiny model's SPPF (3 max pools) and their
+     * gradients, its one upsample (run forward, and recomputed twice for
+     * backward by --recompute pointwise) and its gradient; on the host: the
+     * detection loss and its backward */
+    cr_expect_eq(cs.lib_launches, 10);
+    int want[][2] = {{OP_DETECT_LOSS, 1}, {OP_DETECT_LOSS_BWD, 1}};
     int sum = 0;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         cr_expect_eq(cs.host_op_kinds[want[i][0]], want[i][1], "%s", op_def((OpKind)want[i][0])->name);
@@ -52,8 +56,14 @@ Test(cuda_step, launches_route_to_kernels_cudnn_or_the_host) {
     cr_expect_eq(cs.host_ops, sum, "no other op runs on the host");
     cuda_step_describe(&cs, line, sizeof line);
     cr_log_info("%s", line);
+    cr_expect_str_eq(line, "2 library ops run on the host each step: detect_loss x1, detect_loss_bwd x1", "by count, ties in op order");
+    /* YOLOCC_CUDA_LIB_HOST=1 sends them back to the host */
+    cs.lib_host = true;
+    cuda_step_census(&cs, &p.g, &kp);
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect_eq(cs.lib_launches, 0);
     cr_expect_str_eq(line, "12 library ops run on the host each step: resize_nearest x3, maxpool2d x3, maxpool2d_bwd x3, resize_nearest_bwd x1, detect_loss x1, "
-                           "detect_loss_bwd x1", "by count, ties in op order");
+                           "detect_loss_bwd x1");
     kernel_program_free(&kp);
     plan_free(&p);
 }
@@ -62,9 +72,9 @@ Test(cuda_step, host_op_line_forms) {
     CudaStep cs;
     memset(&cs, 0, sizeof cs);
     char line[256];
-    cs.kernel_launches = 10, cs.cudnn_ops = 4;
+    cs.kernel_launches = 10, cs.lib_launches = 3, cs.cudnn_ops = 4;
     cuda_step_describe(&cs, line, sizeof line);
-    cr_expect_str_eq(line, "no library op runs on the host: 10 generated launches and 4 cuDNN convolutions each step");
+    cr_expect_str_eq(line, "no library op runs on the host: 10 generated launches, 3 library kernel launches and 4 cuDNN convolutions each step");
     cs.host_ops = 1, cs.host_op_kinds[OP_DETECT_LOSS] = 1;
     cuda_step_describe(&cs, line, sizeof line);
     cr_expect_str_eq(line, "1 library op runs on the host each step: detect_loss x1");
@@ -211,8 +221,9 @@ Test(cuda_step, conversions_round_to_nearest_even) {
  * conversion, view packing and scattering, the host fallback, compute-copy
  * refreshes (the conversion "kernel" is done by the stand-in's launch). */
 
-static int host_casts, host_kernels;
-static CuFunction const CAST_FN = (CuFunction)(uintptr_t)0xca57;
+static int host_casts, host_kernels, host_libs;
+static YlArgs last_lib;
+static CuFunction const CAST_FN = (CuFunction)(uintptr_t)0xca57, LIB_FN = (CuFunction)(uintptr_t)0x11b;
 static CuResult host_htod(CuDevicePtr dst, const void *src, size_t n, CuStream s) {
     (void)s;
     memcpy((void *)(uintptr_t)dst, src, n);
@@ -231,15 +242,19 @@ static CuResult host_launch(CuFunction f, unsigned gx, unsigned gy, unsigned gz,
                             void **params, void **extra) {
     (void)gy, (void)gz, (void)by, (void)bz, (void)shared, (void)s, (void)extra;
     cr_assert(gx >= 1 && bx == CUDA_BLOCK);
+    if (f == LIB_FN) { /* a library kernel: its arguments are kept (its arithmetic is tests/test_lib_kernels.c's) */
+        last_lib = *(const YlArgs *)params[0];
+        host_libs++;
+        return 0;
+    }
     if (f != CAST_FN) { /* a generated kernel: only counted (its arithmetic is tests/test_cuda.c's) */
         host_kernels++;
         return 0;
     }
-    CuDevicePtr src = *(CuDevicePtr *)params[0], dst = *(CuDevicePtr *)params[1];
-    unsigned long long n = *(unsigned long long *)params[2];
-    unsigned long long blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
-    cr_assert(n > 0 && gx == (blocks < 2 * 32 ? blocks : 2 * 32), "%llu elements: %u blocks (grid-stride, 32 per multiprocessor at most)", n, gx);
-    cuda_f32_to_storage(DT_BF16, (const float *)(uintptr_t)src, (void *)(uintptr_t)dst, (int64_t)n);
+    const YlArgs *a = params[0];
+    long long n = a->total, blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
+    cr_assert(n > 0 && gx == (blocks < 2 * 32 ? blocks : 2 * 32), "%lld elements: %u blocks (grid-stride, 32 per multiprocessor at most)", n, gx);
+    cuda_f32_to_storage(DT_BF16, a->t[0], a->t[1], (int64_t)n);
     host_casts++;
     return 0;
 }
@@ -249,7 +264,8 @@ typedef struct HostStep {
     unsigned char *arena, *persistent;
 } HostStep;
 
-static void host_step_open(HostStep *h, const Plan *p) {
+/* lib_host: the library kernels' ops run on the host (YOLOCC_CUDA_LIB_HOST) */
+static void host_step_open(HostStep *h, const Plan *p, bool lib_host) {
     char err[512];
     memset(h, 0, sizeof *h);
     CudaStep *cs = &h->cs;
@@ -266,6 +282,8 @@ static void host_step_open(HostStep *h, const Plan *p) {
     for (int t = 0; t < p->g.n_tensors; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(&p->g, persistent, p->precision, t);
     free(persistent);
     cr_assert(kernel_lower(&p->g, &p->fusion, p->precision, &cs->kern.kp, err, sizeof err), "%s", err);
+    cr_assert(lib_program_build(&p->g, p->precision, &cs->kern.kp, &cs->kern.lp, err, sizeof err), "%s", err);
+    cs->lib_host = lib_host;
     cuda_step_census(cs, &p->g, &cs->kern.kp);
     cs->dev.L.cuMemcpyHtoDAsync = host_htod, cs->dev.L.cuMemcpyDtoHAsync = host_dtoh, cs->dev.L.cuStreamSynchronize = host_sync;
     cs->dev.L.cuLaunchKernel = host_launch;
@@ -273,12 +291,16 @@ static void host_step_open(HostStep *h, const Plan *p) {
     /* generated launches go to the stand-in by their (empty) handles; the list tables are never read */
     cs->kern.fn = calloc((size_t)cs->kern.kp.n_kernels + 1, sizeof *cs->kern.fn);
     cs->kern.list = cs->kern.list_len = 0x1000;
-    if (p->precision != PREC_FP32) cs->cast_fn = CAST_FN;
+    /* library kernels by their handles too: the cast converts, the others keep their arguments */
+    cs->kern.lib_fn = calloc((size_t)cs->kern.lp.n_kernels + 1, sizeof *cs->kern.lib_fn);
+    for (int k = 0; k < cs->kern.lp.n_kernels; k++) cs->kern.lib_fn[k] = k == cs->kern.lp.cast ? CAST_FN : LIB_FN;
 }
 
 static void host_step_close(HostStep *h) {
     kernel_program_free(&h->cs.kern.kp);
+    lib_program_free(&h->cs.kern.lp);
     free(h->cs.kern.fn);
+    free(h->cs.kern.lib_fn);
     cuda_layout_free(&h->cs.mem.layout);
     free(h->arena);
     free(h->persistent);
@@ -311,7 +333,7 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
     rmdir(dir);
     const Graph *g = &p.g;
     HostStep h;
-    host_step_open(&h, &p);
+    host_step_open(&h, &p, true);
     CudaStep *cs = &h.cs;
     /* state up: masters exact, compute copies the bf16 of each master */
     void **state = calloc((size_t)g->n_tensors, sizeof *state);
@@ -349,7 +371,8 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
     for (int l = 0; l < cs->kern.kp.n_launches; l++) {
         const KLaunch *ln = &cs->kern.kp.launches[l];
         const Op *op = &g->ops[ln->op_lo];
-        if (cuda_step_route(g, ln) != CUDA_ROUTE_HOST || op->kind == OP_DETECT_LOSS || op->kind == OP_DETECT_LOSS_BWD) continue;
+        /* the ops of the library kernels, on the host here (lib_host) */
+        if (cuda_step_route(g, ln) != CUDA_ROUTE_LIBRARY) continue;
         void **buf = calloc((size_t)g->n_tensors, sizeof *buf);
         int t = op->out[0], b = p.fusion.views.base[t];
         int64_t n = shape_numel(&g->tensors[t].shape), base_bytes = shape_numel(&g->tensors[b].shape) * (cs->stype[b] == DT_F32 ? 4 : 2);
@@ -418,28 +441,43 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
     plan_free(&p);
 }
 
-/* The hand-written conversion PTX assembles for the plans' architectures
- * (the driver JIT-compiles the same text at open). Needs the toolkit's ptxas. */
-Test(cuda_step, cast_ptx_assembles_for_sm_80_and_sm_90) {
-    const char *home = getenv("CUDA_HOME");
-    char ptxas[512], cmd[2048];
-    snprintf(ptxas, sizeof ptxas, "%s/bin/ptxas", home && *home ? home : "/usr/local/cuda");
-    if (access(ptxas, X_OK) != 0) cr_skip_test("no ptxas at %s (the CUDA toolkit) to assemble with", ptxas);
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", src[600], out[600];
+/* Pooling and resize launches go to their library kernels with each
+ * operand's device address and image stride (views included); nothing runs
+ * on the host. */
+Test(cuda_step, library_ops_launch_library_kernels_on_a_host_backed_device) {
+    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[2048];
     cr_assert(mkdtemp(dir));
-    snprintf(src, sizeof src, "%s/cast.ptx", dir);
-    snprintf(out, sizeof out, "%s/cast.cubin", dir);
-    FILE *f = fopen(src, "w");
-    cr_assert(f && fputs(cuda_step_cast_ptx(), f) >= 0 && fclose(f) == 0);
-    const char *archs[] = {"sm_80", "sm_90"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "%s -arch=%s %s -o %s 2>&1", ptxas, archs[i], src, out);
-        cr_expect_eq(system(cmd), 0, "%s", cmd);
-        unlink(out);
-    }
-    cr_expect(strstr(cuda_step_cast_ptx(), ".entry yolocc_cast_f32_bf16(") && strstr(cuda_step_cast_ptx(), ".entry yolocc_cast_f32_f16("));
-    unlink(src);
+    Plan p;
+    tiny_plan(dir, "b.plan", "--imgsz 64 --batch 2 --precision bf16", &p);
     rmdir(dir);
+    const Graph *g = &p.g;
+    HostStep h;
+    host_step_open(&h, &p, false);
+    CudaStep *cs = &h.cs;
+    int ran = 0, views = 0;
+    for (int l = 0; l < cs->kern.kp.n_launches; l++) {
+        const KLaunch *ln = &cs->kern.kp.launches[l];
+        const Op *op = &g->ops[ln->op_lo];
+        if (cuda_step_route(g, ln) != CUDA_ROUTE_LIBRARY) continue;
+        host_libs = 0;
+        memset(&last_lib, 0, sizeof last_lib);
+        cr_assert(cuda_step_run(cs, ln->op_lo, ln->op_hi + 1, err, sizeof err), "%s", err);
+        cr_expect_eq(host_libs, 1, "op %d (%s): one library launch", op->id, op_def(op->kind)->name);
+        for (int i = 0; i <= op->n_in; i++) {
+            int t = i < op->n_in ? op->in[i] : op->out[0];
+            int64_t bs = views_batch_stride(g, &p.fusion.views, t), row = shape_numel(&g->tensors[t].shape) / g->tensors[t].shape.d[0];
+            cr_expect_eq((CuDevicePtr)(uintptr_t)last_lib.t[i], cs->ptr[t], "op %d operand %d: its device address", op->id, i);
+            cr_expect_eq(last_lib.bs[i], bs ? bs : row, "op %d operand %d: its image stride", op->id, i);
+            views += bs != 0;
+        }
+        cr_expect_eq(last_lib.total, shape_numel(&g->tensors[op->out[0]].shape));
+        ran++;
+    }
+    cr_expect_eq(ran, 10, "3 max pools, 3 resizes and their 4 gradients");
+    cr_expect_gt(views, 0, "some operand is a zero-copy view");
+    cr_expect_eq(cs->host_ops_run, 0, "nothing ran on the host");
+    host_step_close(&h);
+    plan_free(&p);
 }
 
 /* ---- on a GPU ---- */

@@ -1,8 +1,9 @@
 /* runtime/cuda/cuda_kernels.c — loads a CUDA plan's generated kernels and
  * launches them. The program is lowered again from the plan's graph, fusion
  * and precision, and its kernel names must equal the KERNELS index's, so a
- * launch can never call another kernel than the one it was lowered for.
- * Must not allocate the plan's memory or run library ops. */
+ * launch can never call another kernel than the one it was lowered for; the
+ * library kernels (compiler/lib_kernels.h) are derived and checked alike.
+ * Must not allocate the plan's memory, run cuDNN or fall back to the host. */
 #include "cuda_kernels.h"
 
 #include <stdint.h>
@@ -106,9 +107,9 @@ static bool read_images(const cJSON *kj, Images *im, char *err, int errcap) {
     return true;
 }
 
-/* Chooses and loads kernel i's image and resolves its function. */
-static bool load_kernel(CudaKernels *ck, const CudaDevice *d, int i, const cJSON *kj, const unsigned char *blobs, char *err, int errcap) {
-    const char *name = ck->kp.kernels[i].name;
+/* Chooses and loads the image of kernel `name` (index entry kj) and resolves its function. */
+static bool load_kernel(const CudaDevice *d, const char *name, const cJSON *kj, const unsigned char *blobs, CuModule *mod, CuFunction *fn, char image[24],
+                        char *err, int errcap) {
     Images im;
     int c;
     char why[512];
@@ -116,50 +117,64 @@ static bool load_kernel(CudaKernels *ck, const CudaDevice *d, int i, const cJSON
     if (!cuda_choose_image(im.cubin_arch, im.n_cubins, im.ptx_arch, d->sm, &c, why, sizeof why))
         return errf(err, errcap, "kernel %s: %s", name, why);
     size_t off = c >= 0 ? im.cubin_off[c] : im.ptx_off, len = c >= 0 ? im.cubin_len[c] : im.ptx_len;
-    snprintf(ck->image[i], sizeof ck->image[i], "%s %s", c >= 0 ? "cubin" : "ptx", c >= 0 ? im.cubin_arch[c] : im.ptx_arch);
+    snprintf(image, 24, "%s %s", c >= 0 ? "cubin" : "ptx", c >= 0 ? im.cubin_arch[c] : im.ptx_arch);
     /* an aligned copy for the ELF reader, and the NUL the PTX loader stops at */
     unsigned char *img = malloc(len + 1);
     if (!img) return errf(err, errcap, "out of memory");
     memcpy(img, blobs + off, len);
     img[len] = 0;
     char doing[160];
-    snprintf(doing, sizeof doing, "loading kernel %s (%s)", name, ck->image[i]);
-    bool ok = CUDA_CALL(&d->L, cuModuleLoadData, (&ck->mod[i], img), doing, err, errcap);
+    snprintf(doing, sizeof doing, "loading kernel %s (%s)", name, image);
+    bool ok = CUDA_CALL(&d->L, cuModuleLoadData, (mod, img), doing, err, errcap);
     free(img);
-    snprintf(doing, sizeof doing, "looking up kernel %s in its module (%s)", name, ck->image[i]);
-    return ok && CUDA_CALL(&d->L, cuModuleGetFunction, (&ck->fn[i], ck->mod[i], name), doing, err, errcap);
+    snprintf(doing, sizeof doing, "looking up kernel %s in its module (%s)", name, image);
+    return ok && CUDA_CALL(&d->L, cuModuleGetFunction, (fn, *mod, name), doing, err, errcap);
 }
+
+/* Loads the n kernels of index list ks, whose names must be names(i) in order. */
+static bool load_list(const CudaDevice *d, const cJSON *ks, int n, const char *what, const char *(*names)(const CudaKernels *, int), const CudaKernels *ck,
+                      const unsigned char *blobs, CuModule *mod, CuFunction *fn, char (*image)[24], char *err, int errcap) {
+    if (cJSON_GetArraySize(ks) != n)
+        return errf(err, errcap, "the plan carries %d CUDA %s kernels but this yolocc needs %d for it (recompile the plan)", cJSON_GetArraySize(ks), what, n);
+    const cJSON *kj = ks ? ks->child : NULL;
+    for (int i = 0; i < n; i++, kj = kj->next) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(kj, "name")->valuestring;
+        if (strcmp(name, names(ck, i)) != 0)
+            return errf(err, errcap, "the plan's %s kernel %d is %s but this yolocc makes it %s (recompile the plan)", what, i, name, names(ck, i));
+        if (!load_kernel(d, name, kj, blobs, &mod[i], &fn[i], image[i], err, errcap)) return false;
+    }
+    return true;
+}
+
+static const char *generated_name(const CudaKernels *ck, int i) { return ck->kp.kernels[i].name; }
+static const char *library_name(const CudaKernels *ck, int i) { return ck->lp.kernels[i].name; }
 
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap) {
     memset(ck, 0, sizeof *ck);
+    ck->lp.cast = -1;
     ck->sm_count = d->sm_count;
     if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
     cJSON *idx = NULL;
     const unsigned char *blobs;
     size_t blobs_len;
     if (!codegen_parse_section(p->kernels, p->kernels_len, &idx, &blobs, &blobs_len, err, errcap)) return false;
-    const cJSON *target = cJSON_GetObjectItemCaseSensitive(idx, "target"), *ks = cJSON_GetObjectItemCaseSensitive(idx, "kernels");
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(idx, "target"), *ks = cJSON_GetObjectItemCaseSensitive(idx, "kernels"),
+                *ls = cJSON_GetObjectItemCaseSensitive(idx, "library");
     bool ok = false;
     if (strcmp(target->valuestring, "cuda") != 0) {
         errf(err, errcap, "the plan's kernels are for the %s target, not CUDA (compile it with --target cuda)", target->valuestring);
-    } else if (kernel_lower(&p->g, &p->fusion, p->precision, &ck->kp, err, errcap)) {
-        int n = ck->kp.n_kernels;
-        if (cJSON_GetArraySize(ks) != n) {
-            errf(err, errcap, "the plan carries %d CUDA kernels but this yolocc lowers it to %d (recompile the plan)", cJSON_GetArraySize(ks), n);
-        } else {
-            ck->mod = calloc((size_t)n + 1, sizeof *ck->mod);
-            ck->fn = calloc((size_t)n + 1, sizeof *ck->fn);
-            ck->image = calloc((size_t)n + 1, sizeof *ck->image);
-            ok = ck->mod && ck->fn && ck->image;
-            if (!ok) errf(err, errcap, "out of memory");
-            const cJSON *kj = ks ? ks->child : NULL;
-            for (int i = 0; ok && i < n; i++, kj = kj->next) {
-                const char *name = cJSON_GetObjectItemCaseSensitive(kj, "name")->valuestring;
-                if (strcmp(name, ck->kp.kernels[i].name) != 0)
-                    ok = errf(err, errcap, "the plan's kernel %d is %s but this yolocc lowers it to %s (recompile the plan)", i, name, ck->kp.kernels[i].name);
-                else ok = load_kernel(ck, d, i, kj, blobs, err, errcap);
-            }
-        }
+    } else if (kernel_lower(&p->g, &p->fusion, p->precision, &ck->kp, err, errcap) && lib_program_build(&p->g, p->precision, &ck->kp, &ck->lp, err, errcap)) {
+        int n = ck->kp.n_kernels, nl = ck->lp.n_kernels;
+        ck->mod = calloc((size_t)n + 1, sizeof *ck->mod);
+        ck->fn = calloc((size_t)n + 1, sizeof *ck->fn);
+        ck->image = calloc((size_t)n + 1, sizeof *ck->image);
+        ck->lib_mod = calloc((size_t)nl + 1, sizeof *ck->lib_mod);
+        ck->lib_fn = calloc((size_t)nl + 1, sizeof *ck->lib_fn);
+        ck->lib_image = calloc((size_t)nl + 1, sizeof *ck->lib_image);
+        ok = ck->mod && ck->fn && ck->image && ck->lib_mod && ck->lib_fn && ck->lib_image;
+        if (!ok) errf(err, errcap, "out of memory");
+        ok = ok && load_list(d, ks, n, "generated", generated_name, ck, blobs, ck->mod, ck->fn, ck->image, err, errcap) &&
+             load_list(d, ls, nl, "library", library_name, ck, blobs, ck->lib_mod, ck->lib_fn, ck->lib_image, err, errcap);
     }
     cJSON_Delete(idx);
     if (!ok) cuda_kernels_close(ck, d);
@@ -170,11 +185,17 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
     /* teardown: unload failures leave nothing to undo */
     for (int i = 0; ck->mod && i < ck->kp.n_kernels; i++)
         if (ck->mod[i]) (void)d->L.cuModuleUnload(ck->mod[i]);
+    for (int i = 0; ck->lib_mod && i < ck->lp.n_kernels; i++)
+        if (ck->lib_mod[i]) (void)d->L.cuModuleUnload(ck->lib_mod[i]);
     if (ck->list) (void)d->L.cuMemFree(ck->list);
     if (ck->list_len) (void)d->L.cuMemFree(ck->list_len);
     free(ck->mod);
     free(ck->fn);
     free(ck->image);
+    free(ck->lib_mod);
+    free(ck->lib_fn);
+    free(ck->lib_image);
+    lib_program_free(&ck->lp);
     kernel_program_free(&ck->kp);
     memset(ck, 0, sizeof *ck);
 }
@@ -212,4 +233,38 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
     char doing[128];
     snprintf(doing, sizeof doing, "launching %s (ops %d..%d, %u blocks of %u)", k->name, ln->op_lo, ln->op_hi, g.grid, g.block);
     return CUDA_CALL(&d->L, cuLaunchKernel, (ck->fn[ln->kernel], g.grid, 1, 1, g.block, 1, 1, 0, s, params, NULL), doing, err, errcap);
+}
+
+YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr) {
+    YlArgs a = lib_launch_args(g, v, op);
+    for (int i = 0; i < op->n_in && i < YL_MAX_OPERANDS - 1; i++) a.t[i] = (void *)(uintptr_t)ptr[op->in[i]];
+    if (op->n_in < YL_MAX_OPERANDS) a.t[op->n_in] = (void *)(uintptr_t)ptr[op->out[0]];
+    return a;
+}
+
+static bool launch_lib(const CudaKernels *ck, const CudaDevice *d, int k, YlArgs *a, CuStream s, const char *what, char *err, int errcap) {
+    unsigned grid = lib_launch_grid(a, ck->sm_count);
+    void *params[] = {a};
+    char doing[192];
+    snprintf(doing, sizeof doing, "launching %s (%s, %u blocks of %d)", ck->lp.kernels[k].name, what, grid, LIB_BLOCK);
+    return CUDA_CALL(&d->L, cuLaunchKernel, (ck->lib_fn[k], grid, 1, 1, LIB_BLOCK, 1, 1, 0, s, params, NULL), doing, err, errcap);
+}
+
+bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, int l, const CuDevicePtr *ptr, CuStream s, char *err,
+                             int errcap) {
+    int k = l >= 0 && l < ck->lp.n_launches ? ck->lp.launch_kernel[l] : -1;
+    if (k < 0) return errf(err, errcap, "launch %d has no library kernel", l);
+    const Op *op = &g->ops[ck->kp.launches[l].op_lo];
+    YlArgs a = cuda_lib_args(g, v, op, ptr);
+    char what[64];
+    snprintf(what, sizeof what, "op %d", op->id);
+    return launch_lib(ck, d, k, &a, s, what, err, errcap);
+}
+
+bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap) {
+    if (ck->lp.cast < 0) return errf(err, errcap, "the plan has no compute-copy cast kernel (an fp32 plan keeps no copies)");
+    YlArgs a;
+    memset(&a, 0, sizeof a);
+    a.t[0] = (void *)(uintptr_t)src, a.t[1] = (void *)(uintptr_t)dst, a.total = n;
+    return launch_lib(ck, d, ck->lp.cast, &a, s, "a compute copy", err, errcap);
 }

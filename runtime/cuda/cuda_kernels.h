@@ -1,10 +1,12 @@
-/* runtime/cuda/cuda_kernels.h — a CUDA plan's generated kernels on a device:
- * picks the cubin (or PTX) for the device, loads the modules, and launches
- * one KLaunch with the geometry the templates/cuda skeletons expect. Owns no
- * device memory of the plan (cuda_device.h) and no library ops (cuDNN). */
+/* runtime/cuda/cuda_kernels.h — a CUDA plan's kernels on a device: picks the
+ * cubin (or PTX) for the device, loads the modules, and launches one KLaunch
+ * with the geometry the templates/cuda skeletons expect, or a library op
+ * through its library kernel (compiler/lib_kernels.h). Owns no device memory
+ * of the plan (cuda_device.h) and no cuDNN or host routes (cuda_step.c). */
 #ifndef YOLOCC_CUDA_KERNELS_H
 #define YOLOCC_CUDA_KERNELS_H
 #include "../../compiler/kernel_ir.h"
+#include "../../compiler/lib_kernels.h"
 #include "../../templates/kernel_abi.h"
 #include "cuda_device.h"
 
@@ -39,11 +41,20 @@ typedef struct CudaKernels {
     CuFunction *fn;
     char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
     CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
+    LibProgram lp;          /* the library kernels of the program's library launches, derived again here */
+    CuModule *lib_mod;      /* per library kernel */
+    CuFunction *lib_fn;
+    char (*lib_image)[24];
     int sm_count;
 } CudaKernels;
 
-/* Lowers the plan, checks its kernel names against the KERNELS index,
- * chooses and loads an image per kernel and resolves each function. */
+/* Pure: the arguments of library op op, with ptr[t] each operand's device
+ * address (a view's first element) and its image stride. */
+YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr);
+
+/* Lowers the plan, derives its library kernels, checks both lists of names
+ * against the KERNELS index, chooses and loads an image per kernel and
+ * resolves each function. */
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
 /* Uploads the LIST_NORM tables once: ptr[t] for each listed tensor (the
@@ -51,5 +62,12 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
 bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
 /* Launches generated launch ln on stream s. */
 bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
+/* Launches library launch l of the program (ck->lp.launch_kernel[l] >= 0:
+ * its op of graph g, whose views are v) on stream s. */
+bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, int l, const CuDevicePtr *ptr, CuStream s, char *err,
+                             int errcap);
+/* Rounds n fp32 elements at src into the compute-copy type of the plan at
+ * dst, on stream s (the cast library kernel; none in fp32 plans). */
+bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
 
 #endif

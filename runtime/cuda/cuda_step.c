@@ -1,5 +1,5 @@
-/* runtime/cuda/cuda_step.c — routes each launch of a step to its generated kernel, cuDNN or the
- * reference kernel on the host, and converts tensors between host fp32 and device storage. Must not
+/* runtime/cuda/cuda_step.c — routes each launch of a step to its generated kernel, a library
+ * kernel (pooling, resize, pad/crop), cuDNN or the reference kernel on the host, and converts tensors between host fp32 and device storage. Must not
  * include CUDA headers, hold trainer logic, or change what the plan computes (the CPU is its oracle). */
 #include "cuda_step.h"
 
@@ -14,37 +14,6 @@
 #include "../ref_kernels.h"
 
 enum { WHY = 1536 };
-
-/* The compute copies' conversion, fp32 -> bf16 or fp16 with round to nearest
- * even, as a grid-stride loop. Hand-written PTX (assembled with ptxas for
- * sm_80 and sm_90 when written) because the runtime has no NVRTC (DESIGN
- * decision 11) and the plan's generated kernels carry no such conversion;
- * the driver JIT-compiles it once at open. */
-#define CAST_PTX(NAME, TYPE)                                                    \
-    ".visible .entry " NAME "(.param .u64 src, .param .u64 dst, .param .u64 n)\n" \
-    "{\n"                                                                       \
-    "    .reg .pred %p;\n    .reg .b16 %h;\n    .reg .f32 %f;\n"                \
-    "    .reg .b32 %r<5>;\n    .reg .b64 %rd<10>;\n"                            \
-    "    ld.param.u64 %rd1, [src];\n    ld.param.u64 %rd2, [dst];\n"            \
-    "    ld.param.u64 %rd3, [n];\n"                                             \
-    "    cvta.to.global.u64 %rd1, %rd1;\n    cvta.to.global.u64 %rd2, %rd2;\n"  \
-    "    mov.u32 %r1, %ctaid.x;\n    mov.u32 %r2, %ntid.x;\n"                   \
-    "    mov.u32 %r3, %tid.x;\n    mov.u32 %r4, %nctaid.x;\n"                   \
-    "    cvt.u64.u32 %rd5, %r3;\n    mad.wide.u32 %rd4, %r1, %r2, %rd5;\n"      \
-    "    mul.wide.u32 %rd6, %r4, %r2;\n"                                        \
-    "LOOP:\n"                                                                   \
-    "    setp.ge.u64 %p, %rd4, %rd3;\n    @%p bra DONE;\n"                      \
-    "    shl.b64 %rd7, %rd4, 2;\n    add.s64 %rd8, %rd1, %rd7;\n"               \
-    "    ld.global.f32 %f, [%rd8];\n"                                           \
-    "    cvt.rn." TYPE ".f32 %h, %f;\n"                                         \
-    "    shl.b64 %rd7, %rd4, 1;\n    add.s64 %rd9, %rd2, %rd7;\n"               \
-    "    st.global.b16 [%rd9], %h;\n"                                           \
-    "    add.s64 %rd4, %rd4, %rd6;\n    bra LOOP;\n"                            \
-    "DONE:\n    ret;\n}\n"
-static const char CAST_PTX_TEXT[] = ".version 7.0\n.target sm_80\n.address_size 64\n" CAST_PTX("yolocc_cast_f32_bf16", "bf16")
-    CAST_PTX("yolocc_cast_f32_f16", "f16");
-
-const char *cuda_step_cast_ptx(void) { return CAST_PTX_TEXT; }
 
 /* ---- pure helpers ---- */
 
@@ -116,28 +85,30 @@ void cuda_view_gather(const void *strided, void *packed, int64_t images, int64_t
         memcpy((char *)packed + (size_t)(i * row) * esize, (const char *)strided + (size_t)(i * (stride ? stride : row)) * esize, (size_t)row * esize);
 }
 
-DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t) {
-    const Tensor *x = &g->tensors[t];
-    if (x->dtype == DT_I64) return DT_I64;
-    int64_t n = shape_numel(&x->shape);
-    if (n > 0 && memplan_tensor_bytes(g, t, persistent[t], p) == 2 * n) return p == PREC_FP16 ? DT_F16 : DT_BF16;
-    return DT_F32;
-}
+DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t) { return lib_storage_type(g, persistent, p, t); }
 
 static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
 
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
     if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
-    return is_conv(g->ops[ln->op_lo].kind) ? CUDA_ROUTE_CUDNN : CUDA_ROUTE_HOST;
+    OpKind k = g->ops[ln->op_lo].kind;
+    return is_conv(k) ? CUDA_ROUTE_CUDNN : lib_entry_of(k) >= 0 ? CUDA_ROUTE_LIBRARY : CUDA_ROUTE_HOST;
+}
+
+/* The route cs takes: library-kernel ops go to the host under lib_host. */
+static CudaRoute route(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
+    CudaRoute r = cuda_step_route(g, ln);
+    return r == CUDA_ROUTE_LIBRARY && cs->lib_host ? CUDA_ROUTE_HOST : r;
 }
 
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
-    cs->kernel_launches = cs->cudnn_ops = cs->host_ops = 0;
+    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->host_ops = 0;
     memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
     for (int l = 0; l < kp->n_launches; l++) {
         const KLaunch *ln = &kp->launches[l];
-        switch (cuda_step_route(g, ln)) {
+        switch (route(cs, g, ln)) {
         case CUDA_ROUTE_KERNEL: cs->kernel_launches++; break;
+        case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
         case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
         case CUDA_ROUTE_HOST:
             cs->host_ops++;
@@ -162,7 +133,8 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
     buf[0] = 0;
     int used = 0;
     if (!cs->host_ops) {
-        append(buf, cap, &used, "no library op runs on the host: %d generated launches and %d cuDNN convolutions each step", cs->kernel_launches, cs->cudnn_ops);
+        append(buf, cap, &used, "no library op runs on the host: %d generated launches, %d library kernel launches and %d cuDNN convolutions each step",
+               cs->kernel_launches, cs->lib_launches, cs->cudnn_ops);
         return;
     }
     append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
@@ -258,18 +230,6 @@ static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errc
 
 /* ---- open / close ---- */
 
-static bool load_cast(CudaStep *cs, char *err, int errcap) {
-    const CudaLibs *L = &cs->dev.L;
-    char log[2048] = "";
-    int opts[2] = {5, 6}; /* CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
-    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
-    char why[WHY];
-    if (!CUDA_CALL(L, cuModuleLoadDataEx, (&cs->cast_mod, CAST_PTX_TEXT, 2, opts, vals), "JIT-compiling the compute-copy conversion (PTX)", why, sizeof why))
-        return errf(err, errcap, "%s; JIT log: %s", why, log[0] ? log : "empty");
-    const char *name = cs->plan->precision == PREC_FP16 ? "yolocc_cast_f32_f16" : "yolocc_cast_f32_bf16";
-    return CUDA_CALL(L, cuModuleGetFunction, (&cs->cast_fn, cs->cast_mod, name), "looking up the compute-copy conversion kernel", err, errcap);
-}
-
 /* Every launch's tensors have addresses, and every host op a reference
  * kernel: checked once, so a step never fails on what the plan lacks. */
 static bool check_routes(const CudaStep *cs, char *err, int errcap) {
@@ -279,7 +239,9 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
         const KLaunch *ln = &kp->launches[l];
         const Op *op = &g->ops[ln->op_lo];
         char what[128];
-        CudaRoute r = cuda_step_route(g, ln);
+        CudaRoute r = route(cs, g, ln);
+        if (r == CUDA_ROUTE_LIBRARY && (l >= cs->kern.lp.n_launches || cs->kern.lp.launch_kernel[l] < 0))
+            return errf(err, errcap, "op %d (%s) has no library kernel in the plan (recompile the plan)", op->id, op_def(op->kind)->name);
         if (r == CUDA_ROUTE_KERNEL) {
             snprintf(what, sizeof what, "kernel %s (launch %d, ops %d..%d) uses", kp->kernels[ln->kernel].name, l, ln->op_lo, ln->op_hi);
             for (int i = 0; i < ln->n_args; i++)
@@ -302,6 +264,8 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     cs->plan = p;
     const char *sync = getenv("YOLOCC_CUDA_SYNC");
     cs->sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    const char *lib_host = getenv("YOLOCC_CUDA_LIB_HOST");
+    cs->lib_host = lib_host && *lib_host && strcmp(lib_host, "0") != 0;
     const Graph *g = &p->g;
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(p->meta, "kind");
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "train") != 0) return errf(err, errcap, "not a training plan (META kind is not \"train\")");
@@ -331,7 +295,6 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
     ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_lists(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
-         (p->precision == PREC_FP32 || load_cast(cs, err, errcap)) &&
          /* the list tables went up through synchronous copies on the legacy stream, which the non-blocking main stream does not wait for */
          CUDA_CALL(&cs->dev.L, cuCtxSynchronize, (), doing, err, errcap);
     if (!ok) cuda_step_close(cs);
@@ -340,7 +303,6 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
 
 void cuda_step_close(CudaStep *cs) {
     /* teardown: failures leave nothing to undo */
-    if (cs->dev_open && cs->cast_mod) (void)cs->dev.L.cuModuleUnload(cs->cast_mod);
     if (cs->mem_open) cuda_mem_free(&cs->mem, &cs->dev);
     if (cs->conv_open) cudnn_conv_close(&cs->conv);
     if (cs->kern_open) cuda_kernels_close(&cs->kern, &cs->dev);
@@ -361,17 +323,13 @@ bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap) {
         if (!cs->dirty[t]) continue;
         cs->dirty[t] = false;
         CuDevicePtr src = cuda_mem_ptr(&cs->mem, t), dst = cuda_mem_compute_ptr(&cs->mem, t);
-        if (!cs->cast_fn || dst == src) continue;
-        unsigned long long n = (unsigned long long)shape_numel(&g->tensors[t].shape);
-        unsigned long long blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (unsigned long long)(cs->dev.sm_count > 0 ? cs->dev.sm_count : 1) * 32;
-        unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
-        void *params[] = {&src, &dst, &n};
-        char label[160], doing[224];
+        if (cs->kern.lp.cast < 0 || dst == src) continue;
+        char label[160], doing[224], why[WHY];
         tensor_label(g, t, label, sizeof label);
         snprintf(doing, sizeof doing, "refreshing the compute copy of parameter %s", label);
-        if (!CUDA_CALL(&cs->dev.L, cuLaunchKernel, (cs->cast_fn, grid, 1, 1, CUDA_BLOCK, 1, 1, 0, cs->dev.main, params, NULL), doing, err, errcap) ||
-            (cs->sync_each && !sync_main(cs, doing, err, errcap)))
-            return false;
+        if (!cuda_kernels_cast(&cs->kern, &cs->dev, src, dst, shape_numel(&g->tensors[t].shape), cs->dev.main, why, sizeof why) ||
+            (cs->sync_each && !sync_main(cs, doing, why, sizeof why)))
+            return errf(err, errcap, "%s: %s", doing, why);
         cs->copy_refreshes++;
     }
     return true;
@@ -459,14 +417,17 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     const KLaunch *ln = &kp->launches[l];
     const Op *op = &g->ops[ln->op_lo];
     char why[WHY];
-    CudaRoute r = cuda_step_route(g, ln);
+    CudaRoute r = route(cs, g, ln);
     mark_updates(cs, ln->op_lo, ln->op_hi);
-    bool ok = r == CUDA_ROUTE_KERNEL  ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
-              : r == CUDA_ROUTE_CUDNN ? run_conv(cs, op, why, sizeof why)
-                                      : run_host(cs, ln->op_lo, why, sizeof why);
+    bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
+              : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
+              : r == CUDA_ROUTE_CUDNN   ? run_conv(cs, op, why, sizeof why)
+                                        : run_host(cs, ln->op_lo, why, sizeof why);
     if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
     if (ok) return true;
-    return errf(err, errcap, "launch %d (%s, ops %d-%d, group %d: %s, %s): %s", l, r == CUDA_ROUTE_KERNEL ? kp->kernels[ln->kernel].name : op_def(op->kind)->name,
+    return errf(err, errcap, "launch %d (%s, ops %d-%d, group %d: %s, %s): %s", l, r == CUDA_ROUTE_KERNEL    ? kp->kernels[ln->kernel].name
+                                                             : r == CUDA_ROUTE_LIBRARY ? cs->kern.lp.kernels[cs->kern.lp.launch_kernel[l]].name
+                                                                                       : op_def(op->kind)->name,
                 ln->op_lo, ln->op_hi, gi, group_kind_name(cs->plan->fusion.groups[gi].kind), op->scope ? op->scope : "", why);
 }
 

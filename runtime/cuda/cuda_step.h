@@ -1,14 +1,15 @@
-/* runtime/cuda/cuda_step.h — a training plan's step on one GPU: device, memory, kernels, cuDNN
- * plans, host <-> device transfers, and op ranges run group by group (a counted host fallback
- * for library ops without a GPU route). Knows no datasets, schedules or loss scaling; no CUDA headers. */
+/* runtime/cuda/cuda_step.h — a training plan's step on one GPU: device, memory, kernels (generated
+ * and library), cuDNN plans, host <-> device transfers, and op ranges run group by group (a counted
+ * host fallback for library ops without a GPU route). Knows no datasets, schedules or loss scaling; no CUDA headers. */
 #ifndef YOLOCC_CUDA_STEP_H
 #define YOLOCC_CUDA_STEP_H
 #include "cuda_device.h"
 #include "cuda_kernels.h"
 #include "cudnn_conv.h"
 
-/* Where a launch of the plan runs. */
-typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_CUDNN, CUDA_ROUTE_HOST } CudaRoute;
+/* Where a launch of the plan runs: its generated kernel, a library kernel
+ * (compiler/lib_kernels.h), cuDNN, or the reference kernel on the host. */
+typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_HOST } CudaRoute;
 
 typedef struct CudaStep {
     const Plan *plan;
@@ -20,13 +21,12 @@ typedef struct CudaStep {
     CuDevicePtr *ptr;           /* per tensor: its device address (0: internal to a fusion group) */
     unsigned char *stype;       /* per tensor: DType of its device storage (bf16/fp16 activations in low-precision plans) */
     bool *dirty;                /* per tensor: a parameter whose compute copy is older than its master */
-    /* fp32 -> bf16/fp16 on the device for the parameters' compute copies
-     * (low-precision plans only): a hand-written PTX kernel, JIT-compiled by the driver */
-    CuModule cast_mod;
-    CuFunction cast_fn;
     bool sync_each;             /* YOLOCC_CUDA_SYNC=1: synchronise after every launch, so a fault names its launch */
+    /* YOLOCC_CUDA_LIB_HOST=1: ops with a library kernel run on the host
+     * instead (the reference), to bisect a suspect library kernel */
+    bool lib_host;
     /* the plan's launches by route, per step (cuda_step_census) */
-    int kernel_launches, cudnn_ops, host_ops;
+    int kernel_launches, lib_launches, cudnn_ops, host_ops;
     int host_op_kinds[OP_COUNT];
     /* since open */
     long host_ops_run;          /* library ops run on the host */
@@ -56,22 +56,19 @@ bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int err
  * them; the range must not cut a launch in two (as interp_run). Compute
  * copies of parameters the range updated are refreshed before it returns. */
 bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap);
-/* Converts every dirty parameter's fp32 master into its compute copy (a no-op
- * in fp32 plans). cuda_step_upload_state and cuda_step_run call it. */
+/* Converts every dirty parameter's fp32 master into its compute copy with the
+ * plan's cast library kernel (a no-op in fp32 plans). cuda_step_upload_state and cuda_step_run call it. */
 bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap);
 /* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
 
 /* ---- pure: no GPU ---- */
 
-/* The PTX of the compute-copy conversions (entries yolocc_cast_f32_bf16 and
- * yolocc_cast_f32_f16: (src, dst, n) as u64), for tests to assemble. */
-const char *cuda_step_cast_ptx(void);
-
 /* The route of launch ln of graph g. */
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);
-/* Fills cs's route counts (kernel_launches, cudnn_ops, host_ops,
- * host_op_kinds) from a lowered program; nothing else of cs is touched. */
+/* Fills cs's route counts (kernel_launches, lib_launches, cudnn_ops,
+ * host_ops, host_op_kinds) from a lowered program, library ops counted on
+ * the host when cs->lib_host; nothing else of cs is touched. */
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
 /* One line for yolort: "12 library ops run on the host each step:
  * maxpool2d x3, resize_nearest x3, ..." (kinds by count, then op order), or

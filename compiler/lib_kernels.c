@@ -1,0 +1,200 @@
+/* compiler/lib_kernels.c — which library ops have CUDA library kernels, the kernels a plan needs
+ * (one per entry and operand storage types), their sources (the prelude of the generated kernels
+ * plus a family template of templates/cuda/lib) and launch arguments. Must not compile, launch or
+ * change what an op computes: runtime/ref_layout.c is the oracle the templates follow. */
+#include "lib_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../passes/views.h"
+#include "templates.h"
+
+/* per entry: its name, the template family, the op kind it carries out */
+static const struct {
+    const char *name, *family;
+    OpKind op;
+} ENTRY[LK_COUNT] = {
+    [LK_MAXPOOL2D] = {"maxpool2d", "pool", OP_MAXPOOL2D},
+    [LK_MAXPOOL2D_BWD] = {"maxpool2d_bwd", "pool", OP_MAXPOOL2D_BWD},
+    [LK_AVGPOOL2D] = {"avgpool2d", "pool", OP_AVGPOOL2D},
+    [LK_AVGPOOL2D_BWD] = {"avgpool2d_bwd", "pool", OP_AVGPOOL2D_BWD},
+    [LK_RESIZE_NEAREST] = {"resize_nearest", "resize", OP_RESIZE_NEAREST},
+    [LK_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", "resize", OP_RESIZE_NEAREST_BWD},
+    [LK_ZEROPAD2D] = {"zeropad2d", "pad", OP_ZEROPAD2D},
+    [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
+    [LK_CAST] = {"cast", "cast", OP_COUNT},
+};
+
+int lib_entry_of(OpKind k) {
+    for (int e = 0; e < LK_CAST; e++)
+        if (ENTRY[e].op == k) return e;
+    return -1;
+}
+
+DType lib_storage_type(const Graph *g, const bool *persistent, Precision p, int t) {
+    const Tensor *x = &g->tensors[t];
+    if (x->dtype == DT_I64) return DT_I64;
+    int64_t n = shape_numel(&x->shape);
+    if (n > 0 && memplan_tensor_bytes(g, t, persistent[t], p) == 2 * n) return p == PREC_FP16 ? DT_F16 : DT_BF16;
+    return DT_F32;
+}
+
+static const char *tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
+
+/* kernel (entry, types) in lp, added when new; its index or -1 (out of memory) */
+static int intern(LibProgram *lp, int *cap, LibEntry e, int n, const DType *dt) {
+    for (int i = 0; i < lp->n_kernels; i++) {
+        const LibKernel *k = &lp->kernels[i];
+        if (k->entry == e && k->n_operands == n && memcmp(k->dt, dt, sizeof(DType) * (size_t)n) == 0) return i;
+    }
+    if (lp->n_kernels == *cap) {
+        int c = *cap ? *cap * 2 : 8;
+        LibKernel *q = realloc(lp->kernels, sizeof *q * (size_t)c);
+        if (!q) return -1;
+        lp->kernels = q;
+        *cap = c;
+    }
+    LibKernel *k = &lp->kernels[lp->n_kernels];
+    memset(k, 0, sizeof *k);
+    k->entry = e;
+    k->n_operands = n;
+    memcpy(k->dt, dt, sizeof(DType) * (size_t)n);
+    int used = snprintf(k->name, sizeof k->name, "yl_%s", ENTRY[e].name);
+    for (int i = 0; i < n; i++) used += snprintf(k->name + used, sizeof k->name - (size_t)used, "_%s", tag(dt[i]));
+    return lp->n_kernels++;
+}
+
+bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
+    memset(lp, 0, sizeof *lp);
+    lp->cast = -1;
+    int cap = 0;
+    bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
+    lp->launch_kernel = malloc(sizeof(int) * ((size_t)kp->n_launches + 1));
+    lp->n_launches = kp->n_launches;
+    bool ok = persistent && lp->launch_kernel;
+    if (ok) memplan_mark_persistent(g, persistent);
+    for (int l = 0; ok && l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        const Op *op = &g->ops[ln->op_lo];
+        int e = ln->kernel < 0 ? lib_entry_of(op->kind) : -1;
+        lp->launch_kernel[l] = -1;
+        if (e < 0) continue;
+        if (op->n_in + op->n_out > YL_MAX_OPERANDS || op->n_out != 1) {
+            free(persistent);
+            lib_program_free(lp);
+            return snprintf(err, (size_t)errcap, "op %d (%s) has %d operands; its library kernel takes at most %d and one output", op->id, op_def(op->kind)->name,
+                            op->n_in + op->n_out, YL_MAX_OPERANDS), false;
+        }
+        DType dt[YL_MAX_OPERANDS];
+        for (int i = 0; i < op->n_in; i++) dt[i] = lib_storage_type(g, persistent, p, op->in[i]);
+        dt[op->n_in] = lib_storage_type(g, persistent, p, op->out[0]);
+        ok = (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, op->n_in + 1, dt)) >= 0;
+    }
+    if (ok && p != PREC_FP32) {
+        DType dt[2] = {DT_F32, p == PREC_FP16 ? DT_F16 : DT_BF16};
+        ok = (lp->cast = intern(lp, &cap, LK_CAST, 2, dt)) >= 0;
+    }
+    free(persistent);
+    if (!ok) {
+        lib_program_free(lp);
+        snprintf(err, (size_t)errcap, "out of memory");
+    }
+    return ok;
+}
+
+void lib_program_free(LibProgram *lp) {
+    free(lp->kernels);
+    free(lp->launch_kernel);
+    memset(lp, 0, sizeof *lp);
+    lp->cast = -1;
+}
+
+/* Writes template text with each @KEY@ of kv replaced by its value. */
+static bool put_template(FILE *out, const char *path, const char *const *kv, int n_kv) {
+    size_t len;
+    const char *t = template_get(path, &len);
+    if (!t) return false;
+    for (size_t i = 0; i < len;) {
+        if (t[i] == '@') {
+            size_t j = i + 1;
+            while (j < len && t[j] != '@' && t[j] != '\n') j++;
+            int hit = -1;
+            for (int k = 0; j < len && t[j] == '@' && k < n_kv && hit < 0; k++)
+                if (strlen(kv[2 * k]) == j - i - 1 && strncmp(kv[2 * k], t + i + 1, j - i - 1) == 0) hit = k;
+            if (hit >= 0) {
+                fputs(kv[2 * hit + 1], out);
+                i = j + 1;
+                continue;
+            }
+        }
+        fputc(t[i++], out);
+    }
+    return true;
+}
+
+char *lib_kernel_render(const LibKernel *k) {
+    size_t abi_len, len = 0;
+    const char *abi = template_get("lib_abi.h", &abi_len);
+    if (!abi) return NULL;
+    while (abi_len && abi[abi_len - 1] == '\n') abi_len--;
+    char *abi_text = strndup(abi, abi_len), *buf = NULL, macro[48], path[64];
+    FILE *out = abi_text ? open_memstream(&buf, &len) : NULL;
+    if (!out) return free(abi_text), NULL;
+    /* the entry's macro selects its kernel in the family file */
+    snprintf(macro, sizeof macro, "YL_%s", ENTRY[k->entry].name);
+    for (char *c = macro; *c; c++) *c = *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
+    snprintf(path, sizeof path, "cuda/lib/%s.cu", ENTRY[k->entry].family);
+    const char *prelude_kv[] = {"ABI", abi_text};
+    bool ok = put_template(out, "cuda/prelude.cu", prelude_kv, 1);
+    fprintf(out, "#define %s 1\n", macro);
+    /* X: the storage type of the pooled input (maxpool2d's operand 0, maxpool2d_bwd's operand 1) */
+    const char *kv[] = {"NAME", k->name, "T0", tag(k->dt[0]), "T1", tag(k->dt[1]), "T2", tag(k->n_operands > 2 ? k->dt[2] : DT_F32),
+                        "X", tag(k->entry == LK_MAXPOOL2D_BWD ? k->dt[1] : k->dt[0])};
+    ok = ok && put_template(out, path, kv, 5);
+    ok = fclose(out) == 0 && ok;
+    free(abi_text);
+    if (!ok) free(buf);
+    return ok ? buf : NULL;
+}
+
+/* elements between images of t: its base's stride when it is a view, else its own image */
+static long long image_stride(const Graph *g, const Views *v, int t) {
+    const Shape *s = &g->tensors[t].shape;
+    int64_t bs = views_batch_stride(g, v, t);
+    return (long long)(bs ? bs : s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s));
+}
+
+YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
+    YlArgs a;
+    memset(&a, 0, sizeof a);
+    const OpAttrs *at = &op->a;
+    const Shape *out = &g->tensors[op->out[0]].shape, *in0 = &g->tensors[op->in[0]].shape;
+    for (int i = 0; i < op->n_in && i < YL_MAX_OPERANDS - 1; i++) a.bs[i] = image_stride(g, v, op->in[i]);
+    if (op->n_in < YL_MAX_OPERANDS) a.bs[op->n_in] = image_stride(g, v, op->out[0]);
+    a.total = (long long)shape_numel(out);
+    a.c = out->nd == 4 ? (long long)out->d[1] : 0;
+    /* the forward op's input plane (h, w) and output plane (oh, ow) */
+    const Shape *fin = in0, *fout = out;
+    switch (op->kind) {
+    case OP_MAXPOOL2D_BWD: fin = &g->tensors[op->in[1]].shape, fout = in0; break;
+    case OP_AVGPOOL2D_BWD:
+    case OP_RESIZE_NEAREST_BWD:
+    case OP_CROP2D: fin = out, fout = in0; break;
+    default: break;
+    }
+    if (fin->nd == 4 && fout->nd == 4) a.h = fin->d[2], a.w = fin->d[3], a.oh = fout->d[2], a.ow = fout->d[3];
+    bool pool = op->kind == OP_MAXPOOL2D || op->kind == OP_MAXPOOL2D_BWD || op->kind == OP_AVGPOOL2D || op->kind == OP_AVGPOOL2D_BWD;
+    if (pool) {
+        a.kh = at->kernel[0], a.kw = at->kernel[1], a.sh = at->stride[0], a.sw = at->stride[1];
+        a.dh = at->dilation[0], a.dw = at->dilation[1];
+    }
+    if (pool || op->kind == OP_ZEROPAD2D || op->kind == OP_CROP2D) a.ph = at->pad[0], a.pw = at->pad[2];
+    return a;
+}
+
+unsigned lib_launch_grid(const YlArgs *a, int sm_count) {
+    long long blocks = (a->total + LIB_BLOCK - 1) / LIB_BLOCK, cap = (long long)(sm_count > 0 ? sm_count : 1) * 32;
+    return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+}

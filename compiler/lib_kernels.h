@@ -1,0 +1,53 @@
+/* compiler/lib_kernels.h — the CUDA library kernels of a plan (templates/cuda/lib: pooling,
+ * nearest resize, zero pad / crop and their gradients, the compute-copy cast): which library op
+ * runs which kernel, each kernel's name and NVRTC source, and its launch arguments. Shared by
+ * codegen (compiles them) and runtime/cuda (loads and launches them); knows no compiler or driver. */
+#ifndef YOLOCC_LIB_KERNELS_H
+#define YOLOCC_LIB_KERNELS_H
+#include "../templates/lib_abi.h"
+#include "kernel_ir.h"
+
+typedef enum {
+    LK_MAXPOOL2D, LK_MAXPOOL2D_BWD, LK_AVGPOOL2D, LK_AVGPOOL2D_BWD,
+    LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
+    LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
+    LK_COUNT
+} LibEntry;
+
+/* A kernel is specialised by its entry and its operands' storage types
+ * only; shapes and attributes travel in YlArgs. */
+typedef struct LibKernel {
+    LibEntry entry;
+    int n_operands;                 /* inputs, then the output */
+    DType dt[YL_MAX_OPERANDS];
+    char name[KIR_NAME];            /* "yl_maxpool2d_bf16_bf16" */
+} LibKernel;
+
+typedef struct LibProgram {
+    LibKernel *kernels;
+    int n_kernels;
+    int *launch_kernel;             /* per launch of the KProgram: its library kernel, or -1 */
+    int n_launches;
+    int cast;                       /* the compute-copy cast, or -1 (fp32 plans have no copies) */
+} LibProgram;
+
+/* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback). */
+int lib_entry_of(OpKind k);
+/* Device storage type of tensor t (DT_F32, DT_BF16, DT_F16 or DT_I64): the
+ * memory plan's bytes per element (memplan_tensor_bytes), as generated kernels store it. */
+DType lib_storage_type(const Graph *g, const bool *persistent, Precision p, int t);
+/* The library kernels of a lowered program's library launches (in order of
+ * first use, the cast last). */
+bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
+void lib_program_free(LibProgram *lp);
+/* The kernel's NVRTC source (malloc'd), or NULL when a template is missing. */
+char *lib_kernel_render(const LibKernel *k);
+/* The arguments of library op op without the operand addresses. */
+YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op);
+enum { LIB_BLOCK = 256 };  /* YK_BLOCK of templates/cuda/prelude.cu */
+
+/* Blocks of LIB_BLOCK threads for a.total elements: one thread each, at most
+ * 32 blocks per multiprocessor (the loops are grid-stride). */
+unsigned lib_launch_grid(const YlArgs *a, int sm_count);
+
+#endif

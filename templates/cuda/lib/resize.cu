@@ -1,0 +1,51 @@
+/* Library kernels: nearest resize and its gradient, as runtime/ref_layout.c
+ * computes them. Operands: input, then output; one thread per output
+ * element (grid-stride); image n of operand s starts at n * a.bs[s]. */
+#define YL_EACH(i) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
+/* Source index of destination index i: floor(i * in / out) in double, as
+ * PyTorch's nearest mode and the reference compute it. */
+__device__ __forceinline__ long long yl_nearest(long long i, long long in, long long out) {
+    const long long s = (long long)floor((double)i * ((double)in / (double)out));
+    return s < in ? s : in - 1;
+}
+#ifdef YL_RESIZE_NEAREST
+/* @NAME@: resize_nearest(x [h, w]) -> y [oh, ow] */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
+    const long long plane = a.oh * a.ow, per = a.c * plane;
+    YL_EACH(i) {
+        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, oy = p / a.ow, ox = p - oy * a.ow;
+        const long long src = n * a.bs[0] + (c * a.h + yl_nearest(oy, a.h, a.oh)) * a.w + yl_nearest(ox, a.w, a.ow);
+        yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], src));
+    }
+}
+#endif
+#ifdef YL_RESIZE_NEAREST_BWD
+/* The first destination index whose source may be i: the mapping is
+ * monotonic and rounding moves it by less than one step. */
+__device__ __forceinline__ long long yl_first(long long i, long long in, long long out) {
+    const long long f = i * out / in - 1;
+    return f > 0 ? f : 0;
+}
+/* @NAME@: resize_nearest_bwd(dy [oh, ow]) -> dx [h, w]: each input sums the
+ * gradients of the outputs that copied it, in fp32 and row-major order */
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
+    const long long plane = a.h * a.w, per = a.c * plane;
+    YL_EACH(i) {
+        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, iy = p / a.w, ix = p - iy * a.w;
+        const long long db = n * a.bs[0] + c * a.oh * a.ow, x0 = yl_first(ix, a.w, a.ow);
+        float acc = 0.0f;
+        for (long long y = yl_first(iy, a.h, a.oh); y < a.oh; y++) {
+            const long long sy = yl_nearest(y, a.h, a.oh);
+            if (sy < iy) continue;
+            if (sy > iy) break;
+            for (long long x = x0; x < a.ow; x++) {
+                const long long sx = yl_nearest(x, a.w, a.ow);
+                if (sx < ix) continue;
+                if (sx > ix) break;
+                acc += yk_ld_@T0@(a.t[0], db + y * a.ow + x);
+            }
+        }
+        yk_st_@T1@(a.t[1], n * a.bs[1] + r, acc);
+    }
+}
+#endif

@@ -1,0 +1,391 @@
+/* tests/test_lib_kernels.c — the CUDA library kernels (compiler/lib_kernels.h, templates/cuda/lib):
+ * which ops get one, names, launch arguments and NVRTC compiles for every model and precision (no
+ * GPU); on a GPU, each kernel against its reference kernel on inputs full of ties, packed and as
+ * views, and the compute-copy cast (`SKIP: no CUDA device` without one). Owns no library code. */
+#include <math.h>
+
+#include "../compiler/lib_kernels.h"
+#include "../compiler/model_cfg.h"
+#include "../compiler/nvrtc_build.h"
+#include "../compiler/train_compile.h"
+#include "../passes/views.h"
+#include "../runtime/cuda/cuda_step.h"
+#include "../runtime/ref_kernels.h"
+#include "test_gpu.h"
+
+static void compile_model(Arena *a, TrainCompiled *tc, const char *path, const char *scale, Precision p) {
+    ModelConfig cfg;
+    Diag d;
+    arena_init(a, 0);
+    diag_init(&d, path);
+    ModelOptions mo = {.scale = scale};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
+                       .precision = p, .target = TARGET_CUDA};
+    cr_assert(model_cfg_load(a, path, &mo, &cfg, &d) && compile_training(a, &cfg, &to, tc, &d), "%s: %s", path, d.msg);
+}
+
+/* ---- no GPU ---- */
+
+Test(lib_kernels, entries_cover_pooling_resize_and_padding) {
+    const OpKind with[] = {OP_MAXPOOL2D, OP_MAXPOOL2D_BWD, OP_AVGPOOL2D, OP_AVGPOOL2D_BWD, OP_RESIZE_NEAREST, OP_RESIZE_NEAREST_BWD, OP_ZEROPAD2D, OP_CROP2D};
+    for (size_t i = 0; i < sizeof with / sizeof with[0]; i++) cr_expect_geq(lib_entry_of(with[i]), 0, "%s", op_def(with[i])->name);
+    const OpKind without[] = {OP_CONV2D, OP_DETECT_LOSS, OP_DETECT_LOSS_BWD, OP_ATTENTION, OP_DFL, OP_CONCAT};
+    for (size_t i = 0; i < sizeof without / sizeof without[0]; i++) cr_expect_lt(lib_entry_of(without[i]), 0, "%s", op_def(without[i])->name);
+}
+
+/* The tiny bf16 step: every pooling / resize launch has a kernel named by
+ * its operands' storage types, its arguments are the ops' shapes and
+ * attributes, views step their base's stride, and the cast comes last. */
+Test(lib_kernels, tiny_plan_kernels_and_arguments) {
+    Arena a;
+    TrainCompiled tc = {0};
+    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16);
+    const Graph *g = &tc.m.g;
+    KProgram kp;
+    LibProgram lp;
+    char err[256];
+    cr_assert(kernel_lower(g, &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+    cr_assert(lib_program_build(g, PREC_BF16, &kp, &lp, err, sizeof err), "%s", err);
+    cr_assert_eq(lp.n_launches, kp.n_launches);
+    int launches = 0, strided = 0;
+    for (int l = 0; l < kp.n_launches; l++) {
+        const KLaunch *ln = &kp.launches[l];
+        const Op *op = &g->ops[ln->op_lo];
+        bool want = ln->kernel < 0 && lib_entry_of(op->kind) >= 0;
+        cr_expect_eq(lp.launch_kernel[l] >= 0, want, "launch %d (%s)", l, op_def(op->kind)->name);
+        if (!want) continue;
+        launches++;
+        const LibKernel *k = &lp.kernels[lp.launch_kernel[l]];
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "yl_%s_", op_def(op->kind)->name);
+        cr_expect(strncmp(k->name, prefix, strlen(prefix)) == 0, "%s for %s", k->name, op_def(op->kind)->name);
+        cr_expect_eq(k->n_operands, op->n_in + 1);
+        YlArgs y = lib_launch_args(g, &tc.fu.views, op);
+        const Shape *out = &g->tensors[op->out[0]].shape, *in0 = &g->tensors[op->in[0]].shape;
+        cr_expect_eq(y.total, shape_numel(out));
+        cr_expect_eq(y.c, out->d[1]);
+        const Shape *x = op->kind == OP_MAXPOOL2D_BWD ? &g->tensors[op->in[1]].shape : op->kind == OP_RESIZE_NEAREST_BWD ? out : in0;
+        const Shape *fy = op->kind == OP_MAXPOOL2D_BWD || op->kind == OP_RESIZE_NEAREST_BWD ? in0 : out;
+        cr_expect(y.h == x->d[2] && y.w == x->d[3] && y.oh == fy->d[2] && y.ow == fy->d[3], "op %d planes", op->id);
+        if (op->kind == OP_MAXPOOL2D || op->kind == OP_MAXPOOL2D_BWD)
+            cr_expect(y.kh == op->a.kernel[0] && y.sw == op->a.stride[1] && y.ph == op->a.pad[0] && y.dw == op->a.dilation[1], "op %d window", op->id);
+        for (int i = 0; i <= op->n_in; i++) {
+            int t = i < op->n_in ? op->in[i] : op->out[0];
+            const Shape *s = &g->tensors[t].shape;
+            int64_t bs = views_batch_stride(g, &tc.fu.views, t);
+            cr_expect_eq(y.bs[i], bs ? bs : shape_numel(s) / s->d[0], "op %d operand %d", op->id, i);
+            strided += bs != 0;
+            cr_expect_eq(k->dt[i], DT_BF16, "op %d operand %d: activations are bf16", op->id, i);
+        }
+    }
+    cr_expect_eq(launches, 10, "3 max pools, 3 resizes and their 4 gradients");
+    cr_expect_gt(strided, 0, "some operand is a zero-copy view");
+    cr_assert_geq(lp.cast, 0);
+    cr_expect_eq(lp.cast, lp.n_kernels - 1);
+    cr_expect_str_eq(lp.kernels[lp.cast].name, "yl_cast_f32_bf16");
+    char *src = lib_kernel_render(&lp.kernels[0]);
+    cr_assert_not_null(src);
+    cr_expect(strstr(src, "typedef struct YlArgs") && strstr(src, "extern \"C\" __global__") && strstr(src, lp.kernels[0].name), "%.200s", src);
+    cr_expect(!strstr(src, "@NAME@") && !strstr(src, "@T0@"), "every placeholder is filled");
+    free(src);
+    lib_program_free(&lp);
+    kernel_program_free(&kp);
+    train_compiled_free(&tc);
+    arena_free(&a);
+}
+
+/* Every library kernel of the tiny, YOLOv5n, YOLOv8n and YOLO11n steps and
+ * validation graphs, in every precision, compiles with NVRTC for sm_80 and
+ * sm_90 and to PTX (no cache: the compiler itself is asked). */
+Test(lib_kernels, every_library_kernel_compiles_with_nvrtc) {
+    char why[512];
+    if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
+    const char *models[][2] = {{"models/tiny.yaml", NULL}, {"models/yolov5.yaml", "n"}, {"models/yolov8.yaml", "n"}, {"models/yolo11.yaml", "n"}};
+    const Precision precs[] = {PREC_FP32, PREC_BF16, PREC_FP16};
+    char names[64][KIR_NAME];
+    int n_names = 0, compiled = 0;
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++)
+        for (size_t pi = 0; pi < 3; pi++) {
+            Arena a;
+            TrainCompiled tc = {0};
+            compile_model(&a, &tc, models[m][0], models[m][1], precs[pi]);
+            for (int which = 0; which < 2; which++) {
+                const Graph *g = which ? &tc.em.g : &tc.m.g;
+                KProgram kp;
+                LibProgram lp;
+                char err[512];
+                cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, precs[pi], &kp, err, sizeof err), "%s", err);
+                cr_assert(lib_program_build(g, precs[pi], &kp, &lp, err, sizeof err), "%s", err);
+                cr_expect_gt(lp.n_kernels, 0, "%s: pooling or resize somewhere", models[m][0]);
+                for (int k = 0; k < lp.n_kernels; k++) {
+                    bool seen = false;
+                    for (int j = 0; j < n_names && !seen; j++) seen = strcmp(names[j], lp.kernels[k].name) == 0;
+                    if (seen) continue;
+                    cr_assert_lt(n_names, 64);
+                    snprintf(names[n_names++], KIR_NAME, "%s", lp.kernels[k].name);
+                    char *src = lib_kernel_render(&lp.kernels[k]);
+                    cr_assert_not_null(src, "%s", lp.kernels[k].name);
+                    const char *archs[] = {"sm_80", "sm_90", "sm_90"};
+                    for (int ai = 0; ai < 3; ai++) {
+                        unsigned char *bin = NULL;
+                        size_t len = 0;
+                        cr_expect(nvrtc_compile(lp.kernels[k].name, src, archs[ai], ai == 2, &bin, &len, err, sizeof err), "%s", err);
+                        cr_expect_gt(len, 100, "%s %s", lp.kernels[k].name, archs[ai]);
+                        free(bin);
+                        compiled++;
+                    }
+                    free(src);
+                }
+                lib_program_free(&lp);
+                kernel_program_free(&kp);
+            }
+            train_compiled_free(&tc);
+            arena_free(&a);
+        }
+    cr_log_info("%d distinct library kernels, %d NVRTC compiles", n_names, compiled);
+    cr_expect_geq(n_names, 12, "maxpool, resize and their gradients, and the cast, in three storage types");
+}
+
+/* ---- on a GPU ---- */
+
+static uint64_t next(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+typedef struct Dev {
+    CudaDevice d;
+    CuModule mod[LK_COUNT * 3];
+    int n_mod;
+} Dev;
+
+/* Compiles kernel k for the device and resolves it. */
+static CuFunction load(Dev *v, const LibKernel *k) {
+    char arch[16], err[4096];
+    snprintf(arch, sizeof arch, "sm_%d", v->d.sm);
+    char *src = lib_kernel_render(k);
+    cr_assert_not_null(src);
+    unsigned char *bin = NULL;
+    size_t len = 0;
+    cr_assert(nvrtc_compile(k->name, src, arch, false, &bin, &len, err, sizeof err), "%s", err);
+    free(src);
+    CuModule *m = &v->mod[v->n_mod++];
+    CuFunction f;
+    cr_assert(CUDA_CALL(&v->d.L, cuModuleLoadData, (m, bin), "loading a library kernel", err, sizeof err), "%s", err);
+    free(bin);
+    cr_assert(CUDA_CALL(&v->d.L, cuModuleGetFunction, (&f, *m, k->name), "resolving a library kernel", err, sizeof err), "%s", err);
+    return f;
+}
+
+static size_t esize(DType t) { return t == DT_F32 ? 4 : 2; }
+
+/* Runs op (of a hand-built graph) through its library kernel with storage
+ * type dt for every operand, each operand `gap` elements wider per image
+ * than itself (0: packed; else a slice of a wider buffer), on inputs drawn
+ * from `levels` values (ties everywhere), and compares with the reference
+ * kernel on the same stored values; the gaps must keep their bytes. */
+static void check_op(Dev *v, const Graph *g, int o, DType dt, int64_t gap, int levels, uint64_t *seed) {
+    const Op *op = &g->ops[o];
+    char err[1024];
+    LibKernel k = {.entry = (LibEntry)lib_entry_of(op->kind), .n_operands = op->n_in + 1};
+    for (int i = 0; i < k.n_operands; i++) k.dt[i] = dt;
+    snprintf(k.name, sizeof k.name, "yl_test_%d_%d", o, (int)dt);
+    CuFunction f = load(v, &k);
+    Views views;
+    cr_assert(views_identity(g, g->arena, &views, err, sizeof err), "%s", err);
+    YlArgs a = lib_launch_args(g, &views, op);
+    void **buf = calloc((size_t)g->n_tensors, sizeof *buf);
+    CuDevicePtr dev[3] = {0};
+    unsigned char *stage[3] = {0};
+    int64_t span[3], row[3], nimg = g->tensors[op->out[0]].shape.d[0];
+    for (int i = 0; i < k.n_operands; i++) {
+        int t = i < op->n_in ? op->in[i] : op->out[0];
+        int64_t n = shape_numel(&g->tensors[t].shape);
+        row[i] = n / nimg;
+        a.bs[i] = row[i] + gap;
+        span[i] = (nimg - 1) * a.bs[i] + row[i];
+        buf[t] = calloc((size_t)n + 1, sizeof(float));
+        stage[i] = malloc((size_t)span[i] * esize(dt));
+        memset(stage[i], 0x5a, (size_t)span[i] * esize(dt));
+        if (i < op->n_in) {
+            float *x = buf[t];
+            for (int64_t e = 0; e < n; e++) x[e] = (float)((int)(next(seed) % (uint64_t)levels) - levels / 2) * 0.375f;
+            /* the reference reads the values as stored */
+            for (int64_t im = 0; im < nimg; im++) {
+                cuda_f32_to_storage(dt, x + im * row[i], stage[i] + (size_t)(im * a.bs[i]) * esize(dt), row[i]);
+                cuda_storage_to_f32(dt, stage[i] + (size_t)(im * a.bs[i]) * esize(dt), x + im * row[i], row[i]);
+            }
+        }
+        cr_assert(CUDA_CALL(&v->d.L, cuMemAlloc, (&dev[i], (size_t)span[i] * esize(dt)), "allocating", err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&v->d.L, cuMemcpyHtoD, (dev[i], stage[i], (size_t)span[i] * esize(dt)), "uploading", err, sizeof err), "%s", err);
+        a.t[i] = (void *)(uintptr_t)dev[i];
+    }
+    cr_assert(ref_kernel(op->kind)(g, op, buf, err, sizeof err), "%s", err);
+    void *params[] = {&a};
+    cr_assert(CUDA_CALL(&v->d.L, cuLaunchKernel, (f, lib_launch_grid(&a, v->d.sm_count), 1, 1, LIB_BLOCK, 1, 1, 0, v->d.main, params, NULL), "launching", err, sizeof err),
+              "%s", err);
+    cr_assert(CUDA_CALL(&v->d.L, cuStreamSynchronize, (v->d.main), "running", err, sizeof err), "%s: %s", op_def(op->kind)->name, err);
+    int o_i = op->n_in, t = op->out[0];
+    unsigned char *got = malloc((size_t)span[o_i] * esize(dt));
+    cr_assert(CUDA_CALL(&v->d.L, cuMemcpyDtoH, (got, dev[o_i], (size_t)span[o_i] * esize(dt)), "downloading", err, sizeof err), "%s", err);
+    float *want = buf[t], *gv = malloc(sizeof(float) * (size_t)row[o_i]), *wv = malloc(sizeof(float) * (size_t)row[o_i]);
+    unsigned char *wst = malloc((size_t)row[o_i] * esize(dt));
+    /* exact: the kernels follow the reference's order of operations, and both sides round to storage once */
+    int bad = 0, gap_changed = 0;
+    for (int64_t im = 0; im < nimg; im++) {
+        cuda_storage_to_f32(dt, got + (size_t)(im * a.bs[o_i]) * esize(dt), gv, row[o_i]);
+        cuda_f32_to_storage(dt, want + im * row[o_i], wst, row[o_i]);
+        cuda_storage_to_f32(dt, wst, wv, row[o_i]);
+        for (int64_t e = 0; e < row[o_i]; e++) bad += !(gv[e] == wv[e]);
+        for (int64_t e = row[o_i]; im + 1 < nimg && e < a.bs[o_i]; e++)
+            for (size_t b = 0; b < esize(dt); b++) gap_changed += got[(size_t)(im * a.bs[o_i] + e) * esize(dt) + b] != 0x5a;
+    }
+    cr_expect_eq(bad, 0, "%s (%s storage, gap %lld): %d elements differ from the reference", op_def(op->kind)->name, dt == DT_F32 ? "fp32" : dt == DT_BF16 ? "bf16" : "fp16",
+                 (long long)gap, bad);
+    cr_expect_eq(gap_changed, 0, "%s writes only its view's rows", op_def(op->kind)->name);
+    for (int i = 0; i < k.n_operands; i++) (void)v->d.L.cuMemFree(dev[i]), free(stage[i]);
+    for (int i = 0; i < g->n_tensors; i++) free(buf[i]);
+    free(buf);
+    free(got), free(gv), free(wv), free(wst);
+}
+
+static int add_op(Graph *g, OpKind k, const int *in, int n_in, const OpAttrs *a) {
+    int o = graph_add_op(g, k, in, n_in, a, 1, 0, op_def(k)->name);
+    cr_assert_geq(o, 0, "%s", g->err);
+    return g->ops[o].out[0];
+}
+
+/* A graph of every library op on odd sizes: pools with padding, stride and
+ * dilation, overlapping windows, non-integer resize ratios, asymmetric pads. */
+static void build_graph(Graph *g, Arena *ar) {
+    arena_init(ar, 0);
+    graph_init(g, ar);
+    int x = graph_add_input(g, "x", shape4(2, 3, 9, 11), DT_F32);
+    OpAttrs mp = {.kernel = {3, 3}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
+    OpAttrs md = {.kernel = {3, 2}, .stride = {1, 2}, .pad = {1, 1, 0, 0}, .dilation = {2, 3}};
+    OpAttrs sp = {.kernel = {5, 5}, .stride = {1, 1}, .pad = {2, 2, 2, 2}, .dilation = {1, 1}};
+    OpAttrs ap = {.kernel = {3, 2}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
+    OpAttrs rs = {.out_hw = {20, 22}}, rb = {.out_hw = {9, 11}}, pad = {.pad = {1, 2, 0, 3}};
+    const OpAttrs *pools[] = {&mp, &md, &sp};
+    for (int i = 0; i < 3; i++) {
+        int in[2] = {add_op(g, OP_MAXPOOL2D, &x, 1, pools[i]), x};
+        add_op(g, OP_MAXPOOL2D_BWD, in, 2, pools[i]);
+    }
+    int y = add_op(g, OP_AVGPOOL2D, &x, 1, &ap);
+    OpAttrs apb = ap;
+    apb.shape = g->tensors[x].shape;
+    add_op(g, OP_AVGPOOL2D_BWD, &y, 1, &apb);
+    y = add_op(g, OP_RESIZE_NEAREST, &x, 1, &rs);
+    add_op(g, OP_RESIZE_NEAREST_BWD, &y, 1, &rb);
+    y = add_op(g, OP_ZEROPAD2D, &x, 1, &pad);
+    add_op(g, OP_CROP2D, &y, 1, &pad);
+}
+
+/* Entries no model in models/ uses (average pooling, zero pad, crop) and
+ * odd attributes: arguments, and every entry compiles in every storage type. */
+Test(lib_kernels, every_entry_compiles_and_takes_its_attributes) {
+    Arena ar;
+    Graph g;
+    build_graph(&g, &ar);
+    Views views;
+    char verr[256];
+    cr_assert(views_identity(&g, &ar, &views, verr, sizeof verr), "%s", verr);
+    const Op *pad = &g.ops[g.n_ops - 2], *crop = &g.ops[g.n_ops - 1], *md = &g.ops[2], *apb = &g.ops[7];
+    YlArgs a = lib_launch_args(&g, &views, crop);
+    cr_expect(a.h == 9 && a.w == 11 && a.oh == 12 && a.ow == 14 && a.ph == 1 && a.pw == 0, "crop: small plane, padded plane, rows above, columns left");
+    a = lib_launch_args(&g, &views, pad);
+    cr_expect(a.h == 9 && a.w == 11 && a.oh == 12 && a.ow == 14 && a.total == 2 * 3 * 12 * 14);
+    a = lib_launch_args(&g, &views, md);
+    cr_expect(a.kh == 3 && a.kw == 2 && a.sh == 1 && a.sw == 2 && a.dh == 2 && a.dw == 3 && a.ph == 1 && a.pw == 0 && a.h == 9 && a.oh == 7 && a.ow == 4, "dilated max pool");
+    a = lib_launch_args(&g, &views, apb);
+    cr_expect(a.h == 9 && a.w == 11 && a.oh == 5 && a.ow == 12 && a.bs[0] == 3 * 5 * 12 && a.bs[1] == 3 * 9 * 11, "avgpool2d_bwd: dy, then dx shaped like x");
+    char why[512];
+    if (!nvrtc_available(why, sizeof why)) {
+        arena_free(&ar);
+        cr_skip_test("SKIP: NVRTC not available: %s", why);
+    }
+    const DType types[] = {DT_F32, DT_BF16, DT_F16};
+    for (int o = 0; o < g.n_ops; o++)
+        for (int ti = 0; ti < 3; ti++) {
+            const Op *op = &g.ops[o];
+            LibKernel k = {.entry = (LibEntry)lib_entry_of(op->kind), .n_operands = op->n_in + 1};
+            for (int i = 0; i < k.n_operands; i++) k.dt[i] = types[(ti + i) % 3]; /* mixed types too */
+            snprintf(k.name, sizeof k.name, "yl_t%d_%d", o, ti);
+            char *src = lib_kernel_render(&k), err[4096];
+            cr_assert_not_null(src);
+            unsigned char *bin = NULL;
+            size_t len = 0;
+            cr_expect(nvrtc_compile(k.name, src, "sm_80", false, &bin, &len, err, sizeof err), "%s", err);
+            free(bin);
+            free(src);
+        }
+    arena_free(&ar);
+}
+
+static void each_kernel(DType dt) {
+    Dev v;
+    memset(&v, 0, sizeof v);
+    open_gpu_or_skip(&v.d);
+    char why[512];
+    cr_assert(nvrtc_available(why, sizeof why), "%s", why);
+    Arena ar;
+    Graph g;
+    build_graph(&g, &ar);
+    uint64_t seed = 0x2545f4914f6cdd1dULL;
+    for (int o = 0; o < g.n_ops; o++) {
+        /* the first max pool reads a few levels only: windows full of ties */
+        check_op(&v, &g, o, dt, 0, o == 0 ? 2 : 5, &seed);
+        check_op(&v, &g, o, dt, 7, 3, &seed);
+    }
+    for (int i = 0; i < v.n_mod; i++) (void)v.d.L.cuModuleUnload(v.mod[i]);
+    arena_free(&ar);
+    cuda_device_close(&v.d);
+}
+
+Test(lib_kernels, each_kernel_equals_the_reference_fp32) { each_kernel(DT_F32); }
+Test(lib_kernels, each_kernel_equals_the_reference_bf16) { each_kernel(DT_BF16); }
+Test(lib_kernels, each_kernel_equals_the_reference_fp16) { each_kernel(DT_F16); }
+
+/* The compute-copy cast rounds as the host conversion does, NaN aside. */
+Test(lib_kernels, cast_rounds_like_the_host) {
+    Dev v;
+    memset(&v, 0, sizeof v);
+    open_gpu_or_skip(&v.d);
+    char err[1024];
+    enum { N = 70001 };
+    float *x = malloc(sizeof(float) * N);
+    uint64_t seed = 77;
+    for (int i = 0; i < N; i++) {
+        uint32_t u = (uint32_t)next(&seed);
+        memcpy(&x[i], &u, 4);
+    }
+    const float special[] = {0.0f, -0.0f, 1.00390625f, 1.01171875f, 65519.0f, 65520.0f, 0x1p-25f, 0x1.8p-24f, INFINITY, -INFINITY, 1e-40f};
+    memcpy(x, special, sizeof special);
+    for (int w = 0; w < 2; w++) {
+        DType dt = w ? DT_F16 : DT_BF16;
+        LibKernel k = {.entry = LK_CAST, .n_operands = 2, .dt = {DT_F32, dt}};
+        snprintf(k.name, sizeof k.name, "yl_cast_f32_%s", w ? "f16" : "bf16");
+        CuFunction f = load(&v, &k);
+        CuDevicePtr src, dst;
+        cr_assert(CUDA_CALL(&v.d.L, cuMemAlloc, (&src, sizeof(float) * N), "allocating", err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&v.d.L, cuMemAlloc, (&dst, 2 * N), "allocating", err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&v.d.L, cuMemcpyHtoD, (src, x, sizeof(float) * N), "uploading", err, sizeof err), "%s", err);
+        YlArgs a;
+        memset(&a, 0, sizeof a);
+        a.t[0] = (void *)(uintptr_t)src, a.t[1] = (void *)(uintptr_t)dst, a.total = N;
+        void *params[] = {&a};
+        cr_assert(CUDA_CALL(&v.d.L, cuLaunchKernel, (f, lib_launch_grid(&a, v.d.sm_count), 1, 1, LIB_BLOCK, 1, 1, 0, v.d.main, params, NULL), "launching", err, sizeof err), "%s", err);
+        uint16_t *got = malloc(2 * N), *want = malloc(2 * N);
+        cr_assert(CUDA_CALL(&v.d.L, cuStreamSynchronize, (v.d.main), "running", err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&v.d.L, cuMemcpyDtoH, (got, dst, 2 * N), "downloading", err, sizeof err), "%s", err);
+        cuda_f32_to_storage(dt, x, want, N);
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += isnan(x[i]) ? (got[i] & 0x7fff) <= (w ? 0x7c00 : 0x7f80) : got[i] != want[i];
+        cr_expect_eq(bad, 0, "%s: %d of %d conversions differ from the host's", k.name, bad, N);
+        free(got), free(want);
+        (void)v.d.L.cuMemFree(src), (void)v.d.L.cuMemFree(dst);
+    }
+    free(x);
+    for (int i = 0; i < v.n_mod; i++) (void)v.d.L.cuModuleUnload(v.mod[i]);
+    cuda_device_close(&v.d);
+}
