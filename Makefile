@@ -93,18 +93,19 @@ test: $(BUILD)/.deps
 	$(MAKE) fuzz-run FUZZ_SECONDS=$(FUZZ_SECONDS)
 
 # The CUDA backend's tests on a machine with a GPU (without one they print
-# `SKIP: no CUDA device`): the cuda and dynload suites without sanitizers,
-# which do not mix well with the CUDA driver (tests at -O0, library at -O2).
-GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_dynload.c
+# `SKIP: no CUDA device`): its suites in one runner without sanitizers, which
+# do not mix well with the CUDA driver (tests at -O0, library at -O2).
+# bench/gpu.sh --prepare ships this runner prebuilt for a GPU machine that
+# cannot build the project (bench/GPU.md).
+GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_lib_kernels.c tests/test_bench_step.c tests/test_dynload.c
 $(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion
 
 check-gpu: $(BUILD)/.deps
 	$(MAKE) $(BUILD)/gpu/run_tests $(BUILD)/yolocc $(BUILD)/yolort
-	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'cuda/*' --verbose $(TEST_ARGS)
-	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'cuda_step/*' --verbose $(TEST_ARGS)
-	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort $(BUILD)/gpu/run_tests --filter 'dynload/*' $(TEST_ARGS)
+	YOLOCC_BIN=$(BUILD)/yolocc YOLORT_BIN=$(BUILD)/yolort YOLOCC_FAST_BIN=$(BUILD)/yolocc YOLORT_FAST_BIN=$(BUILD)/yolort \
+	  $(BUILD)/gpu/run_tests --verbose $(TEST_ARGS)
 
 # libFuzzer harnesses: every tests/fuzz/fuzz_NAME.c becomes build/fuzz/fuzz_NAME;
 # scripts/fuzz.sh seeds and runs each for FUZZ_SECONDS.

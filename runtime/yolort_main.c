@@ -11,6 +11,7 @@
 #include "data/datagen.h"
 #include "dist/dp_train.h"
 #include "synthetic.h"
+#include "train/bench_step.h"
 #include "train/trainer.h"
 #include "train_step.h"
 #include "weights.h"
@@ -19,6 +20,7 @@ static const char USAGE[] =
     "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
+    "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--json]\n"
     "\n"
     "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
     "decay; recompile it (yolocc MODEL.yaml --batch B --imgsz S ...) to change them.\n"
@@ -43,6 +45,12 @@ static const char USAGE[] =
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
     "                   --accumulate N (1): sum the gradients of N micro-batches per step\n"
+    "\n"
+    "bench: SGD steps (lr 0.01, momentum 0.937) on one synthetic batch from fresh weights; prints the median\n"
+    "step time, images/s (batch / median) and peak memory: for a CUDA plan the device's used-memory increase\n"
+    "and the bytes the plan allocated, each step timed on the host up to a full device synchronisation; for a\n"
+    "CPU plan the process's peak resident set. --max-seconds T: stop timing once the timed steps took T\n"
+    "seconds (at least one step; \"steps\" says how many ran). --json: one JSON object.\n"
     "\n"
     "Data parallelism: under `mpirun -np W` (Open MPI) each rank trains on its share of the batches and\n"
     "gradients are summed over ranks before each update (Ultralytics DDP semantics); rank 0 alone prints\n"
@@ -346,6 +354,47 @@ static int datagen_main(int argc, char **argv) {
     return 0;
 }
 
+/* `yolort bench PLAN [--steps N] [--warmup W] [--seed S] [--max-seconds T] [--json]`: the
+ * training step's speed and peak memory (runtime/train/bench_step.c) */
+static int bench_main(int argc, char **argv) {
+    BenchOptions o = bench_defaults();
+    bool json = false;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i];
+        double x;
+        if (strcmp(a, "--json") == 0) {
+            json = true;
+            continue;
+        }
+        if (i + 1 >= argc) return usage_error("unknown option or missing value: '%s'", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--steps") == 0) {
+            if (!number(v, 1, 1e6, &x) || x != (int)x) return usage_error("--steps must be an integer in [1, 1000000], got '%s'", v);
+            o.steps = (int)x;
+        } else if (strcmp(a, "--warmup") == 0) {
+            if (!number(v, 0, 1e6, &x) || x != (int)x) return usage_error("--warmup must be an integer in [0, 1000000], got '%s'", v);
+            o.warmup = (int)x;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (!number(v, 0, 1e15, &x) || x != (long long)x) return usage_error("--seed must be a non-negative integer, got '%s'", v);
+            o.seed = (uint64_t)x;
+        } else if (strcmp(a, "--max-seconds") == 0) {
+            if (!number(v, 0, 1e9, &x)) return usage_error("--max-seconds must be a number of seconds >= 0, got '%s'", v);
+            o.max_seconds = x;
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    BenchResult r;
+    char err[2048];
+    if (!bench_plan(argv[2], &o, &r, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        return 1;
+    }
+    if (json) bench_print_json(stdout, argv[2], &r);
+    else bench_print_text(stdout, argv[2], &r);
+    return 0;
+}
+
 /* OpenBLAS 0.3.21 does not recognise some virtualised AVX-512 CPUs and falls
  * back to its slowest generic kernels (1.5x slower GEMM here); it reads
  * OPENBLAS_CORETYPE only when the library loads, so choose a core type from
@@ -366,6 +415,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "datagen") == 0) return datagen_main(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "bench") == 0) return bench_main(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");
     if (argc < 3 || strcmp(argv[1], "train") != 0)
         return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");
     for (int i = 3; i < argc; i++)
