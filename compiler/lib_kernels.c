@@ -25,6 +25,7 @@ static const struct {
     [LK_ZEROPAD2D] = {"zeropad2d", "pad", OP_ZEROPAD2D},
     [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
     [LK_CAST] = {"cast", "cast", OP_COUNT},
+    [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
 };
 
 int lib_entry_of(OpKind k) {
@@ -68,7 +69,7 @@ static int intern(LibProgram *lp, int *cap, LibEntry e, int n, const DType *dt) 
 
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
-    lp->cast = -1;
+    lp->cast = lp->unscale = -1;
     int cap = 0;
     bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
     lp->launch_kernel = malloc(sizeof(int) * ((size_t)kp->n_launches + 1));
@@ -92,6 +93,11 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         dt[op->n_in] = lib_storage_type(g, persistent, p, op->out[0]);
         ok = (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, op->n_in + 1, dt)) >= 0;
     }
+    if (ok && p == PREC_FP16) {
+        /* the gradients (fp32, persistent) and the scale (the fp32 grad_seed input) */
+        DType dt[2] = {DT_F32, DT_F32};
+        ok = (lp->unscale = intern(lp, &cap, LK_UNSCALE, 2, dt)) >= 0;
+    }
     if (ok && p != PREC_FP32) {
         DType dt[2] = {DT_F32, p == PREC_FP16 ? DT_F16 : DT_BF16};
         ok = (lp->cast = intern(lp, &cap, LK_CAST, 2, dt)) >= 0;
@@ -108,7 +114,7 @@ void lib_program_free(LibProgram *lp) {
     free(lp->kernels);
     free(lp->launch_kernel);
     memset(lp, 0, sizeof *lp);
-    lp->cast = -1;
+    lp->cast = lp->unscale = -1;
 }
 
 /* Writes template text with each @KEY@ of kv replaced by its value. */

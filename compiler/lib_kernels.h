@@ -11,6 +11,7 @@ typedef enum {
     LK_MAXPOOL2D, LK_MAXPOOL2D_BWD, LK_AVGPOOL2D, LK_AVGPOOL2D_BWD,
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
     LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
+    LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
     LK_COUNT
 } LibEntry;
 
@@ -29,15 +30,17 @@ typedef struct LibProgram {
     int *launch_kernel;             /* per launch of the KProgram: its library kernel, or -1 */
     int n_launches;
     int cast;                       /* the compute-copy cast, or -1 (fp32 plans have no copies) */
+    int unscale;                    /* the loss-scale unscale, or -1 (only fp16 plans scale their loss) */
 } LibProgram;
 
-/* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback). */
+/* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
+ * the cast and the unscale carry out no op). */
 int lib_entry_of(OpKind k);
 /* Device storage type of tensor t (DT_F32, DT_BF16, DT_F16 or DT_I64): the
  * memory plan's bytes per element (memplan_tensor_bytes), as generated kernels store it. */
 DType lib_storage_type(const Graph *g, const bool *persistent, Precision p, int t);
 /* The library kernels of a lowered program's library launches (in order of
- * first use, the cast last). */
+ * first use), then the unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
 void lib_program_free(LibProgram *lp);
 /* The kernel's NVRTC source (malloc'd), or NULL when a template is missing. */

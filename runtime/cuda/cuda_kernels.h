@@ -69,5 +69,8 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
 /* Rounds n fp32 elements at src into the compute-copy type of the plan at
  * dst, on stream s (the cast library kernel; none in fp32 plans). */
 bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
+/* Divides n fp32 elements at grad in place by the fp32 scale at device
+ * address scale, on stream s (the unscale library kernel of fp16 plans). */
+bool cuda_kernels_unscale(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr grad, int64_t n, CuDevicePtr scale, CuStream s, char *err, int errcap);
 
 #endif

@@ -3,6 +3,7 @@
  * include CUDA headers, hold trainer logic, or change what the plan computes (the CPU is its oracle). */
 #include "cuda_step.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -303,6 +304,11 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
 
 void cuda_step_close(CudaStep *cs) {
     /* teardown: failures leave nothing to undo */
+    for (int i = 0; i < cs->n_graphs; i++) {
+        if (cs->graphs[i].exec) (void)cs->dev.L.cuGraphExecDestroy(cs->graphs[i].exec);
+        if (cs->graphs[i].graph) (void)cs->dev.L.cuGraphDestroy(cs->graphs[i].graph);
+    }
+    free(cs->graphs);
     if (cs->mem_open) cuda_mem_free(&cs->mem, &cs->dev);
     if (cs->conv_open) cudnn_conv_close(&cs->conv);
     if (cs->kern_open) cuda_kernels_close(&cs->kern, &cs->dev);
@@ -431,12 +437,209 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
                 ln->op_lo, ln->op_hi, gi, group_kind_name(cs->plan->fusion.groups[gi].kind), op->scope ? op->scope : "", why);
 }
 
-bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) {
+/* ---- runs: eager, or CUDA graphs between host ops ---- */
+
+bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, int *update_lo, int *update_hi) {
+    bool apply = loss_scale_update(ls, isfinite(grad_norm));
+    *update_lo = apply ? clip_op + 1 : n_ops;
+    *update_hi = n_ops;
+    return apply;
+}
+
+int cuda_graph_segments(const CudaRoute *routes, int n, CudaSegment *seg) {
+    int k = 0;
+    for (int i = 0; i < n;) {
+        bool host = routes[i] == CUDA_ROUTE_HOST;
+        int j = i + 1;
+        while (!host && j < n && routes[j] != CUDA_ROUTE_HOST) j++;
+        seg[k++] = (CudaSegment){i, j, host};
+        i = j;
+    }
+    return k;
+}
+
+/* The launches of an op range in the order kernel_run_range visits them, with their groups. */
+typedef struct LaunchList {
+    int *l, *g;
+    int n;
+} LaunchList;
+
+static bool collect_launch(void *ctx, int l, int gi, char *err, int errcap) {
+    (void)err, (void)errcap;
+    LaunchList *ll = ctx;
+    ll->l[ll->n] = l, ll->g[ll->n++] = gi;
+    return true;
+}
+
+/* Divides every gradient (the clip op's inputs) by the scale in grad_seed's device memory, on the main stream. */
+static bool unscale_grads(CudaStep *cs, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    const Op *clip = &g->ops[cs->clip_op];
+    char why[WHY], label[160];
+    for (int i = 0; i < clip->n_in; i++) {
+        int t = clip->in[i];
+        if (!cuda_kernels_unscale(&cs->kern, &cs->dev, cs->ptr[t], shape_numel(&g->tensors[t].shape), cs->ptr[cs->t_grad_seed], cs->dev.main, why, sizeof why) ||
+            (cs->sync_each && !sync_main(cs, "unscaling it (YOLOCC_CUDA_SYNC)", why, sizeof why))) {
+            tensor_label(g, t, label, sizeof label);
+            return errf(err, errcap, "unscaling gradient %s: %s", label, why);
+        }
+    }
+    return true;
+}
+
+/* The graph of launches ll[lo, hi) (after the unscale when `unscale`):
+ * captured on first use, then replayed. Replays mark the parameters the
+ * launches update stale, as the eager run does. */
+static bool run_graph(CudaStep *cs, const LaunchList *ll, int lo, int hi, bool unscale, char *err, int errcap) {
+    const CudaLibs *L = &cs->dev.L;
+    const KProgram *kp = &cs->kern.kp;
+    CudaGraphSeg *gs = NULL;
+    for (int i = 0; i < cs->n_graphs && !gs; i++)
+        if (cs->graphs[i].first_launch == ll->l[lo] && cs->graphs[i].n == hi - lo && cs->graphs[i].unscale == unscale) gs = &cs->graphs[i];
+    char doing[192];
+    snprintf(doing, sizeof doing, "capturing launches %d-%d of the step as a CUDA graph", ll->l[lo], ll->l[hi - 1]);
+    if (!gs) {
+        if (cs->n_graphs == cs->cap_graphs) {
+            int c = cs->cap_graphs ? cs->cap_graphs * 2 : 8;
+            CudaGraphSeg *q = realloc(cs->graphs, sizeof *q * (size_t)c);
+            if (!q) return errf(err, errcap, "out of memory");
+            cs->graphs = q, cs->cap_graphs = c;
+        }
+        CudaGraphSeg fresh = {ll->l[lo], hi - lo, unscale, NULL, NULL};
+        /* thread-local mode: a synchronising or allocating call on this thread fails the capture */
+        if (!CUDA_CALL(L, cuStreamBeginCapture, (cs->dev.main, 1), doing, err, errcap)) return false;
+        bool ok = !unscale || unscale_grads(cs, err, errcap);
+        for (int i = lo; ok && i < hi; i++) ok = run_launch(cs, ll->l[i], ll->g[i], err, errcap);
+        /* the capture always ends, so a failure leaves the stream usable; its error is the one reported */
+        char why[WHY];
+        bool ended = CUDA_CALL(L, cuStreamEndCapture, (cs->dev.main, &fresh.graph), doing, why, sizeof why);
+        if (ok && !ended) ok = errf(err, errcap, "%s", why);
+        ok = ok && CUDA_CALL(L, cuGraphInstantiate, (&fresh.exec, fresh.graph, 0), doing, err, errcap);
+        if (!ok) {
+            if (fresh.graph) (void)L->cuGraphDestroy(fresh.graph);
+            return false;
+        }
+        gs = &cs->graphs[cs->n_graphs++];
+        *gs = fresh;
+    } else {
+        for (int i = lo; i < hi; i++) mark_updates(cs, kp->launches[ll->l[i]].op_lo, kp->launches[ll->l[i]].op_hi);
+    }
+    snprintf(doing, sizeof doing, "replaying the CUDA graph of launches %d-%d of the step", ll->l[lo], ll->l[hi - 1]);
+    if (!CUDA_CALL(L, cuGraphLaunch, (gs->exec, cs->dev.main), doing, err, errcap)) return false;
+    cs->graph_replays++;
+    return true;
+}
+
+/* Ops [first_op, last_op), the gradients unscaled first when `unscale`:
+ * launch by launch, or as graphs between host ops (use_graphs). Refreshes
+ * the compute copies and waits for the stream. */
+static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char *err, int errcap) {
     const Graph *g = &cs->plan->g;
     if (first_op < 0 || last_op > g->n_ops || first_op > last_op)
         return errf(err, errcap, "ops [%d, %d) are not a range of the step's %d ops", first_op, last_op, g->n_ops);
-    if (!kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, run_launch, NULL, cs, err, errcap)) return false;
+    if (!cs->use_graphs) {
+        if ((unscale && !unscale_grads(cs, err, errcap)) || !kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, run_launch, NULL, cs, err, errcap))
+            return false;
+    } else {
+        int n = cs->kern.kp.n_launches;
+        LaunchList ll = {malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)n + 1)), 0};
+        CudaRoute *routes = malloc(sizeof *routes * ((size_t)n + 1));
+        CudaSegment *seg = malloc(sizeof *seg * ((size_t)n + 1));
+        bool ok = ll.l && ll.g && routes && seg;
+        if (!ok) errf(err, errcap, "out of memory");
+        ok = ok && kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, collect_launch, NULL, &ll, err, errcap);
+        for (int i = 0; ok && i < ll.n; i++) routes[i] = route(cs, g, &cs->kern.kp.launches[ll.l[i]]);
+        int n_seg = ok ? cuda_graph_segments(routes, ll.n, seg) : 0;
+        /* the unscale joins the first graph; before a host op (or nothing) it runs eagerly */
+        bool pending = unscale;
+        if (ok && pending && (n_seg == 0 || seg[0].host)) ok = unscale_grads(cs, err, errcap), pending = false;
+        for (int k = 0; ok && k < n_seg; k++) {
+            if (seg[k].host) {
+                ok = run_launch(cs, ll.l[seg[k].lo], ll.g[seg[k].lo], err, errcap);
+                cs->eager_host_ops += ok;
+            } else {
+                ok = run_graph(cs, &ll, seg[k].lo, seg[k].hi, pending, err, errcap);
+                pending = false;
+            }
+        }
+        free(ll.l), free(ll.g), free(routes), free(seg);
+        if (!ok) return false;
+    }
     char doing[256];
     snprintf(doing, sizeof doing, "running ops [%d, %d) of the step (set YOLOCC_CUDA_SYNC=1 to find the failing launch)", first_op, last_op);
     return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, doing, err, errcap);
+}
+
+bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) { return run_ops(cs, first_op, last_op, false, err, errcap); }
+
+bool cuda_step_use_graphs(CudaStep *cs, bool on, char *err, int errcap) {
+    if (on && cs->sync_each) return errf(err, errcap, "CUDA graphs cannot capture YOLOCC_CUDA_SYNC's synchronisation after every launch (unset it)");
+    cs->use_graphs = on;
+    return true;
+}
+
+/* ---- the training step ---- */
+
+bool cuda_step_train_init(CudaStep *cs, char *err, int errcap) {
+    const Plan *p = cs->plan;
+    const Graph *g = &p->g;
+    cs->clip_op = -1;
+    for (int o = 0; o < g->n_ops && cs->clip_op < 0; o++)
+        if (g->ops[o].kind == OP_GRAD_CLIP) cs->clip_op = o;
+    if (cs->clip_op < 0) return errf(err, errcap, "the plan has no optimizer step (no grad_clip op)");
+    for (int o = cs->clip_op + 1; o < g->n_ops; o++) {
+        OpKind k = g->ops[o].kind;
+        if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return errf(err, errcap, "op %d (%s) follows the optimizer's clip", o, op_def(k)->name);
+    }
+    struct { int *dst; const char *group, *key; int64_t numel; } binds[] = {
+        {&cs->t_grad_seed, "inputs", "grad_seed", 1}, {&cs->t_lr, "inputs", "lr", 3}, {&cs->t_momentum, "inputs", "momentum", 1},
+        {&cs->t_opt_step, "inputs", "opt_step", 1},   {&cs->t_loss, "outputs", "loss", 1}, {&cs->t_grad_norm, "outputs", "grad_norm", 1},
+    };
+    for (size_t i = 0; i < sizeof binds / sizeof binds[0]; i++) {
+        int t = plan_meta_tensor(p, binds[i].group, binds[i].key);
+        if (t < 0 || shape_numel(&g->tensors[t].shape) != binds[i].numel || !cs->ptr || !cs->ptr[t])
+            return errf(err, errcap, "plan META: %s.%s does not name a %lld-element tensor with device memory", binds[i].group, binds[i].key, (long long)binds[i].numel);
+        *binds[i].dst = t;
+    }
+    bool scaled = p->precision == PREC_FP16;
+    if (scaled && cs->kern.lp.unscale < 0) return errf(err, errcap, "the fp16 plan has no unscale kernel (recompile the plan)");
+    /* the unscale kernel reads the scale and the gradients as fp32 */
+    const Op *clip = &g->ops[cs->clip_op];
+    for (int i = -1; scaled && i < clip->n_in; i++) {
+        int t = i < 0 ? cs->t_grad_seed : clip->in[i];
+        char label[160];
+        tensor_label(g, t, label, sizeof label);
+        if (cs->stype[t] != DT_F32 || !cs->ptr[t]) return errf(err, errcap, "tensor %s is not fp32 in device memory; the unscale needs it so", label);
+    }
+    loss_scale_init(&cs->ls, scaled);
+    cs->train_bound = true;
+    return true;
+}
+
+bool cuda_step_bind_step(CudaStep *cs, const float lr[3], float momentum, float step_no, char *err, int errcap) {
+    if (!cs->train_bound && !cuda_step_train_init(cs, err, errcap)) return false;
+    return to_device(cs, cs->t_lr, lr, err, errcap) && to_device(cs, cs->t_momentum, &momentum, err, errcap) &&
+           to_device(cs, cs->t_opt_step, &step_no, err, errcap) && to_device(cs, cs->t_grad_seed, &cs->ls.scale, err, errcap);
+}
+
+bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errcap) {
+    if (!cs->train_bound) return errf(err, errcap, "cuda_step_optimize before cuda_step_bind_step");
+    const Graph *g = &cs->plan->g;
+    memset(out, 0, sizeof *out);
+    out->loss_scale = cs->ls.scale;
+    int lo, hi;
+    char why[WHY];
+    if (!run_ops(cs, cs->clip_op, cs->clip_op + 1, cs->ls.enabled, why, sizeof why)) return errf(err, errcap, "unscale and clip: %s", why);
+    if (!to_host(cs, cs->t_grad_norm, &out->grad_norm, err, errcap) || !to_host(cs, cs->t_loss, &out->loss, err, errcap)) return false;
+    out->skipped = !cuda_step_decide(&cs->ls, out->grad_norm, cs->clip_op, g->n_ops, &lo, &hi);
+    out->next_scale = cs->ls.scale;
+    if (lo < hi && !run_ops(cs, lo, hi, false, why, sizeof why)) return errf(err, errcap, "optimizer updates: %s", why);
+    return true;
+}
+
+bool cuda_step_train(CudaStep *cs, const float lr[3], float momentum, float step_no, CudaStepOutcome *out, char *err, int errcap) {
+    char why[WHY];
+    if (!cuda_step_bind_step(cs, lr, momentum, step_no, err, errcap)) return false;
+    if (!run_ops(cs, 0, cs->clip_op, false, why, sizeof why)) return errf(err, errcap, "forward and backward: %s", why);
+    return cuda_step_optimize(cs, out, err, errcap);
 }

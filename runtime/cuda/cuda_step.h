@@ -1,15 +1,44 @@
 /* runtime/cuda/cuda_step.h — a training plan's step on one GPU: device, memory, kernels (generated
- * and library), cuDNN plans, host <-> device transfers, and op ranges run group by group (a counted
- * host fallback for library ops without a GPU route). Knows no datasets, schedules or loss scaling; no CUDA headers. */
+ * and library), cuDNN plans, host <-> device transfers, op ranges run group by group (a counted
+ * host fallback for library ops without a GPU route), fp16 dynamic loss scaling around the
+ * optimizer, and CUDA-graph capture and replay of the runs between host ops. Knows no datasets
+ * or schedules; no CUDA headers. */
 #ifndef YOLOCC_CUDA_STEP_H
 #define YOLOCC_CUDA_STEP_H
 #include "cuda_device.h"
 #include "cuda_kernels.h"
 #include "cudnn_conv.h"
+#include "loss_scale.h"
 
 /* Where a launch of the plan runs: its generated kernel, a library kernel
  * (compiler/lib_kernels.h), cuDNN, or the reference kernel on the host. */
 typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_HOST } CudaRoute;
+
+/* Launches [lo, hi) of a run (positions in its launch list): a maximal run
+ * that needs no host work (host false: captured as one CUDA graph), or one
+ * host op (host true: run eagerly between graphs). */
+typedef struct CudaSegment {
+    int lo, hi;
+    bool host;
+} CudaSegment;
+
+/* One captured CUDA graph: the launches first_launch .. first_launch + n - 1
+ * of the program, after the gradients' unscale when `unscale`. */
+typedef struct CudaGraphSeg {
+    int first_launch, n;
+    bool unscale;
+    CuGraph graph;
+    CuGraphExec exec;
+} CudaGraphSeg;
+
+/* What cuda_step_train did. */
+typedef struct CudaStepOutcome {
+    float loss;         /* the plan's loss output (never scaled: the scale seeds the backward only) */
+    float loss_scale;   /* the scale this step's backward ran with (1 unless fp16) */
+    float next_scale;   /* the scale after this step's update of the loss-scale state */
+    float grad_norm;    /* of the unscaled gradients; inf or NaN when the step was skipped */
+    bool skipped;       /* the updates did not run: parameters and optimizer state are as before */
+} CudaStepOutcome;
 
 typedef struct CudaStep {
     const Plan *plan;
@@ -31,6 +60,17 @@ typedef struct CudaStep {
     /* since open */
     long host_ops_run;          /* library ops run on the host */
     long copy_refreshes;        /* parameter compute copies converted from their masters */
+    /* training (cuda_step_train_init): the optimizer's clip op, the step's
+     * inputs and outputs, and the loss scale (dynamic in fp16 plans, else 1) */
+    bool train_bound;
+    int clip_op, t_grad_seed, t_lr, t_momentum, t_opt_step, t_loss, t_grad_norm;
+    LossScale ls;
+    /* CUDA graphs (cuda_step_use_graphs): captured once per run of launches, then replayed */
+    bool use_graphs;
+    CudaGraphSeg *graphs;
+    int n_graphs, cap_graphs;
+    long graph_replays;         /* graph launches since open */
+    long eager_host_ops;        /* host ops run between graphs since open */
 } CudaStep;
 
 /* Opens device `ordinal` for training plan p (compiled with --target cuda):
@@ -54,15 +94,56 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap);
 /* Runs ops [first_op, last_op) of the step on the main stream and waits for
  * them; the range must not cut a launch in two (as interp_run). Compute
- * copies of parameters the range updated are refreshed before it returns. */
+ * copies of parameters the range updated are refreshed before it returns.
+ * With cuda_step_use_graphs on, the range's runs between host ops are
+ * replayed from graphs captured on their first run. */
 bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap);
 /* Converts every dirty parameter's fp32 master into its compute copy with the
  * plan's cast library kernel (a no-op in fp32 plans). cuda_step_upload_state and cuda_step_run call it. */
 bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap);
+/* Binds the training step of cs's plan: the clip op (OP_GRAD_CLIP, followed
+ * only by SGD / AdamW updates), the step's inputs and outputs from META, and
+ * a fresh loss scale (65536 and dynamic for fp16 plans; disabled, 1,
+ * otherwise). A resume may then overwrite cs->ls. cuda_step_train calls it
+ * when it has not been called. */
+bool cuda_step_train_init(CudaStep *cs, char *err, int errcap);
+/* One optimizer step: cuda_step_bind_step, forward, loss and backward (ops
+ * [0, clip_op)), then cuda_step_optimize. Inputs (images, boxes, counts) are
+ * set before with cuda_step_set_input. */
+bool cuda_step_train(CudaStep *cs, const float lr[3], float momentum, float step_no, CudaStepOutcome *out, char *err, int errcap);
+/* Its parts. bind_step uploads lr, momentum, opt_step = step_no and
+ * grad_seed = the loss scale (binding the step first when needed).
+ * optimize, after the backward: in fp16 plans divides every gradient by the
+ * scale on the device; runs the clip; reads the gradient norm and the loss;
+ * updates the loss scale with whether the norm is finite (cuda_step_decide)
+ * and runs the updates [clip_op + 1, n_ops) only when the step is applied. A
+ * skipped step leaves parameters, optimizer state and compute copies
+ * untouched (BN running statistics, updated by the forward, do move, as in
+ * PyTorch's skipped AMP steps). */
+bool cuda_step_bind_step(CudaStep *cs, const float lr[3], float momentum, float step_no, char *err, int errcap);
+bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errcap);
+/* Turns CUDA-graph replay on or off for every later run: each run of
+ * launches between host ops is captured once on the main stream (thread-local
+ * capture mode: a synchronising or allocating call inside it fails the
+ * capture instead of passing silently) and replayed with cuGraphLaunch; the
+ * host ops run eagerly between. Refused (false, err) with YOLOCC_CUDA_SYNC,
+ * whose per-launch synchronisation cannot be captured. Graphs capture device
+ * addresses, which never move while cs is open. */
+bool cuda_step_use_graphs(CudaStep *cs, bool on, char *err, int errcap);
 /* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
 
 /* ---- pure: no GPU ---- */
+
+/* After the clip: updates ls with whether grad_norm is finite
+ * (loss_scale_update) and gives the updates to run, [clip_op + 1, n_ops) when
+ * the step is applied and the empty [n_ops, n_ops) when it is skipped.
+ * Returns whether it is applied. */
+bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, int *update_lo, int *update_hi);
+/* Splits a run of n launches with routes routes[0..n) into segments in order:
+ * maximal runs of non-host launches, and each host launch alone. Writes at
+ * most n segments to seg and returns how many. */
+int cuda_graph_segments(const CudaRoute *routes, int n, CudaSegment *seg);
 
 /* The route of launch ln of graph g. */
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);

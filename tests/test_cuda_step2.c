@@ -1,0 +1,552 @@
+/* tests/test_cuda_step2.c — CudaStep's training step: fp16 dynamic loss scaling around the
+ * optimizer (the decision, and the unscale / clip / skipped updates on a host-memory stand-in for
+ * the driver) and CUDA-graph capture and replay (the segmentation, and capture / replay
+ * bookkeeping on the stand-in); on a GPU, a step with an injected inf is skipped and graph replay
+ * equals eager launch bit for bit (`SKIP: no CUDA device` without one). Owns no runtime code. */
+#include <math.h>
+
+#include "../compiler/kernel_ir.h"
+#include "../compiler/lib_kernels.h"
+#include "../runtime/cuda/cuda_step.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/train_step.h"
+#include "../runtime/weights.h"
+#include "test_gpu.h"
+
+static int clip_op_of(const Graph *g) {
+    for (int o = 0; o < g->n_ops; o++)
+        if (g->ops[o].kind == OP_GRAD_CLIP) return o;
+    return -1;
+}
+
+/* ---- pure (no GPU) ---- */
+
+Test(cuda_step, decide_applies_finite_steps_and_skips_nonfinite_ones) {
+    LossScale ls;
+    loss_scale_init(&ls, true);
+    int lo = -1, hi = -1;
+    cr_expect(cuda_step_decide(&ls, 3.5f, 40, 60, &lo, &hi), "a finite norm applies the step");
+    cr_expect(lo == 41 && hi == 60, "the updates follow the clip: [%d, %d)", lo, hi);
+    cr_expect_eq(ls.scale, 65536.0f);
+    cr_expect(!cuda_step_decide(&ls, INFINITY, 40, 60, &lo, &hi), "inf skips");
+    cr_expect(lo == 60 && hi == 60, "no update runs: [%d, %d)", lo, hi);
+    cr_expect_eq(ls.scale, 32768.0f, "the scale halves");
+    cr_expect(!cuda_step_decide(&ls, NAN, 40, 60, &lo, &hi), "NaN skips");
+    cr_expect_eq(ls.scale, 16384.0f);
+    cr_expect(ls.steps == 3 && ls.skipped == 2 && ls.growth_tracker == 0);
+    /* bf16 and fp32 plans: nothing is skipped and the scale stays 1 */
+    loss_scale_init(&ls, false);
+    cr_expect(cuda_step_decide(&ls, INFINITY, 40, 60, &lo, &hi) && lo == 41 && hi == 60);
+    cr_expect(ls.scale == 1.0f && ls.skipped == 0);
+}
+
+Test(cuda_step, graph_segments_split_at_host_ops) {
+    const CudaRoute K = CUDA_ROUTE_KERNEL, L = CUDA_ROUTE_LIBRARY, C = CUDA_ROUTE_CUDNN, H = CUDA_ROUTE_HOST;
+    CudaRoute r[] = {K, C, L, H, H, K, C, H};
+    CudaSegment seg[8];
+    int n = cuda_graph_segments(r, 8, seg);
+    cr_assert_eq(n, 5);
+    const CudaSegment want[] = {{0, 3, false}, {3, 4, true}, {4, 5, true}, {5, 7, false}, {7, 8, true}};
+    for (int i = 0; i < n; i++)
+        cr_expect(seg[i].lo == want[i].lo && seg[i].hi == want[i].hi && seg[i].host == want[i].host, "segment %d: [%d, %d) %s", i, seg[i].lo, seg[i].hi,
+                  seg[i].host ? "host" : "graph");
+    CudaRoute only_host[] = {H};
+    cr_expect(cuda_graph_segments(only_host, 1, seg) == 1 && seg[0].host && seg[0].hi == 1);
+    cr_expect_eq(cuda_graph_segments(r, 0, seg), 0, "an empty run has no segment");
+}
+
+/* The tiny plan's step: the detection loss and its backward are its only
+ * host ops, so its launches make three graphs around them: the forward, the
+ * few concats between the loss and its backward, and the backward with the
+ * clip and the updates. */
+Test(cuda_step, graph_segments_of_the_tiny_plan) {
+    char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[512];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "t.plan", "--imgsz 64 --batch 2", &p);
+    rmdir(dir);
+    KProgram kp;
+    cr_assert(kernel_lower(&p.g, &p.fusion, p.precision, &kp, err, sizeof err), "%s", err);
+    int n = kp.n_launches, hosts = 0, runs = 0;
+    CudaRoute *r = malloc(sizeof *r * (size_t)n);
+    CudaSegment *seg = malloc(sizeof *seg * (size_t)n);
+    for (int l = 0; l < n; l++) {
+        r[l] = cuda_step_route(&p.g, &kp.launches[l]);
+        hosts += r[l] == CUDA_ROUTE_HOST;
+        runs += r[l] != CUDA_ROUTE_HOST && (l == 0 || r[l - 1] == CUDA_ROUTE_HOST);
+    }
+    int k = cuda_graph_segments(r, n, seg);
+    cr_expect_eq(hosts, 2, "detect_loss and detect_loss_bwd");
+    cr_expect_eq(k, hosts + runs);
+    int at = 0, graphs = 0;
+    for (int i = 0; i < k; i++) {
+        cr_expect_eq(seg[i].lo, at, "segments cover the launches in order");
+        cr_expect_gt(seg[i].hi, seg[i].lo);
+        for (int l = seg[i].lo; l < seg[i].hi; l++) cr_expect_eq(r[l] == CUDA_ROUTE_HOST, seg[i].host, "launch %d in segment %d", l, i);
+        if (seg[i].host) cr_expect_eq(seg[i].hi - seg[i].lo, 1, "a host op alone");
+        /* maximal: a graph ends at a host op or the end */
+        if (!seg[i].host) cr_expect(seg[i].hi == n || r[seg[i].hi] == CUDA_ROUTE_HOST, "graph segment %d is maximal", i);
+        graphs += !seg[i].host;
+        at = seg[i].hi;
+    }
+    cr_expect_eq(at, n);
+    cr_expect_eq(graphs, 3, "the forward, the concats between the loss and its backward, the rest");
+    cr_log_info("%d launches: %d segments (%d graphs, %d host ops)", n, k, graphs, hosts);
+    for (int i = 0; i < k; i++) {
+        const KLaunch *a = &kp.launches[seg[i].lo], *b = &kp.launches[seg[i].hi - 1];
+        cr_log_info("segment %d: launches [%d, %d) ops %d (%s) .. %d (%s)", i, seg[i].lo, seg[i].hi, a->op_lo, op_def(p.g.ops[a->op_lo].kind)->name, b->op_hi,
+                    op_def(p.g.ops[b->op_hi].kind)->name);
+    }
+    free(r), free(seg);
+    kernel_program_free(&kp);
+    plan_free(&p);
+}
+
+/* ---- on a host-memory stand-in for the driver (no GPU) ----
+ * As test_cuda_step.c's: device addresses are host pointers. The unscale
+ * kernel divides for real, the cast converts to fp16, generated kernels are
+ * only counted. A capture records launches instead of running them, and a
+ * graph launch runs what was recorded: a replay reads device memory when it
+ * runs, as a CUDA graph does. */
+
+enum { MAX_REC = 4096, MAX_GRAPHS = 4 }; /* the stand-in tests capture two graphs */
+typedef struct Rec {
+    CuFunction f;
+    YlArgs a;
+} Rec;
+static Rec rec[MAX_GRAPHS][MAX_REC];
+static int rec_n[MAX_GRAPHS], n_graphs_made, captures, graph_launches;
+static bool capturing;
+static int host_kernels, host_casts, host_unscales;
+static CuFunction const CAST_FN = (CuFunction)(uintptr_t)0xca57, UNSCALE_FN = (CuFunction)(uintptr_t)0x5ca1e, LIB_FN = (CuFunction)(uintptr_t)0x11b;
+
+static CuResult sh_htod(CuDevicePtr dst, const void *src, size_t n, CuStream s) {
+    (void)s;
+    cr_assert(!capturing, "no copy inside a capture");
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return 0;
+}
+static CuResult sh_dtoh(void *dst, CuDevicePtr src, size_t n, CuStream s) {
+    (void)s;
+    cr_assert(!capturing, "no copy inside a capture");
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
+static CuResult sh_sync(CuStream s) {
+    (void)s;
+    cr_assert(!capturing, "no synchronisation inside a capture");
+    return 0;
+}
+static void execute(CuFunction f, const YlArgs *a) {
+    if (f == CAST_FN) {
+        cuda_f32_to_storage(DT_F16, a->t[0], a->t[1], (int64_t)a->total);
+        host_casts++;
+    } else if (f == UNSCALE_FN) {
+        float *g = a->t[0], s = *(const float *)a->t[1];
+        for (long long i = 0; i < a->total; i++) g[i] /= s;
+        host_unscales++;
+    } else {
+        host_kernels++;
+    }
+}
+static CuResult sh_launch(CuFunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, CuStream s, void **params,
+                          void **extra) {
+    (void)gx, (void)gy, (void)gz, (void)by, (void)bz, (void)shared, (void)s, (void)extra;
+    cr_assert(bx == CUDA_BLOCK);
+    YlArgs a;
+    memset(&a, 0, sizeof a);
+    if (f == CAST_FN || f == UNSCALE_FN || f == LIB_FN) a = *(const YlArgs *)params[0];
+    if (!capturing) {
+        execute(f, &a);
+        return 0;
+    }
+    int gi = n_graphs_made;
+    cr_assert_lt(rec_n[gi], MAX_REC);
+    rec[gi][rec_n[gi]++] = (Rec){f, a};
+    return 0;
+}
+static CuResult sh_begin(CuStream s, int mode) {
+    (void)s;
+    cr_assert(!capturing && mode == 1, "thread-local capture, never nested");
+    cr_assert_lt(n_graphs_made, MAX_GRAPHS);
+    capturing = true;
+    rec_n[n_graphs_made] = 0;
+    captures++;
+    return 0;
+}
+static CuResult sh_end(CuStream s, CuGraph *g) {
+    (void)s;
+    cr_assert(capturing);
+    capturing = false;
+    *g = (CuGraph)(uintptr_t)(++n_graphs_made);
+    return 0;
+}
+static CuResult sh_instantiate(CuGraphExec *e, CuGraph g, unsigned long long flags) {
+    (void)flags;
+    *e = (CuGraphExec)(uintptr_t)g;
+    return 0;
+}
+static CuResult sh_graph_launch(CuGraphExec e, CuStream s) {
+    (void)s;
+    int gi = (int)(uintptr_t)e - 1;
+    cr_assert(gi >= 0 && gi < n_graphs_made && !capturing);
+    for (int i = 0; i < rec_n[gi]; i++) execute(rec[gi][i].f, &rec[gi][i].a);
+    graph_launches++;
+    return 0;
+}
+static CuResult sh_destroy_exec(CuGraphExec e) { return (void)e, 0; }
+static CuResult sh_destroy_graph(CuGraph g) { return (void)g, 0; }
+
+typedef struct HostStep {
+    CudaStep cs;
+    unsigned char *arena, *persistent;
+} HostStep;
+
+static void host_step_open(HostStep *h, const Plan *p) {
+    char err[512];
+    memset(h, 0, sizeof *h);
+    CudaStep *cs = &h->cs;
+    cs->plan = p;
+    cr_assert(cuda_layout_build(p, &cs->mem.layout, err, sizeof err), "%s", err);
+    h->arena = calloc((size_t)cs->mem.layout.arena_bytes + 1, 1);
+    h->persistent = calloc((size_t)cs->mem.layout.persistent_bytes + 1, 1);
+    cs->mem.arena = (CuDevicePtr)(uintptr_t)h->arena, cs->mem.persistent = (CuDevicePtr)(uintptr_t)h->persistent;
+    cs->ptr = cuda_mem_pointers(&cs->mem);
+    bool *persistent = calloc((size_t)p->g.n_tensors, sizeof *persistent);
+    memplan_mark_persistent(&p->g, persistent);
+    cs->stype = calloc((size_t)p->g.n_tensors, 1);
+    cs->dirty = calloc((size_t)p->g.n_tensors, sizeof *cs->dirty);
+    for (int t = 0; t < p->g.n_tensors; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(&p->g, persistent, p->precision, t);
+    free(persistent);
+    cr_assert(kernel_lower(&p->g, &p->fusion, p->precision, &cs->kern.kp, err, sizeof err), "%s", err);
+    cr_assert(lib_program_build(&p->g, p->precision, &cs->kern.kp, &cs->kern.lp, err, sizeof err), "%s", err);
+    cuda_step_census(cs, &p->g, &cs->kern.kp);
+    CudaLibs *L = &cs->dev.L;
+    L->cuMemcpyHtoDAsync = sh_htod, L->cuMemcpyDtoHAsync = sh_dtoh, L->cuStreamSynchronize = sh_sync, L->cuLaunchKernel = sh_launch;
+    L->cuStreamBeginCapture = sh_begin, L->cuStreamEndCapture = sh_end, L->cuGraphInstantiate = sh_instantiate, L->cuGraphLaunch = sh_graph_launch;
+    L->cuGraphExecDestroy = sh_destroy_exec, L->cuGraphDestroy = sh_destroy_graph;
+    cs->dev.sm_count = cs->kern.sm_count = 2;
+    cs->kern.fn = calloc((size_t)cs->kern.kp.n_kernels + 1, sizeof *cs->kern.fn);
+    cs->kern.list = cs->kern.list_len = 0x1000;
+    cs->kern.lib_fn = calloc((size_t)cs->kern.lp.n_kernels + 1, sizeof *cs->kern.lib_fn);
+    for (int k = 0; k < cs->kern.lp.n_kernels; k++) cs->kern.lib_fn[k] = k == cs->kern.lp.cast ? CAST_FN : k == cs->kern.lp.unscale ? UNSCALE_FN : LIB_FN;
+    n_graphs_made = captures = graph_launches = 0;
+    capturing = false;
+}
+
+static void host_step_close(HostStep *h) {
+    kernel_program_free(&h->cs.kern.kp);
+    lib_program_free(&h->cs.kern.lp);
+    free(h->cs.kern.fn);
+    free(h->cs.kern.lib_fn);
+    cuda_layout_free(&h->cs.mem.layout);
+    free(h->arena);
+    free(h->persistent);
+    cuda_step_close(&h->cs); /* frees the per-tensor tables and the graph list; nothing of it was opened */
+}
+
+/* Fills every gradient with want[i] * scale (exact: a power of two), keeping want. */
+static void fill_grads(CudaStep *cs, float scale, float **want, uint64_t *seed) {
+    const Graph *g = &cs->plan->g;
+    const Op *clip = &g->ops[cs->clip_op];
+    for (int i = 0; i < clip->n_in; i++) {
+        int t = clip->in[i];
+        float *d = (float *)(uintptr_t)cs->ptr[t];
+        for (int64_t e = 0; e < shape_numel(&g->tensors[t].shape); e++) {
+            *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            want[i][e] = (float)((double)(*seed >> 40) / (1 << 24) - 0.5);
+            d[e] = want[i][e] * scale;
+        }
+    }
+}
+
+static int unscaled_wrong(CudaStep *cs, float **want) {
+    const Graph *g = &cs->plan->g;
+    const Op *clip = &g->ops[cs->clip_op];
+    int wrong = 0;
+    for (int i = 0; i < clip->n_in; i++) wrong += memcmp((void *)(uintptr_t)cs->ptr[clip->in[i]], want[i], sizeof(float) * (size_t)shape_numel(&g->tensors[clip->in[i]].shape)) != 0;
+    return wrong;
+}
+
+/* Generated launches of ops [lo, hi). */
+static int generated_in(const KProgram *kp, int lo, int hi) {
+    int n = 0;
+    for (int l = 0; l < kp->n_launches; l++) n += kp->launches[l].kernel >= 0 && kp->launches[l].op_lo >= lo && kp->launches[l].op_hi < hi;
+    return n;
+}
+
+/* One optimize after presetting the gradients (scaled) and the norm the clip
+ * "computes" (the stand-in's clip kernel writes nothing). */
+static CudaStepOutcome optimize(CudaStep *cs, float step, float norm, float **want, uint64_t *seed) {
+    char err[2048];
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    cr_assert(cuda_step_bind_step(cs, lr, 0.9f, step, err, sizeof err), "%s", err);
+    cr_expect_eq(*(const float *)(uintptr_t)cs->ptr[cs->t_grad_seed], cs->ls.scale, "the backward is seeded with the scale");
+    cr_expect_eq(*(const float *)(uintptr_t)cs->ptr[cs->t_opt_step], step);
+    fill_grads(cs, cs->ls.scale, want, seed);
+    *(float *)(uintptr_t)cs->ptr[cs->t_grad_norm] = norm;
+    host_kernels = host_casts = host_unscales = 0;
+    CudaStepOutcome out;
+    cr_assert(cuda_step_optimize(cs, &out, err, sizeof err), "%s", err);
+    cr_expect_eq(unscaled_wrong(cs, want), 0, "every gradient divided exactly by the scale %g before the clip", out.loss_scale);
+    cr_expect_eq(host_unscales, cs->plan->g.ops[cs->clip_op].n_in, "one unscale per gradient");
+    return out;
+}
+
+static void optimize_on_stand_in(bool graphs) {
+    char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[2048];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "h.plan", "--imgsz 64 --batch 2 --precision fp16", &p);
+    rmdir(dir);
+    const Graph *g = &p.g;
+    HostStep h;
+    host_step_open(&h, &p);
+    CudaStep *cs = &h.cs;
+    cr_assert_geq(cs->kern.lp.unscale, 0, "fp16 plans carry the unscale kernel");
+    cr_expect_str_eq(cs->kern.lp.kernels[cs->kern.lp.unscale].name, "yl_unscale_f32_f32");
+    cr_assert(cuda_step_train_init(cs, err, sizeof err), "%s", err);
+    cr_expect(cs->ls.enabled && cs->ls.scale == 65536.0f);
+    cr_expect_eq(cs->clip_op, clip_op_of(g));
+    cs->sync_each = true;
+    cr_expect(!cuda_step_use_graphs(cs, true, err, sizeof err) && strstr(err, "YOLOCC_CUDA_SYNC"), "%s", err);
+    cs->sync_each = false;
+    cr_assert(cuda_step_use_graphs(cs, graphs, err, sizeof err), "%s", err);
+    const Op *clip = &g->ops[cs->clip_op];
+    float **want = calloc((size_t)clip->n_in, sizeof *want);
+    for (int i = 0; i < clip->n_in; i++) want[i] = malloc(sizeof(float) * (size_t)shape_numel(&g->tensors[clip->in[i]].shape));
+    int clip_launches = generated_in(&cs->kern.kp, cs->clip_op, cs->clip_op + 1), update_launches = generated_in(&cs->kern.kp, cs->clip_op + 1, g->n_ops);
+    int copies = 0;
+    for (int o = cs->clip_op + 1; o < g->n_ops; o++) copies += cs->mem.layout.lowp_off[g->ops[o].in[0]] >= 0;
+    uint64_t seed = 5;
+    /* a finite norm: the updates run and refresh their parameters' compute copies */
+    CudaStepOutcome out = optimize(cs, 1, 2.5f, want, &seed);
+    cr_expect(!out.skipped && out.loss_scale == 65536.0f && out.next_scale == 65536.0f && out.grad_norm == 2.5f);
+    cr_expect_eq(host_kernels, clip_launches + update_launches, "the clip and every update");
+    cr_expect(copies > 0 && host_casts == copies, "%d copies refreshed of %d", host_casts, copies);
+    /* an inf norm: skipped, the scale halves, no update and no refresh */
+    out = optimize(cs, 2, INFINITY, want, &seed);
+    cr_expect(out.skipped && out.loss_scale == 65536.0f && out.next_scale == 32768.0f);
+    cr_expect_eq(host_kernels, clip_launches, "the clip only");
+    cr_expect_eq(host_casts, 0, "the compute copies stay");
+    for (int t = 0; t < g->n_tensors; t++) cr_expect(!cs->dirty[t], "tensor %d marked stale by a skipped step", t);
+    cr_expect(cs->ls.steps == 2 && cs->ls.skipped == 1);
+    /* the next step is seeded (and unscaled) with the halved scale */
+    out = optimize(cs, 2, 1.0f, want, &seed);
+    cr_expect(!out.skipped && out.loss_scale == 32768.0f && out.next_scale == 32768.0f);
+    cr_expect_eq(host_kernels, clip_launches + update_launches);
+    if (graphs) {
+        /* captured once each (the unscale with the clip, the updates), then only replayed */
+        cr_expect_eq(captures, 2);
+        cr_expect_eq(cs->n_graphs, 2);
+        cr_expect_eq(graph_launches, 5, "clip x3, updates x2");
+        cr_expect_eq(cs->graph_replays, 5);
+    } else {
+        cr_expect_eq(captures, 0);
+        cr_expect_eq(graph_launches, 0);
+    }
+    for (int i = 0; i < clip->n_in; i++) free(want[i]);
+    free(want);
+    host_step_close(&h);
+    plan_free(&p);
+}
+
+Test(cuda_step, optimize_unscales_and_skips_on_a_host_backed_device) { optimize_on_stand_in(false); }
+Test(cuda_step, optimize_replays_graphs_on_a_host_backed_device) { optimize_on_stand_in(true); }
+
+/* bf16 plans neither scale nor carry the unscale kernel. */
+Test(cuda_step, bf16_plans_do_not_scale_the_loss) {
+    char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[2048];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "b.plan", "--imgsz 64 --batch 2 --precision bf16", &p);
+    rmdir(dir);
+    HostStep h;
+    host_step_open(&h, &p);
+    CudaStep *cs = &h.cs;
+    cr_expect_eq(cs->kern.lp.unscale, -1);
+    cr_assert(cuda_step_train_init(cs, err, sizeof err), "%s", err);
+    cr_expect(!cs->ls.enabled && cs->ls.scale == 1.0f);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    cr_assert(cuda_step_bind_step(cs, lr, 0.9f, 1, err, sizeof err), "%s", err);
+    cr_expect_eq(*(const float *)(uintptr_t)cs->ptr[cs->t_grad_seed], 1.0f);
+    *(float *)(uintptr_t)cs->ptr[cs->t_grad_norm] = INFINITY;
+    host_unscales = 0;
+    CudaStepOutcome out;
+    cr_assert(cuda_step_optimize(cs, &out, err, sizeof err), "%s", err);
+    cr_expect(!out.skipped && out.loss_scale == 1.0f && out.next_scale == 1.0f, "nothing is skipped without loss scaling");
+    cr_expect_eq(host_unscales, 0);
+    host_step_close(&h);
+    plan_free(&p);
+}
+
+/* ---- on a GPU ---- */
+
+/* The tiny model's state (parameters, buffers, optimizer state) as the CPU
+ * would start it, and one synthetic batch. */
+typedef struct Start {
+    void **state;
+    float *images, *boxes;
+    int64_t *counts;
+    int t_images, t_boxes, t_counts;
+} Start;
+
+static void start_make(const Plan *p, Start *s) {
+    char err[512];
+    const Graph *g = &p->g;
+    s->state = calloc((size_t)g->n_tensors, sizeof *s->state);
+    for (int t = 0; t < g->n_tensors; t++) {
+        TensorKind k = g->tensors[t].kind;
+        if (k == TK_PARAM || k == TK_BUFFER || k == TK_OPTIM) s->state[t] = calloc((size_t)shape_numel(&g->tensors[t].shape) + 1, 8);
+    }
+    cr_assert(weights_init(g, s->state, 20250101, err, sizeof err), "%s", err);
+    s->t_images = plan_meta_tensor(p, "inputs", "images"), s->t_boxes = plan_meta_tensor(p, "inputs", "boxes"), s->t_counts = plan_meta_tensor(p, "inputs", "counts");
+    const Shape *img = &g->tensors[s->t_images].shape, *bx = &g->tensors[s->t_boxes].shape;
+    s->images = malloc(sizeof(float) * (size_t)shape_numel(img));
+    s->boxes = malloc(sizeof(float) * (size_t)shape_numel(bx));
+    s->counts = malloc(sizeof(int64_t) * (size_t)img->d[0]);
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(p->meta, "nc");
+    synthetic_batch(7, (int)img->d[0], (int)img->d[2], (int)nc->valuedouble, (int)bx->d[1], s->images, s->boxes, s->counts);
+}
+
+static void start_free(const Plan *p, Start *s) {
+    for (int t = 0; t < p->g.n_tensors; t++) free(s->state[t]);
+    free(s->state), free(s->images), free(s->boxes), free(s->counts);
+}
+
+static void start_upload(CudaStep *cs, const Start *s) {
+    char err[2048];
+    cr_assert(cuda_step_upload_state(cs, s->state, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_images, s->images, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_boxes, s->boxes, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_counts, s->counts, err, sizeof err), "%s", err);
+}
+
+/* Every tensor of the given kinds, downloaded as fp32 into one buffer in tensor order. */
+static float *snapshot(CudaStep *cs, bool params, bool optim, int64_t *n_out) {
+    const Graph *g = &cs->plan->g;
+    char err[2048];
+    int64_t n = 0;
+    for (int t = 0; t < g->n_tensors; t++)
+        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) n += shape_numel(&g->tensors[t].shape);
+    float *v = malloc(sizeof(float) * (size_t)n + 1), *at = v;
+    for (int t = 0; t < g->n_tensors; t++)
+        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) {
+            cr_assert(cuda_step_download(cs, t, at, err, sizeof err), "%s", err);
+            at += shape_numel(&g->tensors[t].shape);
+        }
+    *n_out = n;
+    return v;
+}
+
+/* fp16: steps from 65536 until one is applied (an early overflow is a skip
+ * that halves the scale, as GradScaler's first steps often are), then a batch
+ * with an inf pixel: every gradient goes non-finite, the step is skipped, the
+ * scale halves, and parameters and optimizer state are bit for bit what they
+ * were before it. */
+Test(cuda_step, fp16_step_with_an_inf_is_skipped) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[2048];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "h.plan", "--imgsz 64 --batch 2 --precision fp16 --target cuda --arch sm_80,sm_90", &p);
+    rmdir(dir);
+    Start s;
+    start_make(&p, &s);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    start_upload(&cs, &s);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    CudaStepOutcome out = {0};
+    int step = 0;
+    for (; step < 20; step++) {
+        float before = cs.ls.scale;
+        cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 1), &out, err, sizeof err), "step %d: %s", step, err);
+        cr_log_info("step %d: loss %g, scale %g -> %g, norm %g, %s", step, out.loss, out.loss_scale, out.next_scale, out.grad_norm, out.skipped ? "skipped" : "applied");
+        cr_expect_eq(out.loss_scale, before);
+        cr_expect_eq(out.next_scale, out.skipped ? before / 2 : before);
+        cr_expect(isfinite(out.loss), "the loss of a clean batch is finite");
+        if (!out.skipped) break;
+    }
+    cr_assert(!out.skipped, "no step applied in 20 from scale 65536");
+    cr_expect(isfinite(out.grad_norm) && out.grad_norm > 0);
+    float scale = cs.ls.scale;
+    int64_t n_state, n_after;
+    float *before = snapshot(&cs, true, true, &n_state);
+    long refreshes = cs.copy_refreshes;
+    /* an inf pixel */
+    const Shape *img = &p.g.tensors[s.t_images].shape;
+    float *bad = malloc(sizeof(float) * (size_t)shape_numel(img));
+    memcpy(bad, s.images, sizeof(float) * (size_t)shape_numel(img));
+    bad[shape_numel(img) / 3] = INFINITY;
+    cr_assert(cuda_step_set_input(&cs, s.t_images, bad, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 2), &out, err, sizeof err), "%s", err);
+    cr_log_info("inf step: loss %g, scale %g -> %g, norm %g", out.loss, out.loss_scale, out.next_scale, out.grad_norm);
+    cr_expect(out.skipped, "a non-finite gradient skips the step");
+    cr_expect(!isfinite(out.grad_norm));
+    cr_expect_eq(out.loss_scale, scale);
+    cr_expect_eq(out.next_scale, scale / 2, "the scale halves");
+    cr_expect_eq(cs.ls.skipped, step + 1, "the early skips and this one");
+    float *after = snapshot(&cs, true, true, &n_after);
+    cr_assert_eq(n_after, n_state);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n_state; i++) differ += memcmp(&before[i], &after[i], 4) != 0;
+    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values changed in a skipped step", (long long)differ, (long long)n_state);
+    cr_expect_eq(cs.copy_refreshes, refreshes, "no compute copy refreshed");
+    free(before), free(after), free(bad);
+    cuda_step_close(&cs);
+    start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
+/* fp32: two steps launched eagerly and two replayed from CUDA graphs, from the
+ * same start: every launch is deterministic (cuDNN plans refuse
+ * nondeterministic engines), so losses, norms, parameters and optimizer
+ * state agree bit for bit. */
+Test(cuda_step, graph_replay_equals_eager_launch) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[2048];
+    cr_assert(mkdtemp(dir));
+    Plan p;
+    tiny_plan(dir, "g.plan", "--imgsz 64 --batch 2 --precision fp32 --target cuda --arch sm_80,sm_90", &p);
+    rmdir(dir);
+    Start s;
+    start_make(&p, &s);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    CudaStepOutcome eager[2], replay[2];
+    float *state[2];
+    int64_t n[2];
+    for (int mode = 0; mode < 2; mode++) {
+        cr_assert(cuda_step_use_graphs(&cs, mode == 1, err, sizeof err), "%s", err);
+        start_upload(&cs, &s);
+        for (int k = 0; k < 2; k++)
+            cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(k + 1), mode ? &replay[k] : &eager[k], err, sizeof err), "%s step %d: %s", mode ? "graph" : "eager", k, err);
+        state[mode] = snapshot(&cs, true, true, &n[mode]);
+    }
+    for (int k = 0; k < 2; k++) {
+        cr_log_info("step %d: loss eager %.9g graph %.9g, norm eager %.9g graph %.9g", k, eager[k].loss, replay[k].loss, eager[k].grad_norm, replay[k].grad_norm);
+        cr_expect(memcmp(&eager[k].loss, &replay[k].loss, 4) == 0, "step %d: loss", k);
+        cr_expect(memcmp(&eager[k].grad_norm, &replay[k].grad_norm, 4) == 0, "step %d: gradient norm", k);
+        cr_expect(!eager[k].skipped && !replay[k].skipped && eager[k].loss_scale == 1.0f);
+    }
+    cr_assert_eq(n[0], n[1]);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n[0]; i++) differ += memcmp(&state[0][i], &state[1][i], 4) != 0;
+    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values differ", (long long)differ, (long long)n[0]);
+    /* each run captured once: the three graphs of [0, clip_op) around the two
+     * host ops (graph_segments_of_the_tiny_plan), the clip, the updates */
+    cr_expect_eq(cs.n_graphs, 5);
+    cr_expect_eq(cs.graph_replays, 2 * cs.n_graphs, "every graph replayed once a step");
+    cr_expect_eq(cs.eager_host_ops, 2 * cs.host_ops, "the host ops ran between the graphs");
+    cr_log_info("%d graphs, %ld replays, %ld host ops between them", cs.n_graphs, cs.graph_replays, cs.eager_host_ops);
+    free(state[0]), free(state[1]);
+    cuda_step_close(&cs);
+    start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
