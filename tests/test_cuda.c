@@ -8,9 +8,11 @@
 
 #include "../compiler/kernel_ir.h"
 #include "../runtime/cuda/cuda_device.h"
+#include "../runtime/cuda/cuda_convert.h"
 #include "../runtime/cuda/cuda_kernels.h"
 #include "../runtime/cuda/cudnn_conv.h"
 #include "../runtime/gen_cpu.h"
+#include "../runtime/interp.h"
 #include "../passes/views.h"
 #include "../runtime/ref_kernels.h"
 #include "test_gpu.h"
@@ -23,11 +25,11 @@ static uint64_t rng_next(uint64_t *s) {
 }
 static float rng_uniform(uint64_t *s, float lo, float hi) { return lo + (hi - lo) * (float)((rng_next(s) >> 40) * (1.0 / 16777216.0)); }
 
+/* f rounded to bf16 and back, as an upload stores it */
 static float bf16_round(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&f, &u, 4);
+    uint16_t h;
+    cuda_f32_to_storage(DT_BF16, &f, &h, 1);
+    cuda_storage_to_f32(DT_BF16, &h, &f, 1);
     return f;
 }
 
@@ -307,23 +309,10 @@ Test(cuda, conv_plan_keys) {
 
 /* ---- on a GPU ---- */
 
-static size_t dtype_bytes(DType t) { return t == DT_I64 ? 8 : t == DT_F32 ? 4 : 2; }
-
-/* host float -> device storage of type t (values already representable) */
-static void to_device_format(DType t, const void *host, void *dev, int64_t n) {
-    if (t == DT_F32 || t == DT_I64) {
-        memcpy(dev, host, (size_t)n * dtype_bytes(t));
-        return;
-    }
-    const uint32_t *h = host;
-    uint16_t *d = dev;
-    for (int64_t i = 0; i < n; i++) d[i] = (uint16_t)(h[i] >> 16);
-}
 
 static float from_bf16(uint16_t v) {
-    uint32_t u = (uint32_t)v << 16;
     float f;
-    memcpy(&f, &u, 4);
+    cuda_storage_to_f32(DT_BF16, &v, &f, 1);
     return f;
 }
 
@@ -377,7 +366,7 @@ static void kernels_vs_cpu(const char *precision, double tol) {
         int64_t numel = span_of(&pg, t);
         host[t] = calloc((size_t)numel + 1, 8);
         cr_assert(dt[t] != DT_F16, "fp16 storage is not exercised here");
-        cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)(numel + 1) * dtype_bytes(dt[t])), "allocating a test tensor", err, sizeof err), "%s", err);
+        cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)(numel + 1) * dtype_size(dt[t])), "allocating a test tensor", err, sizeof err), "%s", err);
         if ((size_t)(numel + 1) * 8 > stage_cap) stage_cap = (size_t)(numel + 1) * 8;
     }
     stage = malloc(stage_cap);
@@ -412,8 +401,8 @@ static void kernels_vs_cpu(const char *precision, double tol) {
                     ((float *)host[t])[e] = dt[t] == DT_BF16 ? bf16_round(v) : v;
                 }
             }
-            to_device_format(dt[t], host[t], stage, numel);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stage, (size_t)numel * dtype_bytes(dt[t])), "uploading inputs", err, sizeof err), "%s", err);
+            cuda_f32_to_storage(dt[t], host[t], stage, numel);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stage, (size_t)numel * dtype_size(dt[t])), "uploading inputs", err, sizeof err), "%s", err);
         }
         gen_cpu_launch(&gc, lc, host);
         cr_assert(cuda_kernels_launch(&ck, &d, lg, dev, d.main, err, sizeof err), "%s", err);
@@ -423,7 +412,7 @@ static void kernels_vs_cpu(const char *precision, double tol) {
             if (!kg->buf_written[s]) continue;
             int t = lg->args[s];
             int64_t numel = span_of(&pg, t);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (stage, dev[t], (size_t)numel * dtype_bytes(dt[t])), "downloading outputs", err, sizeof err), "%s", err);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (stage, dev[t], (size_t)numel * dtype_size(dt[t])), "downloading outputs", err, sizeof err), "%s", err);
             for (int64_t e = 0; e < numel; e++) {
                 double gv, cv;
                 if (dt[t] == DT_I64) gv = (double)((int64_t *)stage)[e], cv = (double)((int64_t *)host[t])[e];

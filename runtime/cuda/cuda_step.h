@@ -5,6 +5,7 @@
  * or schedules; no CUDA headers. */
 #ifndef YOLOCC_CUDA_STEP_H
 #define YOLOCC_CUDA_STEP_H
+#include "cuda_convert.h"
 #include "cuda_device.h"
 #include "cuda_kernels.h"
 #include "cudnn_conv.h"
@@ -158,15 +159,5 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
 /* The device storage type of tensor t (DT_F32, DT_BF16, DT_F16 or DT_I64),
  * by the rule kernel_lower and cudnn_conv use (memplan_tensor_bytes). */
 DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t);
-/* Elements a view of `images` images of `row` elements each, `stride`
- * elements apart (0: packed), spans from its first element. */
-int64_t cuda_view_span(int64_t images, int64_t row, int64_t stride);
-/* Packs a strided view (its span, as downloaded) into images * row
- * contiguous elements of esize bytes each. */
-void cuda_view_gather(const void *strided, void *packed, int64_t images, int64_t row, int64_t stride, size_t esize);
-/* Between fp32 and a storage type (DT_F32: copy; DT_BF16/DT_F16: round to
- * nearest even, NaN stays NaN, fp16 overflow goes to infinity). */
-void cuda_f32_to_storage(DType t, const float *src, void *dst, int64_t n);
-void cuda_storage_to_f32(DType t, const void *src, float *dst, int64_t n);
 
 #endif
