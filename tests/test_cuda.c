@@ -318,8 +318,8 @@ static float from_bf16(uint16_t v) {
 
 /* Every generated launch of the tiny model once on fresh random inputs, on
  * the GPU and through the CPU target's kernel of the same launch. fp32 plans:
- * relative tolerance 1e-5 (the GPU computes in fp32 with fp64 sums, the CPU
- * in double). bf16 plans: inputs rounded to bf16 for both sides, outputs
+ * relative tolerance 1e-5, absolute below 0.1 (the GPU computes in fp32 with
+ * fp64 sums, the CPU in double). bf16 plans: inputs rounded to bf16 for both sides, outputs
  * within 1e-2 relative (one bf16 rounding is 2^-9). */
 /* Elements a launch may touch from t's address: a zero-copy view steps its
  * base's image stride, so its last image ends (n - 1) * stride further on. */
@@ -418,7 +418,12 @@ static void kernels_vs_cpu(const char *precision, double tol) {
                 if (dt[t] == DT_I64) gv = (double)((int64_t *)stage)[e], cv = (double)((int64_t *)host[t])[e];
                 else if (dt[t] == DT_BF16) gv = from_bf16(((uint16_t *)stage)[e]), cv = ((float *)host[t])[e];
                 else gv = ((float *)stage)[e], cv = ((float *)host[t])[e];
-                double r = rel_diff(gv, cv);
+                /* the CUDA map computes in fp32, the CPU target in double:
+                 * an update that cancels to ~1e-3 (SGD with momentum) keeps
+                 * fp32's absolute rounding (3e-8 seen in the host emulation,
+                 * tests/test_cuda_emul.c), so values below 0.1 compare
+                 * absolutely at tol * 0.1 */
+                double r = isfinite(gv) && isfinite(cv) ? fabs(gv - cv) / fmax(fabs(cv), 0.1) : rel_diff(gv, cv);
                 if (r > worst) worst = r;
                 if (r > tol) cr_log_error("launch %d %s slot %d tensor %d element %lld: gpu %.9g cpu %.9g", i, kg->name, s, t, (long long)e, gv, cv);
                 if (r > tol) break;

@@ -22,6 +22,11 @@ __device__ __forceinline__ void yk_st_bf16(void *p, long long i, float v) {
     u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u + 0x7fffu + ((u >> 16) & 1u);
     ((unsigned short *)p)[i] = (unsigned short)(u >> 16);
 }
+#ifdef YK_HOST_EMULATION
+/* host emulation (tests/cuda_host_shim.h): the same conversions in C++ */
+__device__ __forceinline__ float yk_ld_f16(const void *p, long long i) { return yk_host_f16_to_f32(((const unsigned short *)p)[i]); }
+__device__ __forceinline__ void yk_st_f16(void *p, long long i, float v) { ((unsigned short *)p)[i] = yk_host_f32_to_f16(v); }
+#else
 __device__ __forceinline__ float yk_ld_f16(const void *p, long long i) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const unsigned short *)p)[i]));
@@ -32,6 +37,7 @@ __device__ __forceinline__ void yk_st_f16(void *p, long long i, float v) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     ((unsigned short *)p)[i] = h;
 }
+#endif
 /* A fixed-shape tree over the block: the same inputs give the same sum. */
 __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     red[threadIdx.x] = v;
