@@ -3,8 +3,9 @@
 # tests with, skipping what is already there. Needs root (or sudo) only when
 # something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
 # the CPU target's data parallelism; libssl-dev (libcrypto) hashes kernel-cache
-# keys. The CUDA toolkit is expected at /usr/local/cuda and is not needed
-# before the CUDA target exists.
+# keys; g++ builds the CUDA kernels' source for the host in the cuda_emul
+# tests. The CUDA toolkit is expected at /usr/local/cuda (NVRTC and the
+# headers the CUDA tests check against; no GPU needed).
 set -euo pipefail
 
 # header or tool that proves the package is present -> package name
@@ -22,6 +23,7 @@ declare -A NEED=(
   [/usr/bin/mpirun]=openmpi-bin
   [/usr/bin/pkg-config]=pkg-config
   [/usr/bin/clang]=clang
+  [/usr/bin/g++]=g++
 )
 missing=()
 for f in "${!NEED[@]}"; do
