@@ -6,7 +6,7 @@
 
 #include "../runtime/cuda/dynload.h"
 #include "../runtime/train/bench_step.h"
-#include "test_util.h"
+#include "test_gpu.h"
 
 /* the binary named by the first of two environment variables that is set, else the fallback */
 static const char *bin2(const char *env1, const char *env2, const char *fallback) {
@@ -21,24 +21,11 @@ static CliResult yolort(const char *args) { return tu_run_bin(bin2("YOLORT_BIN",
 
 /* Compiles models/tiny.yaml at 64 px, batch 2 with EXTRA into DIR/NAME;
  * returns the yolocc result (the caller checks and frees it). */
-static CliResult tiny_plan(const char *dir, const char *name, const char *extra, char *path, size_t cap) {
+static CliResult compile_tiny(const char *dir, const char *name, const char *extra, char *path, size_t cap) {
     char args[1024];
     snprintf(path, cap, "%s/%s", dir, name);
     snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 2 %s -o %s", extra, path);
     return yolocc(args);
-}
-
-/* True when a CUDA driver with a device is here. */
-static bool have_gpu(void) {
-    CudaLibs L;
-    char err[1024];
-    int n = 0;
-    bool have = cuda_libs_open(&L, NULL, false, err, sizeof err);
-    if (have) {
-        have = cuda_libs_check_device(&L, &n, err, sizeof err);
-        cuda_libs_close(&L);
-    }
-    return have;
 }
 
 static double num(const cJSON *j, const char *key) {
@@ -82,7 +69,7 @@ static cJSON *check_json(const CliResult *r, const char *plan, int steps, int wa
 Test(bench_step, cpu_plan_json_reports_images_per_second) {
     char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
     cr_assert(mkdtemp(dir));
-    CliResult c = tiny_plan(dir, "t.plan", "", plan, sizeof plan);
+    CliResult c = compile_tiny(dir, "t.plan", "", plan, sizeof plan);
     cr_assert_eq(c.status, 0, "%s", c.err);
     tu_free(&c);
     snprintf(args, sizeof args, "bench %s --steps 2 --warmup 1 --json", plan);
@@ -147,10 +134,11 @@ Test(bench_step, median_of_odd_and_even_counts) {
 /* Without a GPU a CUDA plan's benchmark fails with the loader's or the
  * driver's one line (the CUDA plan itself compiles anywhere with NVRTC). */
 Test(bench_step, cuda_plan_without_a_device_fails_with_one_line) {
-    if (have_gpu()) cr_skip_test("a CUDA device is present (bench_step/cuda_plan_on_the_gpu covers it)");
+    char gerr[1024];
+    if (have_gpu(gerr, sizeof gerr)) cr_skip_test("a CUDA device is present (bench_step/cuda_plan_on_the_gpu covers it)");
     char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
     cr_assert(mkdtemp(dir));
-    CliResult c = tiny_plan(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
+    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
     if (c.status != 0) {
         tu_free(&c);
         rmdir(dir);
@@ -170,14 +158,15 @@ Test(bench_step, cuda_plan_without_a_device_fails_with_one_line) {
 
 /* On a GPU: the tiny bf16 CUDA plan's benchmark through CudaStep. */
 Test(bench_step, cuda_plan_on_the_gpu) {
-    if (!have_gpu()) {
+    char gerr[1024];
+    if (!have_gpu(gerr, sizeof gerr)) {
         printf("SKIP: no CUDA device\n");
         fflush(stdout);
         cr_skip_test("no CUDA device");
     }
     char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
     cr_assert(mkdtemp(dir));
-    CliResult c = tiny_plan(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
+    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
     cr_assert_eq(c.status, 0, "%s", c.err);
     tu_free(&c);
     snprintf(args, sizeof args, "bench %s --steps 3 --warmup 1 --json", plan);

@@ -582,12 +582,6 @@ Test(cuda_emul, library_kernels_match_the_reference_fp16) { library_vs_reference
 
 /* ---- every library entry on odd shapes ---- */
 
-static int add_op(Graph *g, OpKind k, const int *in, int n_in, const OpAttrs *a) {
-    int o = graph_add_op(g, k, in, n_in, a, 1, 0, op_def(k)->name);
-    cr_assert_geq(o, 0, "%s", g->err);
-    return g->ops[o].out[0];
-}
-
 /* Entries no model of models/ uses (average pooling, zero pad, crop) and odd
  * attributes (padding, stride, dilation, overlapping windows, non-integer
  * resize ratios, asymmetric pads), as tests/test_lib_kernels.c builds them for
@@ -597,27 +591,7 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
     skip_without_cxx();
     Arena ar;
     Graph g;
-    arena_init(&ar, 0);
-    graph_init(&g, &ar);
-    int x = graph_add_input(&g, "x", shape4(2, 3, 9, 11), DT_F32);
-    OpAttrs mp = {.kernel = {3, 3}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
-    OpAttrs md = {.kernel = {3, 2}, .stride = {1, 2}, .pad = {1, 1, 0, 0}, .dilation = {2, 3}};
-    OpAttrs sp = {.kernel = {5, 5}, .stride = {1, 1}, .pad = {2, 2, 2, 2}, .dilation = {1, 1}};
-    OpAttrs ap = {.kernel = {3, 2}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
-    OpAttrs rs = {.out_hw = {20, 22}}, rb = {.out_hw = {9, 11}}, pad = {.pad = {1, 2, 0, 3}};
-    const OpAttrs *pools[] = {&mp, &md, &sp};
-    for (int i = 0; i < 3; i++) {
-        int in[2] = {add_op(&g, OP_MAXPOOL2D, &x, 1, pools[i]), x};
-        add_op(&g, OP_MAXPOOL2D_BWD, in, 2, pools[i]);
-    }
-    int y = add_op(&g, OP_AVGPOOL2D, &x, 1, &ap);
-    OpAttrs apb = ap;
-    apb.shape = g.tensors[x].shape;
-    add_op(&g, OP_AVGPOOL2D_BWD, &y, 1, &apb);
-    y = add_op(&g, OP_RESIZE_NEAREST, &x, 1, &rs);
-    add_op(&g, OP_RESIZE_NEAREST_BWD, &y, 1, &rb);
-    y = add_op(&g, OP_ZEROPAD2D, &x, 1, &pad);
-    add_op(&g, OP_CROP2D, &y, 1, &pad);
+    lib_odd_graph(&g, &ar);
     Views views;
     char err[512];
     cr_assert(views_identity(&g, &ar, &views, err, sizeof err), "%s", err);

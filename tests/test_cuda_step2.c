@@ -11,6 +11,7 @@
 #include "../runtime/synthetic.h"
 #include "../runtime/train_step.h"
 #include "../runtime/weights.h"
+#include "test_cuda_host.h"
 #include "test_gpu.h"
 
 static int clip_op_of(const Graph *g) {
@@ -197,52 +198,17 @@ static CuResult sh_graph_launch(CuGraphExec e, CuStream s) {
 static CuResult sh_destroy_exec(CuGraphExec e) { return (void)e, 0; }
 static CuResult sh_destroy_graph(CuGraph g) { return (void)g, 0; }
 
-typedef struct HostStep {
-    CudaStep cs;
-    unsigned char *arena, *persistent;
-} HostStep;
-
 static void host_step_open(HostStep *h, const Plan *p) {
-    char err[512];
-    memset(h, 0, sizeof *h);
+    host_step_setup(h, p);
     CudaStep *cs = &h->cs;
-    cs->plan = p;
-    cr_assert(cuda_layout_build(p, &cs->mem.layout, err, sizeof err), "%s", err);
-    h->arena = calloc((size_t)cs->mem.layout.arena_bytes + 1, 1);
-    h->persistent = calloc((size_t)cs->mem.layout.persistent_bytes + 1, 1);
-    cs->mem.arena = (CuDevicePtr)(uintptr_t)h->arena, cs->mem.persistent = (CuDevicePtr)(uintptr_t)h->persistent;
-    cs->ptr = cuda_mem_pointers(&cs->mem);
-    bool *persistent = calloc((size_t)p->g.n_tensors, sizeof *persistent);
-    memplan_mark_persistent(&p->g, persistent);
-    cs->stype = calloc((size_t)p->g.n_tensors, 1);
-    cs->dirty = calloc((size_t)p->g.n_tensors, sizeof *cs->dirty);
-    for (int t = 0; t < p->g.n_tensors; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(&p->g, persistent, p->precision, t);
-    free(persistent);
-    cr_assert(kernel_lower(&p->g, &p->fusion, p->precision, &cs->kern.kp, err, sizeof err), "%s", err);
-    cr_assert(lib_program_build(&p->g, p->precision, &cs->kern.kp, &cs->kern.lp, err, sizeof err), "%s", err);
     cuda_step_census(cs, &p->g, &cs->kern.kp);
     CudaLibs *L = &cs->dev.L;
     L->cuMemcpyHtoDAsync = sh_htod, L->cuMemcpyDtoHAsync = sh_dtoh, L->cuStreamSynchronize = sh_sync, L->cuLaunchKernel = sh_launch;
     L->cuStreamBeginCapture = sh_begin, L->cuStreamEndCapture = sh_end, L->cuGraphInstantiate = sh_instantiate, L->cuGraphLaunch = sh_graph_launch;
     L->cuGraphExecDestroy = sh_destroy_exec, L->cuGraphDestroy = sh_destroy_graph;
-    cs->dev.sm_count = cs->kern.sm_count = 2;
-    cs->kern.fn = calloc((size_t)cs->kern.kp.n_kernels + 1, sizeof *cs->kern.fn);
-    cs->kern.list = cs->kern.list_len = 0x1000;
-    cs->kern.lib_fn = calloc((size_t)cs->kern.lp.n_kernels + 1, sizeof *cs->kern.lib_fn);
     for (int k = 0; k < cs->kern.lp.n_kernels; k++) cs->kern.lib_fn[k] = k == cs->kern.lp.cast ? CAST_FN : k == cs->kern.lp.unscale ? UNSCALE_FN : LIB_FN;
     n_graphs_made = captures = graph_launches = 0;
     capturing = false;
-}
-
-static void host_step_close(HostStep *h) {
-    kernel_program_free(&h->cs.kern.kp);
-    lib_program_free(&h->cs.kern.lp);
-    free(h->cs.kern.fn);
-    free(h->cs.kern.lib_fn);
-    cuda_layout_free(&h->cs.mem.layout);
-    free(h->arena);
-    free(h->persistent);
-    cuda_step_close(&h->cs); /* frees the per-tensor tables and the graph list; nothing of it was opened */
 }
 
 /* Fills every gradient with want[i] * scale (exact: a power of two), keeping want. */

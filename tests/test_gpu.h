@@ -21,24 +21,63 @@ static inline void tiny_plan(const char *dir, const char *name, const char *extr
     unlink(path);
 }
 
+/* True when a CUDA driver with a device is here; err says why not. */
+static inline bool have_gpu(char *err, int errcap) {
+    CudaLibs L;
+    int n = 0;
+    bool have = cuda_libs_open(&L, NULL, false, err, errcap);
+    if (have) {
+        have = cuda_libs_check_device(&L, &n, err, errcap);
+        cuda_libs_close(&L);
+    }
+    return have;
+}
+
 /* Opens device 0 (its primary context is the one CudaStep shares), or
  * prints `SKIP: no CUDA device` and skips the test. */
 static inline void open_gpu_or_skip(CudaDevice *d) {
-    CudaLibs L;
     char err[1024];
-    int n = 0;
-    bool have = cuda_libs_open(&L, NULL, false, err, sizeof err);
-    if (have) {
-        have = cuda_libs_check_device(&L, &n, err, sizeof err);
-        cuda_libs_close(&L);
-    }
-    if (!have) {
+    if (!have_gpu(err, sizeof err)) {
         printf("SKIP: no CUDA device\n");
         fflush(stdout);
         cr_skip_test("no CUDA device: %s", err);
     }
     cr_assert(cuda_device_open(d, 0, false, err, sizeof err), "%s", err);
     cr_log_info("device 0: %s, sm_%d, %d multiprocessors", d->name, d->sm, d->sm_count);
+}
+
+static inline int lib_graph_op(Graph *g, OpKind k, const int *in, int n_in, const OpAttrs *a) {
+    int o = graph_add_op(g, k, in, n_in, a, 1, 0, op_def(k)->name);
+    cr_assert_geq(o, 0, "%s", g->err);
+    return g->ops[o].out[0];
+}
+
+/* A graph of every library op on odd sizes (the CUDA library kernels'
+ * tests): pools with padding, stride and dilation, overlapping windows,
+ * non-integer resize ratios, asymmetric pads. Ops in order: 3 x (max pool,
+ * its backward), avg pool and backward, resize and backward, pad, crop. */
+static inline void lib_odd_graph(Graph *g, Arena *ar) {
+    arena_init(ar, 0);
+    graph_init(g, ar);
+    int x = graph_add_input(g, "x", shape4(2, 3, 9, 11), DT_F32);
+    OpAttrs mp = {.kernel = {3, 3}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
+    OpAttrs md = {.kernel = {3, 2}, .stride = {1, 2}, .pad = {1, 1, 0, 0}, .dilation = {2, 3}};
+    OpAttrs sp = {.kernel = {5, 5}, .stride = {1, 1}, .pad = {2, 2, 2, 2}, .dilation = {1, 1}};
+    OpAttrs ap = {.kernel = {3, 2}, .stride = {2, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}};
+    OpAttrs rs = {.out_hw = {20, 22}}, rb = {.out_hw = {9, 11}}, pad = {.pad = {1, 2, 0, 3}};
+    const OpAttrs *pools[] = {&mp, &md, &sp};
+    for (int i = 0; i < 3; i++) {
+        int in[2] = {lib_graph_op(g, OP_MAXPOOL2D, &x, 1, pools[i]), x};
+        lib_graph_op(g, OP_MAXPOOL2D_BWD, in, 2, pools[i]);
+    }
+    int y = lib_graph_op(g, OP_AVGPOOL2D, &x, 1, &ap);
+    OpAttrs apb = ap;
+    apb.shape = g->tensors[x].shape;
+    lib_graph_op(g, OP_AVGPOOL2D_BWD, &y, 1, &apb);
+    y = lib_graph_op(g, OP_RESIZE_NEAREST, &x, 1, &rs);
+    lib_graph_op(g, OP_RESIZE_NEAREST_BWD, &y, 1, &rb);
+    y = lib_graph_op(g, OP_ZEROPAD2D, &x, 1, &pad);
+    lib_graph_op(g, OP_CROP2D, &y, 1, &pad);
 }
 
 /* |gpu - cpu| / max(|cpu|, 1e-3); NaN or infinity on one side only is
