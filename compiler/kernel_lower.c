@@ -59,14 +59,6 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
 
 enum { NO_LAUNCH = -2 };
 
-static DType storage_dtype(const Lower *L, int t) {
-    const Tensor *x = &L->g->tensors[t];
-    if (x->dtype == DT_I64) return DT_I64;
-    int64_t n = shape_numel(&x->shape);
-    if (n > 0 && memplan_tensor_bytes(L->g, t, L->persistent[t], L->p) == 2 * n) return L->p == PREC_FP16 ? DT_F16 : DT_BF16;
-    return DT_F32;
-}
-
 static uint32_t fnv1a(const char *s, size_t n) {
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
@@ -94,7 +86,7 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
             kb_free(kb);
             return fail(L, "op %d: a kernel needs tensor %%%d in memory, but its fusion group keeps it internal", op_lo, t), -1;
         }
-        kb->k.buf_dtype[i] = storage_dtype(L, t);
+        kb->k.buf_dtype[i] = memplan_storage_dtype(L->g, t, L->persistent[t], L->p);
         int64_t bs = kb->k.skel == KS_MAP || kb->k.skel == KS_CHANNEL_REDUCE ? views_batch_stride(L->g, &L->f->views, t) : 0;
         kb->k.buf_strided[i] = bs != 0;
         strides[i] = bs;
@@ -309,6 +301,13 @@ static bool in_place(const Lower *L, int part, int whole, int64_t chan) {
     return v->chan[part] == v->chan[whole] + chan;
 }
 
+/* Elements between t's runs along axis ax: a view's base stride along axis
+ * 1 (views exist only there), else the packed run. */
+static int64_t image_stride(const Lower *L, int ax, int t, int64_t run) {
+    int64_t bs = ax == 1 ? views_batch_stride(L->g, &L->f->views, t) : 0;
+    return bs ? bs : run;
+}
+
 /* concat / split along any axis as runs of contiguous elements; reshape and
  * detach as one run. Along axis 1 a part that is a view of the whole costs
  * nothing, and views on either side are read and written with their base's
@@ -328,11 +327,11 @@ static bool lower_copy(Lower *L, int o) {
     for (int i = ax + 1; i < whole->nd; i++) inner *= whole->d[i];
     int whole_t = cat ? op->out[0] : op->in[0];
     int64_t whole_run = whole->d[ax] * inner, chan = 0;
-    int64_t whole_stride = ax == 1 && views_batch_stride(L->g, &L->f->views, whole_t) ? views_batch_stride(L->g, &L->f->views, whole_t) : whole_run;
+    int64_t whole_stride = image_stride(L, ax, whole_t, whole_run);
     for (int i = 0; i < (cat ? op->n_in : op->n_out); i++) {
         int part = cat ? op->in[i] : op->out[i];
         int64_t run = L->g->tensors[part].shape.d[ax] * inner;
-        int64_t part_stride = ax == 1 && views_batch_stride(L->g, &L->f->views, part) ? views_batch_stride(L->g, &L->f->views, part) : run;
+        int64_t part_stride = image_stride(L, ax, part, run);
         bool ok = ax == 1 && in_place(L, part, whole_t, chan);
         if (!ok)
             ok = cat ? copy_launch(L, o, part, whole_t, outer, run, part_stride, 0, whole_stride, off) : copy_launch(L, o, whole_t, part, outer, run, whole_stride, off, part_stride, 0);

@@ -34,14 +34,6 @@ int lib_entry_of(OpKind k) {
     return -1;
 }
 
-DType lib_storage_type(const Graph *g, const bool *persistent, Precision p, int t) {
-    const Tensor *x = &g->tensors[t];
-    if (x->dtype == DT_I64) return DT_I64;
-    int64_t n = shape_numel(&x->shape);
-    if (n > 0 && memplan_tensor_bytes(g, t, persistent[t], p) == 2 * n) return p == PREC_FP16 ? DT_F16 : DT_BF16;
-    return DT_F32;
-}
-
 static const char *tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
 
 /* kernel (entry, types) in lp, added when new; its index or -1 (out of memory) */
@@ -89,8 +81,8 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
                             op->n_in + op->n_out, YL_MAX_OPERANDS), false;
         }
         DType dt[YL_MAX_OPERANDS];
-        for (int i = 0; i < op->n_in; i++) dt[i] = lib_storage_type(g, persistent, p, op->in[i]);
-        dt[op->n_in] = lib_storage_type(g, persistent, p, op->out[0]);
+        for (int i = 0; i < op->n_in; i++) dt[i] = memplan_storage_dtype(g, op->in[i], persistent[op->in[i]], p);
+        dt[op->n_in] = memplan_storage_dtype(g, op->out[0], persistent[op->out[0]], p);
         ok = (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, op->n_in + 1, dt)) >= 0;
     }
     if (ok && p == PREC_FP16) {

@@ -36,9 +36,6 @@ typedef struct LibProgram {
 /* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
  * the cast and the unscale carry out no op). */
 int lib_entry_of(OpKind k);
-/* Device storage type of tensor t (DT_F32, DT_BF16, DT_F16 or DT_I64): the
- * memory plan's bytes per element (memplan_tensor_bytes), as generated kernels store it. */
-DType lib_storage_type(const Graph *g, const bool *persistent, Precision p, int t);
 /* The library kernels of a lowered program's library launches (in order of
  * first use), then the unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);

@@ -35,6 +35,14 @@ int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p
     return n * (low ? 2 : 4);
 }
 
+DType memplan_storage_dtype(const Graph *g, int t, bool persistent, Precision p) {
+    const Tensor *x = &g->tensors[t];
+    if (x->dtype == DT_I64) return DT_I64;
+    int64_t n = shape_numel(&x->shape);
+    if (n > 0 && memplan_tensor_bytes(g, t, persistent, p) == 2 * n) return p == PREC_FP16 ? DT_F16 : DT_BF16;
+    return DT_F32;
+}
+
 /* Placement orders tried: biggest first; biggest size x lifetime first;
  * earliest definition first; longest-lived first; latest last use first. Ties break on definition, then id, so plans are
  * reproducible. */
@@ -202,12 +210,7 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     memplan_mark_persistent(g, persistent);
     /* a tensor that holds views is live while any of them is */
     const Views *views = fu ? &fu->views : NULL;
-    for (int t = 0; views && views->n_views && t < n; t++) {
-        int b = views->base[t];
-        if (b == t) continue;
-        if (mp->def[t] < mp->def[b]) mp->def[b] = mp->def[t];
-        if (mp->last[t] > mp->last[b]) mp->last[b] = mp->last[t];
-    }
+    if (views) views_widen_lifetimes(views, n, mp->def, mp->last);
     for (int o = 0; o < g->n_ops; o++) mp->step_flops += op_def(g->ops[o].kind)->flops(g, &g->ops[o]);
     int m = 0;
     for (int t = 0; t < n; t++) {

@@ -44,6 +44,10 @@ int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p
  * last reader's group (fu NULL: the ops themselves); graph outputs end at
  * n_ops, tensors nobody makes start at -1. */
 bool memplan_lifetimes(const Graph *g, const Fusion *fu, Arena *a, int *def, int *last, char *err, int errcap);
+/* The storage type memplan_tensor_bytes sizes: DT_I64 for integers, the
+ * plan's 16-bit type where a tensor is stored in 2 bytes, else DT_F32. What
+ * every kernel and library call reads and writes on the device. */
+DType memplan_storage_dtype(const Graph *g, int t, bool persistent, Precision p);
 /* Bytes rounded up to the arena's alignment. */
 int64_t memplan_align(int64_t x);
 /* Offsets of views: their base's plus where they sit in it, at the

@@ -30,6 +30,15 @@ int64_t views_batch_stride(const Graph *g, const Views *v, int t) {
 
 int64_t views_elem_offset(const Graph *g, const Views *v, int t) { return v->chan[t] * inner_of(&g->tensors[t].shape); }
 
+void views_widen_lifetimes(const Views *v, int n, int *def, int *last) {
+    for (int t = 0; v->n_views && t < n; t++) {
+        int b = v->base[t];
+        if (b == t) continue;
+        if (def && def[t] < def[b]) def[b] = def[t];
+        if (last[t] > last[b]) last[b] = last[t];
+    }
+}
+
 bool views_identity(const Graph *g, Arena *a, Views *v, char *err, int errcap) {
     v->base = arena_array(a, (size_t)g->n_tensors + 1, sizeof(int));
     v->chan = arena_array(a, (size_t)g->n_tensors + 1, sizeof(int64_t));

@@ -26,6 +26,9 @@ bool views_build(const Graph *g, Fusion *fu, Precision p, Arena *a, char *err, i
 int64_t views_batch_stride(const Graph *g, const Views *v, int t);
 /* Where t's first element sits in its base, in elements. */
 int64_t views_elem_offset(const Graph *g, const Views *v, int t);
+/* A base lives while any of its views does: def[b] (def may be NULL) and
+ * last[b] widened over the views of b, for tensors [0, n). */
+void views_widen_lifetimes(const Views *v, int n, int *def, int *last);
 /* Whether a view of base b at channel `chan` with t's shape is well formed
  * (same rank >= 2, batch and trailing dimensions; the channels inside b's). */
 bool views_fits(const Graph *g, int t, int b, int64_t chan);

@@ -91,10 +91,7 @@ bool interp_use_groups(Interp *it, const Fusion *f) {
         for (int o = f->groups[i].first; o < f->groups[i].first + f->groups[i].n; o++) group_end[o] = f->groups[i].first + f->groups[i].n - 1;
     for (int t = 0; t < g->n_tensors; t++) end[t] = g->tensors[t].producer >= 0 ? group_end[g->tensors[t].producer] : -1;
     it->views = f->views.n_views && it->arena ? &f->views : NULL;
-    for (int t = 0; it->views && it->last && t < g->n_tensors; t++) {
-        int b = f->views.base[t];
-        if (b != t && it->last[t] > it->last[b]) it->last[b] = it->last[t];
-    }
+    if (it->views && it->last) views_widen_lifetimes(it->views, g->n_tensors, NULL, it->last);
     bool ok = schedule_frees(it, end);
     free(end);
     free(group_end);

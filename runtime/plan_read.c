@@ -290,11 +290,7 @@ static bool read_memplan(Plan *p, const Section *sec, char *err, int errcap) {
     if (!read_views(p, &c, nv, last, err, errcap)) return false;
     const Views *v = &p->fusion.views;
     for (uint32_t t = 0; t < n; t++) def[t] = g->tensors[t].producer;
-    for (uint32_t t = 0; t < n; t++) {
-        int b = v->base[t];
-        if (def[t] < def[b]) def[b] = def[t];
-        if (last[t] > last[b]) last[b] = last[t];
-    }
+    views_widen_lifetimes(v, (int)n, def, last);
     int ns = 0;
     for (uint32_t t = 0; t < n; t++) {
         uint64_t at = sec->off + 24 + 8ULL * t;

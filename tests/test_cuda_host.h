@@ -28,7 +28,7 @@ static inline void host_step_setup(HostStep *h, const Plan *p) {
     memplan_mark_persistent(&p->g, persistent);
     cs->stype = calloc((size_t)p->g.n_tensors, 1);
     cs->dirty = calloc((size_t)p->g.n_tensors, sizeof *cs->dirty);
-    for (int t = 0; t < p->g.n_tensors; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(&p->g, persistent, p->precision, t);
+    for (int t = 0; t < p->g.n_tensors; t++) cs->stype[t] = (unsigned char)memplan_storage_dtype(&p->g, t, persistent[t], p->precision);
     free(persistent);
     cr_assert(kernel_lower(&p->g, &p->fusion, p->precision, &cs->kern.kp, err, sizeof err), "%s", err);
     cr_assert(lib_program_build(&p->g, p->precision, &cs->kern.kp, &cs->kern.lp, err, sizeof err), "%s", err);

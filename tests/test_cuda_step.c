@@ -117,7 +117,7 @@ Test(cuda_step, storage_types_agree_with_kernels_and_cudnn) {
     memplan_mark_persistent(g, persistent);
     int low = 0;
     for (int t = 0; t < g->n_tensors; t++) {
-        DType st = cuda_step_storage_type(g, persistent, p.precision, t);
+        DType st = memplan_storage_dtype(g, t, persistent[t], p.precision);
         TensorKind k = g->tensors[t].kind;
         if (g->tensors[t].dtype == DT_I64) cr_expect_eq(st, DT_I64, "tensor %d: integers are copied as they are", t);
         else if (k != TK_ACTIVATION || persistent[t]) cr_expect_eq(st, DT_F32, "tensor %d: inputs, masters, gradients and state stay fp32", t);
@@ -133,13 +133,14 @@ Test(cuda_step, storage_types_agree_with_kernels_and_cudnn) {
             ConvKey key;
             if (!conv_key_from_op(g, op, p.precision, persistent, &p.fusion.views, &key, err, sizeof err)) continue;
             /* cuDNN's data types: 0 float, 9 bfloat16 */
-            DType x = cuda_step_storage_type(g, persistent, p.precision, op->kind == OP_CONV2D_DGRAD ? op->out[0] : op->kind == OP_CONV2D_WGRAD ? op->in[1] : op->in[0]);
+            int xt = op->kind == OP_CONV2D_DGRAD ? op->out[0] : op->kind == OP_CONV2D_WGRAD ? op->in[1] : op->in[0];
+            DType x = memplan_storage_dtype(g, xt, persistent[xt], p.precision);
             cr_expect_eq(key.x_type, x == DT_BF16 ? 9 : 0, "op %d: cuDNN reads x as it is stored", op->id);
             continue;
         }
         const Kernel *k = &kp.kernels[ln->kernel];
         for (int s = 0; s < ln->n_args; s++)
-            cr_expect_eq(k->buf_dtype[s], cuda_step_storage_type(g, persistent, p.precision, ln->args[s]), "launch %d (%s) slot %d", l, k->name, s);
+            cr_expect_eq(k->buf_dtype[s], memplan_storage_dtype(g, ln->args[s], persistent[ln->args[s]], p.precision), "launch %d (%s) slot %d", l, k->name, s);
     }
     kernel_program_free(&kp);
     free(persistent);

@@ -19,7 +19,6 @@
 enum { WHY = 1536 };
 
 
-DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t) { return lib_storage_type(g, persistent, p, t); }
 
 static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
 
@@ -213,7 +212,7 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
         return errf(err, errcap, "out of memory");
     }
     memplan_mark_persistent(g, persistent);
-    for (int t = 0; t < n; t++) cs->stype[t] = (unsigned char)cuda_step_storage_type(g, persistent, p->precision, t);
+    for (int t = 0; t < n; t++) cs->stype[t] = (unsigned char)memplan_storage_dtype(g, t, persistent[t], p->precision);
     free(persistent);
     char doing[256];
     /* kernels first: a plan compiled for another architecture fails before any memory is taken */

@@ -156,8 +156,5 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
  * maxpool2d x3, resize_nearest x3, ..." (kinds by count, then op order), or
  * that none does. */
 void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
-/* The device storage type of tensor t (DT_F32, DT_BF16, DT_F16 or DT_I64),
- * by the rule kernel_lower and cudnn_conv use (memplan_tensor_bytes). */
-DType cuda_step_storage_type(const Graph *g, const bool *persistent, Precision p, int t);
 
 #endif

@@ -18,10 +18,10 @@ enum { MAX_CFGS = 64, TENSOR_ALIGN = 16, UID_X = 1, UID_W = 2, UID_Y = 3 };
 
 /* ---- keys (pure) ---- */
 
+/* memplan's storage type as cuDNN names it */
 static int storage_type(const Graph *g, int t, Precision p, const bool *persistent) {
-    int64_t n = shape_numel(&g->tensors[t].shape);
-    if (p == PREC_FP32 || memplan_tensor_bytes(g, t, persistent[t], p) != 2 * n) return DNN_DATA_FLOAT;
-    return p == PREC_BF16 ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF;
+    DType d = memplan_storage_dtype(g, t, persistent[t], p);
+    return d == DT_BF16 ? DNN_DATA_BFLOAT16 : d == DT_F16 ? DNN_DATA_HALF : DNN_DATA_FLOAT;
 }
 
 /* weights are read through their low-precision compute copies in bf16/fp16 plans */
