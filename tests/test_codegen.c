@@ -480,7 +480,10 @@ Test(codegen, kernels_section_rejects_bad_indexes) {
                             {"{\"target\":\"cpu\"}", "a target and a kernels array"},
                             {"[1,2]", "a target and a kernels array"},
                             {"{\"target\":\"cuda\",\"kernels\":[{\"name\":\"k\",\"blobs\":[{\"offset\":0,\"bytes\":99}]}]}", "outside the section"},
-                            {"{\"target\":\"cuda\",\"kernels\":[{\"blobs\":[]}]}", "without a name"}};
+                            {"{\"target\":\"cuda\",\"kernels\":[{\"blobs\":[]}]}", "without a name"},
+                            {"{\"target\":\"cuda\",\"kernels\":[],\"library\":{}}", "not an array"},
+                            {"{\"target\":\"cuda\",\"kernels\":[],\"library\":[{\"blobs\":[]}]}", "without a name"},
+                            {"{\"target\":\"cuda\",\"kernels\":[],\"library\":[{\"name\":\"l\",\"blobs\":[{\"offset\":4,\"bytes\":8}]}]}", "outside the section"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         cr_expect_not(parse_kernels(bad[i][0], 8, err, sizeof err), "%s was accepted", bad[i][0]);
