@@ -6,9 +6,10 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-/* "cpu" (or no target): true. "cuda": opens libcuda, cuDNN, cuBLASLt (and
- * NCCL for more than one rank) and looks for a device; without them, false
- * with the loader's message naming the library. Anything else: false. */
+/* "cpu" (or no target): true. "cuda": opens libcuda, cuDNN and cuBLASLt and
+ * looks for a device (then closes them again; CudaStep opens its own);
+ * without them, false with the loader's message naming the library.
+ * Anything else: false. */
 bool target_prepare(const cJSON *meta, char *err, int errcap);
 
 #endif

@@ -9,10 +9,31 @@
 #include <string.h>
 
 #include "target.h"
+#include "cuda/cuda_step.h"
+#include "train_step_cuda.h"
 
 static int meta_int(const Plan *p, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->meta, key);
     return cJSON_IsNumber(v) ? (int)v->valuedouble : -1;
+}
+
+/* The clip op and the updates after it, and a host accumulator per gradient. */
+static bool find_optimizer(TrainStep *ts, char *err, int errcap) {
+    const Graph *g = &ts->plan->g;
+    ts->clip_op = -1;
+    for (int o = 0; o < g->n_ops && ts->clip_op < 0; o++)
+        if (g->ops[o].kind == OP_GRAD_CLIP) ts->clip_op = o;
+    if (ts->clip_op < 0) return snprintf(err, (size_t)errcap, "plan has no optimizer step"), false;
+    for (int o = ts->clip_op + 1; o < g->n_ops; o++) {
+        OpKind k = g->ops[o].kind;
+        if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return snprintf(err, (size_t)errcap, "plan: op %d (%s) follows the optimizer's clip", o, op_def(k)->name), false;
+    }
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    if (!(ts->acc = calloc((size_t)n, sizeof(float *)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < n; i++)
+        if (!(ts->acc[i] = calloc((size_t)shape_numel(&g->tensors[grads[i]].shape), sizeof(float)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    return true;
 }
 
 bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
@@ -43,9 +64,11 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
     ts->nc = meta_int(plan, "nc");
     if (ts->nc < 1) return snprintf(err, (size_t)errcap, "plan META: bad nc"), false;
     if (!target_prepare(plan->meta, err, errcap)) return false;
+    if (!interp_init(&ts->it, &plan->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (!find_optimizer(ts, err, errcap)) return false;
+    if (plan_targets_cuda(plan)) return train_step_cuda_open(ts, err, errcap);
     if (plan->precision != PREC_FP32)
         return snprintf(err, (size_t)errcap, "a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", precision_name(plan->precision)), false;
-    if (!interp_init(&ts->it, &plan->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     /* activations live where the memory plan put them */
     if (plan->offset && (!interp_use_arena(&ts->it, plan->offset, plan->arena_bytes, false) || !interp_use_groups(&ts->it, &plan->fusion))) return snprintf(err, (size_t)errcap, "out of memory for the %lld-byte arena", (long long)plan->arena_bytes), false;
     for (int t = 0; t < plan->g.n_tensors; t++)
@@ -60,19 +83,6 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
          * (tiny 128/16 step 0.28 s -> 0.21 s, YOLOv8n 320/4 1.4 s -> 1.0 s) */
         cpu_conv_set_threads(1);
     }
-    ts->clip_op = -1;
-    for (int o = 0; o < plan->g.n_ops && ts->clip_op < 0; o++)
-        if (plan->g.ops[o].kind == OP_GRAD_CLIP) ts->clip_op = o;
-    if (ts->clip_op < 0) return snprintf(err, (size_t)errcap, "plan has no optimizer step"), false;
-    for (int o = ts->clip_op + 1; o < plan->g.n_ops; o++) {
-        OpKind k = plan->g.ops[o].kind;
-        if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return snprintf(err, (size_t)errcap, "plan: op %d (%s) follows the optimizer's clip", o, op_def(k)->name), false;
-    }
-    int n;
-    const int *grads = train_step_grads(ts, &n);
-    if (!(ts->acc = calloc((size_t)n, sizeof(float *)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int i = 0; i < n; i++)
-        if (!(ts->acc[i] = calloc((size_t)shape_numel(&plan->g.tensors[grads[i]].shape), sizeof(float)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     return true;
 }
 
@@ -107,6 +117,12 @@ static void read_items(TrainStep *ts, StepResult *out) {
 
 bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResult *out, char *err, int errcap) {
     if (ts->reduce_grads) return snprintf(err, (size_t)errcap, "data-parallel steps go through train_step_backward and train_step_update"), false;
+    if (ts->cuda) {
+        double norm;
+        if (!train_step_cuda_backward(ts, out, err, errcap) || !train_step_cuda_update(ts, lr, momentum, NULL, &norm, err, errcap)) return false;
+        out->grad_norm = norm;
+        return true;
+    }
     bind_hyper(ts, lr, momentum);
     *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
     if (!interp_run(&ts->it, 0, ts->plan->g.n_ops, err, errcap)) return false;
@@ -117,6 +133,7 @@ bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResu
 }
 
 bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
+    if (ts->cuda) return train_step_cuda_backward(ts, out, err, errcap);
     int n;
     const int *grads = train_step_grads(ts, &n);
     *(float *)ts->it.buf[ts->grad_seed] = 1.0f;
@@ -133,6 +150,7 @@ bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap) 
 
 bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap) {
     if (ts->n_acc_batches == 0) return snprintf(err, (size_t)errcap, "no accumulated gradients to apply"), false;
+    if (ts->cuda) return train_step_cuda_update(ts, lr, momentum, skip, grad_norm, err, errcap);
     if (ts->reduce_grads && !ts->reduce_grads(ts->reduce_ctx, ts, err, errcap)) return false; /* data parallelism */
     const Graph *g = &ts->plan->g;
     int n;
@@ -158,7 +176,16 @@ bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const
     return true;
 }
 
+bool train_step_sync_host(TrainStep *ts, bool optimizer, char *err, int errcap) {
+    return !ts->cuda || train_step_cuda_sync_host(ts, optimizer, err, errcap);
+}
+
+void train_step_host_changed(TrainStep *ts) { ts->device_stale = ts->cuda != NULL; }
+
+int64_t train_step_device_bytes(const TrainStep *ts) { return ts->cuda ? cuda_step_device_bytes(ts->cuda) : 0; }
+
 void train_step_free(TrainStep *ts) {
+    train_step_cuda_close(ts);
     if (ts->acc) {
         int n;
         train_step_grads(ts, &n);

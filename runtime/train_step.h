@@ -1,12 +1,16 @@
-/* runtime/train_step.h — one training step of a plan on the reference
- * interpreter: binds the plan's inputs (images, targets, learning rates,
- * momentum, step count), runs every op, returns the loss. Knows nothing of
- * datasets or schedules; the caller feeds batches and hyper-parameters. */
+/* runtime/train_step.h — one training step of a plan: binds the plan's inputs
+ * (images, targets, learning rates, momentum, step count), runs every op,
+ * returns the loss. CPU plans run on the interpreter; CUDA plans on a GPU
+ * (train_step_cuda.c), with the same host-side view of state and inputs.
+ * Knows nothing of datasets or schedules; the caller feeds batches and
+ * hyper-parameters. */
 #ifndef YOLOCC_TRAIN_STEP_H
 #define YOLOCC_TRAIN_STEP_H
 #include "gen_cpu.h"
 #include "interp.h"
 #include "plan_read.h"
+
+struct CudaStep;
 
 typedef struct TrainStep {
     Plan *plan;
@@ -26,6 +30,15 @@ typedef struct TrainStep {
      * every rank holding the same sums */
     bool (*reduce_grads)(void *ctx, struct TrainStep *ts, char *err, int errcap);
     void *reduce_ctx;
+    /* a CUDA plan's device step, else NULL. it.buf then holds host copies of
+     * the inputs, outputs, gradients and state only (no arena); the device
+     * holds the state that counts, and the flags say which side is newer */
+    struct CudaStep *cuda;
+    bool device_stale;  /* the host's state changed (init, load, resume, broadcast): upload before the next step */
+    bool host_stale;    /* the device's parameters or buffers moved (updates, BN statistics): download before reading them */
+    bool optim_stale;   /* the device's optimizer state moved */
+    bool dev_pending;   /* the device's gradients hold a batch that acc does not */
+    long skipped_steps; /* fp16: updates skipped for an inf/NaN gradient */
 } TrainStep;
 
 typedef struct StepResult {
@@ -53,6 +66,15 @@ bool train_step_run(TrainStep *ts, const double lr[3], double momentum, StepResu
  * optimizer op not run; skip may be NULL), and clears the accumulators. */
 bool train_step_backward(TrainStep *ts, StepResult *out, char *err, int errcap);
 bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap);
+/* CUDA plans (no-ops for CPU plans): sync_host makes it.buf's parameters and
+ * buffers (and, when `optimizer`, the optimizer state and acc, which then
+ * holds every accumulated batch) current before the caller reads them (EMA,
+ * checkpoints, hashes); host_changed says the caller wrote
+ * them (weights, resume, a broadcast), so the next step uploads them first. */
+bool train_step_sync_host(TrainStep *ts, bool optimizer, char *err, int errcap);
+void train_step_host_changed(TrainStep *ts);
+/* Device memory the step holds (bytes), or 0 for a CPU plan. */
+int64_t train_step_device_bytes(const TrainStep *ts);
 /* The gradient tensors (inputs of the clip op) and their count. */
 const int *train_step_grads(const TrainStep *ts, int *n);
 void train_step_free(TrainStep *ts);

@@ -177,6 +177,7 @@ static int synthetic_main(int argc, char **argv) {
         fprintf(stderr, "yolort: error: %s\n", err);
         goto out;
     }
+    train_step_host_changed(&ts); /* weights (and rank 0's broadcast) go up before the first step */
     const int acc = (int)accumulate, units = world * acc;
     if (units == 1) {
         synthetic_batch((uint64_t)seed, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
@@ -226,7 +227,7 @@ static int synthetic_main(int argc, char **argv) {
             printf("step %4ld/%ld  loss %.4f  box %.4f  cls %.4f  dfl %.4f  grad_norm %.3f  %.2fs\n", s, (long)steps, loss, r.box, r.cls, r.dfl, r.grad_norm, secs);
         fflush(stdout);
     }
-    if (!dp_check_in_sync(&dp, err, sizeof err)) {
+    if (!train_step_sync_host(&ts, true, err, sizeof err) || !dp_check_in_sync(&dp, err, sizeof err)) {
         fprintf(stderr, "yolort: error: %s\n", err);
         goto out;
     }

@@ -89,16 +89,19 @@ Test(cuda_step, host_op_line_forms) {
     cr_expect_eq(small[12], 'z', "nothing written past cap");
 }
 
-Test(cuda_step, a_plan_that_is_not_a_training_plan_is_refused) {
+Test(cuda_step, a_plan_that_is_neither_training_nor_validation_is_refused) {
     char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[512] = "";
     cr_assert(mkdtemp(dir));
     Plan p;
     tiny_plan(dir, "t.plan", "--imgsz 64 --batch 2", &p);
     rmdir(dir);
     cr_assert_not_null(p.eval, "a training plan embeds its validation graph");
+    /* the validation graph runs on the device too (`yolort train` validates there); another kind does not */
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(p.eval->meta, "kind")), "eval");
+    cJSON_ReplaceItemInObject(p.eval->meta, "kind", cJSON_CreateString("deploy"));
     CudaStep cs;
-    cr_expect(!cuda_step_open(&cs, p.eval, 0, err, sizeof err), "the validation graph is no training step");
-    cr_expect(strstr(err, "not a training plan"), "%s", err);
+    cr_expect(!cuda_step_open(&cs, p.eval, 0, err, sizeof err), "a deploy graph is no step CudaStep runs");
+    cr_expect(strstr(err, "not a training or validation plan"), "%s", err);
     cr_expect(!cs.dev_open && !cs.mem_open && !cs.ptr, "nothing stays open");
     plan_free(&p);
 }

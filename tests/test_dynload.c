@@ -103,8 +103,10 @@ Test(dynload, target_prepare_reads_the_plan_target) {
     cr_expect(strstr(err, "unknown target 'tpu'"), "%s", err);
     cJSON_Delete(m);
     m = cJSON_Parse("{\"target\":\"cuda\"}");
-    cr_expect(!target_prepare(m, err, sizeof err), "no CUDA executor in this build");
-    if (!loadable("libcuda.so.1")) cr_expect(strstr(err, "CUDA plan") && strstr(err, "libcuda.so.1"), "%s", err);
+    if (!loadable("libcuda.so.1")) {
+        cr_expect(!target_prepare(m, err, sizeof err), "a CUDA plan without libcuda.so.1 must be refused");
+        cr_expect(strstr(err, "CUDA plan") && strstr(err, "libcuda.so.1"), "%s", err);
+    }
     cJSON_Delete(m);
 }
 
@@ -171,6 +173,23 @@ Test(dynload, yolort_refuses_a_cuda_plan_without_the_driver) {
     if (!loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
     cr_expect_eq(r.out[0], 0);
     tu_free(&r);
+    /* `yolort train --data`: the same one line, before a run directory exists */
+    snprintf(args, sizeof args, "datagen %s/data --images 8 --size 64 --classes 3 --seed 1", dir);
+    r = tu_run_bin(yolort, args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "train %s --data %s/data/data.yaml --project %s/runs --epochs 1", cuda, dir, dir);
+    r = tu_run_bin(yolort, args);
+    cr_expect_neq(r.status, 0, "a CUDA plan cannot train here");
+    cr_expect_eq(tu_lines(r.err), 1, "one error line: %s", r.err);
+    cr_expect(strstr(r.err, "CUDA plan"), "%s", r.err);
+    if (!loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
+    char runs[160];
+    snprintf(runs, sizeof runs, "%s/runs", dir);
+    cr_expect(access(runs, F_OK) != 0, "no run directory is left behind");
+    tu_free(&r);
+    snprintf(args, sizeof args, "rm -rf %s/data", dir);
+    cr_expect_eq(system(args), 0);
     /* the untouched plan still runs on the CPU */
     snprintf(args, sizeof args, "train %s --synthetic --steps 1", cpu);
     r = tu_run_bin(yolort, args);

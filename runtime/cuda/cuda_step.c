@@ -201,7 +201,8 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     cs->lib_host = lib_host && *lib_host && strcmp(lib_host, "0") != 0;
     const Graph *g = &p->g;
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(p->meta, "kind");
-    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "train") != 0) return errf(err, errcap, "not a training plan (META kind is not \"train\")");
+    if (!cJSON_IsString(kind) || (strcmp(kind->valuestring, "train") != 0 && strcmp(kind->valuestring, "eval") != 0))
+        return errf(err, errcap, "not a training or validation plan (META kind is neither \"train\" nor \"eval\")");
     int n = g->n_tensors;
     bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
     cs->stype = calloc((size_t)n + 1, 1);
@@ -291,6 +292,13 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
 }
 
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap) { return to_host(cs, tensor, host, err, errcap); }
+
+bool cuda_step_upload(CudaStep *cs, int tensor, const void *host, char *err, int errcap) {
+    if (tensor < 0 || tensor >= cs->plan->g.n_tensors) return errf(err, errcap, "tensor %d is not a tensor of the plan", tensor);
+    if (!to_device(cs, tensor, host, err, errcap)) return false;
+    if (cs->plan->g.tensors[tensor].kind == TK_PARAM && cs->mem.layout.lowp_off[tensor] >= 0) cs->dirty[tensor] = true;
+    return true;
+}
 
 /* ---- the step ---- */
 
@@ -565,8 +573,20 @@ bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errca
     if (!to_host(cs, cs->t_grad_norm, &out->grad_norm, err, errcap) || !to_host(cs, cs->t_loss, &out->loss, err, errcap)) return false;
     out->skipped = !cuda_step_decide(&cs->ls, out->grad_norm, cs->clip_op, g->n_ops, &lo, &hi);
     out->next_scale = cs->ls.scale;
-    if (lo < hi && !run_ops(cs, lo, hi, false, why, sizeof why)) return errf(err, errcap, "optimizer updates: %s", why);
+    /* frozen parameters: their update ops do not run at all (weight decay and momentum would still move them) */
+    for (int o = lo; o < hi; o++) {
+        int end = o + 1;
+        if (cs->frozen && cs->frozen[g->ops[o].in[0]]) continue;
+        while (end < hi && !(cs->frozen && cs->frozen[g->ops[end].in[0]])) end++;
+        if (!run_ops(cs, o, end, false, why, sizeof why)) return errf(err, errcap, "optimizer updates: %s", why);
+        o = end - 1;
+    }
     return true;
+}
+
+bool cuda_step_seed(CudaStep *cs, char *err, int errcap) {
+    if (!cs->train_bound && !cuda_step_train_init(cs, err, errcap)) return false;
+    return to_device(cs, cs->t_grad_seed, &cs->ls.scale, err, errcap);
 }
 
 bool cuda_step_train(CudaStep *cs, const float lr[3], float momentum, float step_no, CudaStepOutcome *out, char *err, int errcap) {

@@ -67,6 +67,9 @@ typedef struct CudaStep {
     int clip_op, t_grad_seed, t_lr, t_momentum, t_opt_step, t_loss, t_grad_norm;
     LossScale ls;
     /* CUDA graphs (cuda_step_use_graphs): captured once per run of launches, then replayed */
+    /* per tensor id: a parameter whose update op cuda_step_optimize skips (a
+     * frozen layer); NULL: none. The caller owns the array. */
+    const bool *frozen;
     bool use_graphs;
     CudaGraphSeg *graphs;
     int n_graphs, cap_graphs;
@@ -74,7 +77,8 @@ typedef struct CudaStep {
     long eager_host_ops;        /* host ops run between graphs since open */
 } CudaStep;
 
-/* Opens device `ordinal` for training plan p (compiled with --target cuda):
+/* Opens device `ordinal` for training plan p (compiled with --target cuda), or
+ * for its validation plan (which has no optimizer: never cuda_step_train it):
  * loads the kernels for the device, builds every convolution's cuDNN plan,
  * checks arena + persistent + workspace against free memory, and only then
  * allocates them. p must outlive cs. On failure nothing stays open and err
@@ -93,6 +97,13 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
 /* Copies tensor t to host (fp32, or int64 for DT_I64), converting bf16/fp16
  * storage and packing a zero-copy view. Waits for the main stream first. */
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap);
+/* Uploads any tensor with device memory (a gradient the host summed over
+ * accumulated batches, say) from fp32 / int64 host memory; a parameter's
+ * compute copy is refreshed by the next run. */
+bool cuda_step_upload(CudaStep *cs, int tensor, const void *host, char *err, int errcap);
+/* Before a backward the caller runs itself (cuda_step_run(cs, 0, clip_op)):
+ * binds the training step when needed and sets grad_seed to the loss scale. */
+bool cuda_step_seed(CudaStep *cs, char *err, int errcap);
 /* Runs ops [first_op, last_op) of the step on the main stream and waits for
  * them; the range must not cut a launch in two (as interp_run). Compute
  * copies of parameters the range updated are refreshed before it returns.

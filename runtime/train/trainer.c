@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../ir/diag.h"
 #include "../../passes/optimizer.h"
+#include "../cuda/cuda_step.h"
 #include "../weights.h"
 #include "checkpoint.h"
 #include "report.h"
@@ -45,6 +47,14 @@ static double rss_gb(void) {
     if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
     fclose(f);
     return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1e9;
+}
+
+/* The progress bar's memory column: the device memory the plan's steps hold
+ * (training and validation; it does not change during a run) for a CUDA
+ * plan, else the process's resident memory. */
+static double mem_gb(const Trainer *t) {
+    if (!t->ts.cuda) return rss_gb();
+    return (double)(train_step_device_bytes(&t->ts) + (t->evcuda ? cuda_step_device_bytes(t->evcuda) : 0)) / 1e9;
 }
 
 static bool make_dir(const char *path, char *err, int errcap) {
@@ -173,7 +183,7 @@ static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errca
     cJSON *s = scalars_json(t, epoch);
     if (!s) return snprintf(err, (size_t)errcap, "out of memory"), false;
     path_in(t, "weights/last.state", p, sizeof p);
-    bool ok = state_save(t, p, s, err, errcap);
+    bool ok = train_step_sync_host(&t->ts, true, err, errcap) && state_save(t, p, s, err, errcap);
     cJSON_Delete(s);
     path_in(t, "weights/last.safetensors", p, sizeof p);
     ok = ok && ema_save_weights(t, p, err, errcap);
@@ -209,7 +219,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
     bool mosaic = a->close_mosaic <= 0 || close_at < 0 || epoch < close_at;
     if (a->close_mosaic > 0 && epoch == close_at) printf("Closing dataloader mosaic\n");
     if (!loader_start_epoch(t->train_loader, epoch, mosaic, 0, err, errcap)) return false;
-    Progress pb = progress_begin(stdout, isatty(STDOUT_FILENO), "RAM", epoch, a->epochs, t->nb, monotonic_seconds());
+    Progress pb = progress_begin(stdout, isatty(STDOUT_FILENO), t->ts.cuda ? "GPU_mem" : "RAM", epoch, a->epochs, t->nb, monotonic_seconds());
     tl[0] = tl[1] = tl[2] = 0;
     for (int i = 0; i < t->nb; i++) {
         int ni = i + t->nb * epoch;
@@ -235,14 +245,38 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         double items[3] = {r.box, r.cls, r.dfl};
         for (int k = 0; k < 3; k++) tl[k] = (tl[k] * i + items[k]) / (i + 1);
         if (ni - t->last_opt_step >= accumulate) {
-            if (!train_step_update(&t->ts, t->lrs, momentum, t->skip, NULL, err, errcap)) return false;
+            if (!train_step_update(&t->ts, t->lrs, momentum, t->skip, NULL, err, errcap) || !train_step_sync_host(&t->ts, false, err, errcap)) return false;
             t->last_opt_step = ni;
             ema_update(t);
         }
         if (!isfinite(r.total)) return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
-        progress_update(&pb, i + 1, rss_gb(), tl, b.instances, t->ts.imgsz, monotonic_seconds());
+        progress_update(&pb, i + 1, mem_gb(t), tl, b.instances, t->ts.imgsz, monotonic_seconds());
     }
     progress_end(&pb);
+    return true;
+}
+
+/* The validation graph's step on the training step's device, opened (and its
+ * memory checked) before step 0 like the training step's. */
+static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
+    const Plan *ep = t->plan.eval;
+    int pred = plan_meta_tensor(ep, "outputs", "predictions");
+    if (pred < 0) return snprintf(err, (size_t)errcap, "%s: the validation graph's META names no predictions", t->a.plan), false;
+    if (!(t->evpred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[pred].shape))) || !(t->evcuda = calloc(1, sizeof *t->evcuda)))
+        return snprintf(err, (size_t)errcap, "out of memory"), false;
+    char why[1024];
+    if (!cuda_step_open(t->evcuda, ep, t->ts.cuda->dev.ordinal, why, sizeof why)) {
+        free(t->evcuda);
+        t->evcuda = NULL;
+        return errf(err, errcap, "validation graph on the GPU: %s", why);
+    }
+    const CudaStep *cs = t->ts.cuda;
+    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f) + %.3f GB for validation, checked against free memory before step 0\n",
+           cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
+           (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cuda_step_device_bytes(t->evcuda) / 1e9);
+    char line[512];
+    cuda_step_describe(cs, line, sizeof line);
+    printf("CUDA step: %s\n", line);
     return true;
 }
 
@@ -299,6 +333,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     } else if (!weights_init(&t->plan.g, t->ts.it.buf, (uint64_t)a->seed, err, errcap)) {
         return false;
     }
+    train_step_host_changed(&t->ts);
     if (!ema_init(t) || !freeze_layers(t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     /* the validation graph reads the EMA in place: same model, same state order */
     if (!interp_init(&t->ev, &ep->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
@@ -309,6 +344,13 @@ static bool setup(Trainer *t, char *err, int errcap) {
         if (strcmp(ep->g.tensors[e].name, t->plan.g.tensors[m].name) != 0 || !shape_eq(&ep->g.tensors[e].shape, &t->plan.g.tensors[m].shape))
             return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[e].name), false;
         t->ev.buf[e] = t->ema[m];
+    }
+    if (t->ts.cuda) {
+        for (int id = 0; id < ep->g.n_tensors; id++)
+            if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+        if (!open_eval_cuda(t, err, errcap)) return false;
+        print_optimizer(t, opt ? opt : "?");
+        return true;
     }
     if (ep->offset && (!interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&t->ev, &ep->fusion))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int id = 0; id < ep->g.n_tensors; id++)
@@ -328,6 +370,7 @@ static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int e
     uint32_t crc = (uint32_t)meta_num(s, "plan_crc32", -1);
     if (crc != t->plan_crc) return snprintf(err, (size_t)errcap, "%s was written for another plan (plan checksum %08x, %s has %08x)", t->a.resume, crc, t->a.plan, t->plan_crc), false;
     if (!state_restore(t, f, t->a.resume, err, errcap)) return false;
+    train_step_host_changed(&t->ts);
     t->start_epoch = (int)meta_num(s, "epoch", -2) + 1;
     t->last_opt_step = (int)meta_num(s, "last_opt_step", -1);
     t->ts.step = (long)meta_num(s, "opt_steps", 0);
@@ -390,6 +433,9 @@ static void trainer_free(Trainer *t) {
     dataset_free(&t->ds);
     interp_free(&t->ev);
     if (t->has_evgen) gen_cpu_close(&t->evgen);
+    if (t->evcuda) cuda_step_close(t->evcuda);
+    free(t->evcuda);
+    free(t->evpred);
     ema_free(t);
     free(t->skip);
     train_step_free(&t->ts);

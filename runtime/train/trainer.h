@@ -42,6 +42,10 @@ typedef struct Trainer {
     Interp ev;              /* the plan's validation graph, reading the EMA */
     GenCpu evgen;           /* its generated kernels, when the plan carries them */
     bool has_evgen;
+    /* a CUDA plan validates on the device: its validation graph's step, and
+     * host space for what comes back (predictions, loss items) */
+    struct CudaStep *evcuda;
+    float *evpred, evitems[3];
     Dataset ds;
     Loader *train_loader, *val_loader;
     void **ema;             /* per train-graph tensor id: EMA copy of each state tensor */

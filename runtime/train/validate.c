@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ir/diag.h"
+#include "../cuda/cuda_step.h"
 #include "metrics.h"
 #include "trainer.h"
 
@@ -41,6 +43,28 @@ static int max_labels(const DataSplit *s) {
     return m;
 }
 
+/* One batch through the validation graph: on the device for a CUDA plan
+ * (the EMA uploaded once per pass), else on the interpreter. */
+static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, int B, int S, int max_boxes, const float **pred, const float **items, char *err,
+                       int errcap) {
+    const Plan *ep = t->plan.eval;
+    if (t->evcuda) {
+        char why[1024];
+        bool ok = cuda_step_set_input(t->evcuda, io->images, b->images, err, errcap) && cuda_step_set_input(t->evcuda, io->boxes, b->boxes, err, errcap) &&
+                  cuda_step_set_input(t->evcuda, io->counts, b->counts, err, errcap);
+        if (ok && !cuda_step_run(t->evcuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "validation on the GPU: %s", why);
+        ok = ok && cuda_step_download(t->evcuda, io->pred, t->evpred, err, errcap) && cuda_step_download(t->evcuda, io->items, t->evitems, err, errcap);
+        *pred = t->evpred, *items = t->evitems;
+        return ok;
+    }
+    memcpy(t->ev.buf[io->images], b->images, sizeof(float) * (size_t)B * 3 * (size_t)S * (size_t)S);
+    memcpy(t->ev.buf[io->boxes], b->boxes, sizeof(float) * (size_t)B * (size_t)max_boxes * 5);
+    memcpy(t->ev.buf[io->counts], b->counts, sizeof(int64_t) * (size_t)B);
+    if (!interp_run(&t->ev, 0, ep->g.n_ops, err, errcap)) return false;
+    *items = t->ev.buf[io->items], *pred = t->ev.buf[io->pred];
+    return true;
+}
+
 bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap) {
     const Plan *ep = t->plan.eval;
     EvalIO io;
@@ -59,6 +83,7 @@ bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int err
         goto out;
     }
     if (!loader_start_epoch(t->val_loader, 0, false, 0, err, errcap)) goto out;
+    if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) goto out; /* the EMA */
     int batches = 0;
     double loss[3] = {0};
     for (;;) {
@@ -68,11 +93,8 @@ bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int err
             if (err[0]) goto out;
             break;
         }
-        memcpy(t->ev.buf[io.images], b.images, sizeof(float) * (size_t)B * 3 * (size_t)S * (size_t)S);
-        memcpy(t->ev.buf[io.boxes], b.boxes, sizeof(float) * (size_t)B * (size_t)max_boxes * 5);
-        memcpy(t->ev.buf[io.counts], b.counts, sizeof(int64_t) * (size_t)B);
-        if (!interp_run(&t->ev, 0, ep->g.n_ops, err, errcap)) goto out;
-        const float *items = t->ev.buf[io.items], *pred = t->ev.buf[io.pred];
+        const float *items, *pred;
+        if (!eval_batch(t, &io, &b, B, S, max_boxes, &pred, &items, err, errcap)) goto out;
         for (int k = 0; k < 3; k++) loss[k] += items[k];
         batches++;
         for (int i = 0; i < b.n_valid; i++) {

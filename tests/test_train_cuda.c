@@ -1,0 +1,160 @@
+/* tests/test_train_cuda.c — TrainStep and `yolort train` on a CUDA plan (GPU
+ * suite, in `make check-gpu`): gradient accumulation, frozen layers and the
+ * host/device state hand-over against the CPU TrainStep, and a whole
+ * training run with validation on the device. Without a device every test
+ * prints `SKIP: no CUDA device`. */
+#include "../runtime/cuda/cuda_step.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/train/report.h"
+#include "../runtime/train_step.h"
+#include "../runtime/weights.h"
+#include "test_gpu.h"
+
+static void check_items(const StepResult *gpu, const StepResult *cpu, const char *when) {
+    const double g[4] = {gpu->total, gpu->box, gpu->cls, gpu->dfl}, c[4] = {cpu->total, cpu->box, cpu->cls, cpu->dfl};
+    for (int i = 0; i < 4; i++) cr_expect_leq(rel_diff(g[i], c[i]), 1e-4, "%s item %d: GPU %.9g CPU %.9g", when, i, g[i], c[i]);
+}
+
+/* Worst relative difference of every tensor of `kind` between the two steps' host copies. */
+static double worst_state(const TrainStep *gpu, const TrainStep *cpu, TensorKind kind, int *n_tensors) {
+    const Graph *g = &cpu->plan->g;
+    double worst = 0;
+    *n_tensors = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (g->tensors[t].kind != kind || g->tensors[t].dtype != DT_F32) continue;
+        const float *a = gpu->it.buf[t], *b = cpu->it.buf[t];
+        for (int64_t e = 0, n = shape_numel(&g->tensors[t].shape); e < n; e++) worst = fmax(worst, fabs((double)a[e] - b[e]) / fmax(fabs((double)b[e]), 1e-3));
+        (*n_tensors)++;
+    }
+    return worst;
+}
+
+/* Two batches accumulated with the first layer frozen, then one batch alone:
+ * the CUDA plan through TrainStep (host accumulation, then the device's own
+ * gradients) against the CPU plan, from the same weights. fp32: tolerances
+ * as cuda_step's tiny_step_matches_the_cpu_fp32. */
+Test(train_cuda, accumulation_freezing_and_state_match_the_cpu) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char dir[] = "/tmp/yolocc-tcuda-XXXXXX", err[2048];
+    cr_assert(mkdtemp(dir));
+    Plan pc, pg;
+    tiny_plan(dir, "cpu.plan", "--imgsz 64 --batch 2 --precision fp32 --target cpu", &pc);
+    tiny_plan(dir, "cuda.plan", "--imgsz 64 --batch 2 --precision fp32 --target cuda --arch sm_80,sm_90", &pg);
+    rmdir(dir);
+    TrainStep cpu, gpu;
+    cr_assert(train_step_init(&cpu, &pc, err, sizeof err), "%s", err);
+    cr_assert(train_step_init(&gpu, &pg, err, sizeof err), "%s", err);
+    cr_assert(gpu.cuda != NULL && cpu.cuda == NULL);
+    train_step_set_fast(&cpu, true);
+    cr_assert(weights_init(&pc.g, cpu.it.buf, 11, err, sizeof err), "%s", err);
+    cr_assert(weights_init(&pg.g, gpu.it.buf, 11, err, sizeof err), "%s", err);
+    train_step_host_changed(&gpu);
+
+    /* the first parameter of layer 0 is frozen */
+    bool *skip = calloc((size_t)pc.g.n_tensors, sizeof *skip);
+    int frozen = -1;
+    for (int t = 0; t < pc.g.n_tensors && frozen < 0; t++)
+        if (pc.g.tensors[t].kind == TK_PARAM && strncmp(pc.g.tensors[t].name, "model.0.", 8) == 0) frozen = t;
+    cr_assert_geq(frozen, 0);
+    skip[frozen] = true;
+    int64_t nf = shape_numel(&pc.g.tensors[frozen].shape);
+    float *before = malloc(sizeof(float) * (size_t)nf);
+    memcpy(before, gpu.it.buf[frozen], sizeof(float) * (size_t)nf);
+
+    const double lr[3] = {0.01, 0.01, 0.02}, momentum = 0.9;
+    const uint64_t seeds[] = {7, 8, 9};
+    const int batches_per_update[] = {2, 1};
+    int b = 0;
+    for (int u = 0; u < 2; u++) {
+        for (int k = 0; k < batches_per_update[u]; k++, b++) {
+            TrainStep *both[] = {&cpu, &gpu};
+            for (int i = 0; i < 2; i++)
+                synthetic_batch(seeds[b], both[i]->batch, both[i]->imgsz, both[i]->nc, both[i]->max_boxes, train_step_images(both[i]), train_step_boxes(both[i]),
+                                train_step_counts(both[i]));
+            StepResult rc, rg;
+            cr_assert(train_step_backward(&cpu, &rc, err, sizeof err), "CPU batch %d: %s", b, err);
+            cr_assert(train_step_backward(&gpu, &rg, err, sizeof err), "GPU batch %d: %s", b, err);
+            char when[64];
+            snprintf(when, sizeof when, "batch %d", b);
+            check_items(&rg, &rc, when);
+        }
+        double nc, ng;
+        const bool *sk = u == 0 ? skip : NULL;
+        cr_assert(train_step_update(&cpu, lr, momentum, sk, &nc, err, sizeof err), "CPU update %d: %s", u, err);
+        cr_assert(train_step_update(&gpu, lr, momentum, sk, &ng, err, sizeof err), "GPU update %d: %s", u, err);
+        cr_expect_leq(rel_diff(ng, nc), 1e-4, "update %d: gradient norm GPU %.9g CPU %.9g", u, ng, nc);
+        cr_expect_eq(gpu.step, cpu.step, "optimizer steps counted alike");
+        if (u == 0) {
+            cr_assert(gpu.host_stale, "the device moved the state");
+            cr_assert(train_step_sync_host(&gpu, false, err, sizeof err), "%s", err);
+            cr_expect(memcmp(before, gpu.it.buf[frozen], sizeof(float) * (size_t)nf) == 0, "the frozen parameter %s moved on the GPU", pc.g.tensors[frozen].name);
+        }
+    }
+    cr_assert(train_step_sync_host(&gpu, true, err, sizeof err), "%s", err);
+    cr_expect(!gpu.host_stale && !gpu.optim_stale);
+    const TensorKind kinds[] = {TK_PARAM, TK_BUFFER, TK_OPTIM};
+    const char *names[] = {"parameters", "buffers", "optimizer state"};
+    for (int i = 0; i < 3; i++) {
+        int n;
+        double w = worst_state(&gpu, &cpu, kinds[i], &n);
+        cr_log_info("%d %s: worst difference %.3g", n, names[i], w);
+        cr_expect_leq(w, 1e-4, "%s differ by %.3g", names[i], w);
+        if (kinds[i] != TK_BUFFER) cr_expect_gt(n, 0);
+    }
+    free(before);
+    free(skip);
+    train_step_free(&gpu);
+    train_step_free(&cpu);
+    plan_free(&pc);
+    plan_free(&pg);
+    cuda_device_close(&probe);
+}
+
+static const char *yolort_bin(void) {
+    const char *b = getenv("YOLORT_BIN");
+    return b ? b : "build/yolort";
+}
+
+/* `yolort train` on a bf16 CUDA plan, validation on the device: two epochs
+ * finish, results.csv has their rows with finite losses, the console names
+ * the device and its memory, and the run can be resumed from its state. */
+Test(train_cuda, yolort_train_runs_on_the_gpu) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    cuda_device_close(&probe);
+    char dir[] = "/tmp/yolocc-tcuda-XXXXXX", args[2048];
+    cr_assert(mkdtemp(dir));
+    snprintf(args, sizeof args, "datagen %s/data --images 24 --size 64 --classes 3 --seed 5", dir);
+    CliResult r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 8 --max-boxes 32 --precision bf16 --target cuda --arch sm_80,sm_90 -o %s/tiny.plan", dir);
+    r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "train %s/tiny.plan --data %s/data/data.yaml --project %s/runs --name gpu --exist-ok --workers 2 --epochs 3 --stop-after 2", dir, dir,
+             dir);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "yolort %s\nstdout:\n%s\nstderr:\n%s", args, r.out, r.err);
+    cr_expect(strstr(r.out, "CUDA:0 ("), "the device is named:\n%s", r.out);
+    cr_expect(strstr(r.out, "GPU_mem"), "the progress bar shows device memory:\n%s", r.out);
+    tu_free(&r);
+    ResultsTable t;
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/runs/gpu/results.csv", dir);
+    cr_assert(results_csv_read(p, &t, err, sizeof err), "%s", err);
+    cr_expect_eq(t.n, 2);
+    for (int i = 0; i < t.n; i++)
+        for (int c = 2; c <= 4; c++) cr_expect(isfinite(t.rows[i].v[c]) && t.rows[i].v[c] > 0, "row %d column %d: %g", i, c, t.rows[i].v[c]);
+    results_table_free(&t);
+    snprintf(args, sizeof args, "train %s/tiny.plan --resume %s/runs/gpu", dir, dir);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "resume: %s", r.err);
+    tu_free(&r);
+    cr_assert(results_csv_read(p, &t, err, sizeof err), "%s", err);
+    cr_expect_eq(t.n, 3, "the resumed run added the last epoch");
+    results_table_free(&t);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_expect_eq(system(args), 0);
+}
