@@ -1,4 +1,4 @@
-/* runtime/cuda/cuda_abi.h — the enum values of the CUDA driver and cuDNN
+/* runtime/cuda/cuda_abi.h — the enum values of the CUDA driver, cuDNN and NCCL
  * headers that the backend passes through dynload.h's entry points, copied
  * here because no project file includes a CUDA header. Each names the header
  * symbol it mirrors; tests/test_cuda_abi.c checks every one against the
@@ -14,6 +14,15 @@ enum {
 };
 /* cuda.h: CUstream_flags; the step's streams must not serialise with the legacy default stream */
 enum { CU_STREAM_NON_BLOCKING_FLAG = 0x1 };
+/* cuda.h: CUresult of cuEventQuery while the event's work is still running (CUDA_ERROR_NOT_READY) */
+enum { CU_RESULT_NOT_READY = 600 };
+/* cuda.h: CUevent_flags; the watchdog's events only order and poll, timing would cost */
+enum { CU_EVENT_DISABLE_TIMING_FLAG = 0x2 };
+
+/* nccl.h: ncclResult_t, ncclDataType_t, ncclRedOp_t values comm_nccl.c passes or reads */
+enum { NCCL_RESULT_SUCCESS = 0, NCCL_RESULT_IN_PROGRESS = 7 };  /* ncclSuccess, ncclInProgress */
+enum { NCCL_TYPE_FLOAT32 = 7 };                                  /* ncclFloat32 */
+enum { NCCL_OP_SUM = 0 };                                        /* ncclSum */
 
 /* cudnn_graph.h: cudnnBackendDescriptorType_t */
 enum {

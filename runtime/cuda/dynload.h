@@ -72,6 +72,7 @@ typedef struct CudaLibs {
     CuResult (*cuDevicePrimaryCtxRelease)(CuDevice dev);                                /* _v2 */
     CuResult (*cuCtxSetCurrent)(CuContext ctx);
     CuResult (*cuCtxSynchronize)(void);
+    CuResult (*cuCtxGetDevice)(CuDevice *dev);          /* the current context's device: NCCL runs on it (comm_nccl.c checks it is LOCAL_RANK's) */
     CuResult (*cuModuleLoadData)(CuModule *mod, const void *image);
     /* options: CUjit_option values (CU_JIT_ERROR_LOG_BUFFER = 5, ..._SIZE_BYTES = 6), so a PTX load names its failing line */
     CuResult (*cuModuleLoadDataEx)(CuModule *mod, const void *image, unsigned n_options, int *options, void **option_values);
