@@ -182,6 +182,8 @@ bool train_step_sync_host(TrainStep *ts, bool optimizer, char *err, int errcap) 
 
 void train_step_host_changed(TrainStep *ts) { ts->device_stale = ts->cuda != NULL; }
 
+bool train_step_sync_device(TrainStep *ts, char *err, int errcap) { return !ts->cuda || train_step_cuda_sync_device(ts, err, errcap); }
+
 int64_t train_step_device_bytes(const TrainStep *ts) { return ts->cuda ? cuda_step_device_bytes(ts->cuda) : 0; }
 
 void train_step_free(TrainStep *ts) {

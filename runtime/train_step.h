@@ -29,6 +29,9 @@ typedef struct TrainStep {
      * train_step_update calls it on acc before anything else; it must leave
      * every rank holding the same sums */
     bool (*reduce_grads)(void *ctx, struct TrainStep *ts, char *err, int errcap);
+    /* CUDA plans: sums the gradients in device memory instead (NCCL), after
+     * any host accumulation went back up and before the clip */
+    bool (*reduce_device)(void *ctx, struct TrainStep *ts, char *err, int errcap);
     void *reduce_ctx;
     /* a CUDA plan's device step, else NULL. it.buf then holds host copies of
      * the inputs, outputs, gradients and state only (no arena); the device
@@ -73,6 +76,8 @@ bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const
  * them (weights, resume, a broadcast), so the next step uploads them first. */
 bool train_step_sync_host(TrainStep *ts, bool optimizer, char *err, int errcap);
 void train_step_host_changed(TrainStep *ts);
+/* Uploads the host's state now if it changed (else nothing). */
+bool train_step_sync_device(TrainStep *ts, char *err, int errcap);
 /* Device memory the step holds (bytes), or 0 for a CPU plan. */
 int64_t train_step_device_bytes(const TrainStep *ts);
 /* The gradient tensors (inputs of the clip op) and their count. */

@@ -53,7 +53,7 @@ void train_step_cuda_close(TrainStep *ts) {
     ts->cuda = NULL;
 }
 
-static bool upload_state(TrainStep *ts, char *err, int errcap) {
+bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap) {
     if (!ts->device_stale) return true;
     if (!cuda_step_upload_state(ts->cuda, ts->it.buf, err, errcap)) return false;
     ts->device_stale = false;
@@ -77,7 +77,7 @@ static bool pending_to_acc(TrainStep *ts, char *err, int errcap) {
 bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
     CudaStep *cs = ts->cuda;
     const int inputs[] = {ts->images, ts->boxes, ts->counts};
-    if (!upload_state(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
+    if (!train_step_cuda_sync_device(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
     for (int i = 0; i < 3; i++)
         if (!cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)) return false;
     char why[1024];
@@ -117,6 +117,7 @@ bool train_step_cuda_update(TrainStep *ts, const double lr[3], double momentum, 
     }
     ts->dev_pending = false;
     ts->n_acc_batches = 0;
+    if (ts->reduce_device && !ts->reduce_device(ts->reduce_ctx, ts, err, errcap)) return false;
     const float lrf[3] = {(float)lr[0], (float)lr[1], (float)lr[2]};
     CudaStepOutcome o;
     cs->frozen = skip;

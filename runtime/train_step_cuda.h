@@ -25,6 +25,7 @@ bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int err
  * updates on the device; a step skipped for an inf/NaN gradient does not
  * count in ts->step (torch's GradScaler skips optimizer.step). */
 bool train_step_cuda_update(TrainStep *ts, const double lr[3], double momentum, const bool *skip, double *grad_norm, char *err, int errcap);
+bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap);
 /* Downloads what moved; with `optimizer` also the optimizer state, and a
  * pending batch's gradients join acc (what a checkpoint saves). */
 bool train_step_cuda_sync_host(TrainStep *ts, bool optimizer, char *err, int errcap);

@@ -10,6 +10,7 @@
 
 #include "data/datagen.h"
 #include "dist/dp_train.h"
+#include "train_step_cuda.h"
 #include "synthetic.h"
 #include "train/bench_step.h"
 #include "train/trainer.h"
@@ -140,19 +141,20 @@ static int synthetic_main(int argc, char **argv) {
     SynthPool pool = {0};
     char err[1024];
     int rc = 2;
-    if (!dp_init(&dp, err, sizeof err)) {
+    /* the plan first: a CUDA plan's ranks may meet through NCCL alone (torchrun) */
+    if (!plan_read(plan_path, &plan, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        plan_free(&plan);
+        return 2;
+    }
+    if (!dp_init(&dp, plan_targets_cuda(&plan), err, sizeof err)) {
         fprintf(stderr, "yolort: error: %s\n", err);
+        plan_free(&plan);
         dp_finalize(&dp, 2);
         return 2;
     }
     const int rank = dp.comm.ranks.rank, world = dp.comm.ranks.world;
     const bool root = dp_is_root(&dp);
-    if (!plan_read(plan_path, &plan, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        plan_free(&plan);
-        dp_finalize(&dp, 2);
-        return 2;
-    }
     if (!train_step_init(&ts, &plan, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", plan_path, err);
         goto out;
@@ -238,6 +240,7 @@ static int synthetic_main(int argc, char **argv) {
     rc = 0;
 out:
     synth_pool_free(&pool);
+    dp_detach(&dp); /* NCCL before the device it runs on */
     train_step_free(&ts);
     plan_free(&plan);
     dp_finalize(&dp, rc);

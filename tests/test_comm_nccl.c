@@ -11,6 +11,7 @@
 
 #include "../runtime/cuda/cuda_abi.h"
 #include "../runtime/dist/comm_nccl.h"
+#include "../runtime/dist/dp_train.h"
 #include "test_gpu.h"
 
 /* ---- fakes: what each entry point was asked, and what it answers ---- */
@@ -73,6 +74,13 @@ static NcclResult f_allreduce(const void *s, void *r, size_t n, NcclDataType t, 
     logf_(b);
     return F.allreduce_result;
 }
+static NcclResult f_broadcast(const void *s, void *r, size_t n, NcclDataType t, int root, NcclComm c, CuStream st) {
+    char b[128];
+    (void)c;
+    snprintf(b, sizeof b, "BC(%lx,%zu,%s,%d,%d,%lx) ", (unsigned long)(uintptr_t)s, n, s == r ? "in-place" : "copy", t, root, (unsigned long)(uintptr_t)st);
+    logf_(b);
+    return 0;
+}
 static NcclResult f_group_start(void) { return logf_("GS "), 0; }
 static NcclResult f_group_end(void) { return logf_("GE "), 0; }
 
@@ -84,7 +92,7 @@ static CudaLibs fake_libs(void) {
     L.cuEventQuery = f_ev_query, L.cuStreamWaitEvent = f_stream_wait;
     L.ncclGetErrorString = f_nccl_text, L.ncclGetUniqueId = f_unique_id, L.ncclCommInitRank = f_init, L.ncclCommDestroy = f_destroy;
     L.ncclCommAbort = f_abort, L.ncclCommGetAsyncError = f_async, L.ncclAllReduce = f_allreduce, L.ncclGroupStart = f_group_start;
-    L.ncclGroupEnd = f_group_end;
+    L.ncclGroupEnd = f_group_end, L.ncclBroadcast = f_broadcast;
     F.device_count = 2;
     return L;
 }
@@ -215,7 +223,7 @@ Test(comm_nccl, one_rank_is_a_no_op) {
 
 /* rank 1 in a child process, rank 0 here: the id travels over TCP, each
  * joins with its own rank, the events are made and destroyed */
-Test(comm_nccl, open_shares_the_id_over_tcp, .timeout = 30) {
+Test(comm_nccl, open_shares_the_id_over_tcp) {
     int port = free_port(), p[2];
     cr_assert(port > 0 && pipe(p) == 0);
     pid_t pid = fork();
@@ -294,6 +302,44 @@ Test(comm_nccl, allreduce_is_an_in_place_fp32_sum_in_one_group) {
     cr_expect(F.destroys == 1 && F.aborts == 0 && F.events_destroyed == 3);
 }
 
+/* DDP's start-up broadcast: bytes in place from rank 0, one group, watched as bucket 0 */
+Test(comm_nccl, state_broadcast_is_in_place_bytes_from_root_in_one_group) {
+    CudaLibs L = fake_libs();
+    DistNccl c = adopted(&L, 5);
+    char err[512] = "";
+    NcclBuf b[2] = {{0x1000, 12}, {0x3000, 8}};
+    cr_assert(dist_nccl_broadcast_bytes(&c, b, 2, 0, (CuStream)(uintptr_t)0x7, err, sizeof err), "%s", err);
+    cr_expect_str_eq(F.log, "GS BC(1000,12,in-place,1,0,7) BC(3000,8,in-place,1,0,7) GE REC(100,7) ");
+    F.not_ready = 2;
+    cr_assert(dist_nccl_wait(&c, err, sizeof err), "%s", err);
+    cr_expect_eq(F.queries, 3, "the watchdog waited for it");
+    dist_nccl_close(&c);
+    cr_expect(F.destroys == 1 && F.aborts == 0);
+}
+
+/* A CUDA plan under torchrun (no mpirun): the ranks meet through NCCL at
+ * MASTER_ADDR, so MPI is never started; without MASTER_ADDR, one error. */
+Test(comm_nccl, cuda_plans_under_torchrun_start_no_mpi) {
+    const char *vars[][2] = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"},
+                             {"YOLOCC_COLLECTIVE_TIMEOUT_S", "7.5"}};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i][0], vars[i][1], 1);
+    DataParallel dp;
+    char err[512] = "";
+    cr_assert(dp_init(&dp, true, err, sizeof err), "%s", err);
+    cr_expect(!dp.comm.active, "no MPI under torchrun for a CUDA plan");
+    cr_expect(dp.comm.ranks.rank == 1 && dp.comm.ranks.world == 2 && dp.comm.ranks.local_rank == 1);
+    cr_expect_float_eq(dp.comm.timeout_s, 7.5, 1e-12);
+    cr_expect(!dp_is_root(&dp));
+    dp_finalize(&dp, 0);
+    unsetenv("MASTER_ADDR");
+    cr_expect(!dp_init(&dp, true, err, sizeof err));
+    cr_expect(strstr(err, "MASTER_ADDR"), "%s", err);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("YOLOCC_COLLECTIVE_TIMEOUT_S", "-1", 1);
+    cr_expect(!dp_init(&dp, true, err, sizeof err));
+    cr_expect(strstr(err, "YOLOCC_COLLECTIVE_TIMEOUT_S"), "%s", err);
+}
+
 Test(comm_nccl, stuck_collective_aborts_and_names_the_bucket) {
     CudaLibs L = fake_libs();
     DistNccl c = adopted(&L, 0.05);
@@ -355,7 +401,7 @@ Test(comm_nccl, close_with_work_in_flight_aborts) {
 
 /* ---- on a GPU: a real one-rank communicator sums in place (identity) ---- */
 
-Test(comm_nccl, gpu_one_rank_sum, .timeout = 120) {
+Test(comm_nccl, gpu_one_rank_sum) {
     char err[1024] = "";
     if (!have_gpu(err, sizeof err)) {
         printf("SKIP: no CUDA device\n");

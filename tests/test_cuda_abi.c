@@ -19,6 +19,7 @@ static const char *const SAME_VALUE[][2] = {
     {"CU_EVENT_DISABLE_TIMING_FLAG", "CU_EVENT_DISABLE_TIMING"},
     {"NCCL_RESULT_SUCCESS", "ncclSuccess"},
     {"NCCL_RESULT_IN_PROGRESS", "ncclInProgress"},
+    {"NCCL_TYPE_UINT8", "ncclUint8"},
     {"NCCL_TYPE_FLOAT32", "ncclFloat32"},
     {"NCCL_OP_SUM", "ncclSum"},
     {"DN_CONVOLUTION_DESCRIPTOR", "CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR"},

@@ -127,19 +127,19 @@ static void share_among(const char *addr, int family, int world, int root_delay_
     }
 }
 
-Test(rendezvous, world_2_gets_the_root_blob, .timeout = 30) { share_among("127.0.0.1", AF_INET, 2, 0); }
+Test(rendezvous, world_2_gets_the_root_blob) { share_among("127.0.0.1", AF_INET, 2, 0); }
 
-Test(rendezvous, world_4_gets_the_root_blob, .timeout = 30) { share_among("127.0.0.1", AF_INET, 4, 0); }
+Test(rendezvous, world_4_gets_the_root_blob) { share_among("127.0.0.1", AF_INET, 4, 0); }
 
 /* peers come first and retry until rank 0 listens */
-Test(rendezvous, peers_wait_for_a_late_root, .timeout = 30) { share_among("127.0.0.1", AF_INET, 3, 300); }
+Test(rendezvous, peers_wait_for_a_late_root) { share_among("127.0.0.1", AF_INET, 3, 300); }
 
-Test(rendezvous, ipv6_loopback, .timeout = 30) {
+Test(rendezvous, ipv6_loopback) {
     if (free_port(AF_INET6) < 0) cr_skip_test("no IPv6 loopback (::1) on this machine");
     share_among("::1", AF_INET6, 2, 0);
 }
 
-Test(rendezvous, wrong_world_size_fails_root_and_peer, .timeout = 30) {
+Test(rendezvous, wrong_world_size_fails_root_and_peer) {
     int port = free_port(AF_INET);
     unsigned char blob[BLOB];
     random_blob(blob);
@@ -156,7 +156,7 @@ Test(rendezvous, wrong_world_size_fails_root_and_peer, .timeout = 30) {
     cr_expect(!strchr(r0.err, '\n') && !strchr(r1.err, '\n'), "one line each");
 }
 
-Test(rendezvous, duplicate_rank_is_named, .timeout = 30) {
+Test(rendezvous, duplicate_rank_is_named) {
     int port = free_port(AF_INET);
     unsigned char blob[BLOB];
     random_blob(blob);
@@ -169,7 +169,7 @@ Test(rendezvous, duplicate_rank_is_named, .timeout = 30) {
 }
 
 /* world 3 with rank 2 absent: rank 0 times out naming it, rank 1 hears why */
-Test(rendezvous, missing_rank_is_named_on_timeout, .timeout = 30) {
+Test(rendezvous, missing_rank_is_named_on_timeout) {
     int port = free_port(AF_INET);
     unsigned char blob[BLOB];
     random_blob(blob);
@@ -187,7 +187,7 @@ Test(rendezvous, missing_rank_is_named_on_timeout, .timeout = 30) {
 }
 
 /* no rank 0 at all: the peer stops retrying at its timeout */
-Test(rendezvous, peer_without_root_times_out, .timeout = 30) {
+Test(rendezvous, peer_without_root_times_out) {
     int port = free_port(AF_INET);
     unsigned char blob[BLOB] = {0};
     Report r1 = reap(spawn_rank(ranks_at("127.0.0.1", port, 1, 2), blob, 0.3, 0));
@@ -195,7 +195,7 @@ Test(rendezvous, peer_without_root_times_out, .timeout = 30) {
 }
 
 /* something that is not a rank connects and sends text */
-Test(rendezvous, garbage_client_is_named, .timeout = 30) {
+Test(rendezvous, garbage_client_is_named) {
     int port = free_port(AF_INET);
     unsigned char blob[BLOB];
     random_blob(blob);

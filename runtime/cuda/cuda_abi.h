@@ -21,7 +21,7 @@ enum { CU_EVENT_DISABLE_TIMING_FLAG = 0x2 };
 
 /* nccl.h: ncclResult_t, ncclDataType_t, ncclRedOp_t values comm_nccl.c passes or reads */
 enum { NCCL_RESULT_SUCCESS = 0, NCCL_RESULT_IN_PROGRESS = 7 };  /* ncclSuccess, ncclInProgress */
-enum { NCCL_TYPE_FLOAT32 = 7 };                                  /* ncclFloat32 */
+enum { NCCL_TYPE_UINT8 = 1, NCCL_TYPE_FLOAT32 = 7 };            /* ncclUint8, ncclFloat32 */
 enum { NCCL_OP_SUM = 0 };                                        /* ncclSum */
 
 /* cudnn_graph.h: cudnnBackendDescriptorType_t */

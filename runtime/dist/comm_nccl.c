@@ -193,6 +193,30 @@ bool dist_nccl_allreduce_sum(DistNccl *c, int b, const NcclBuf *bufs, int n, CuS
     return true;
 }
 
+bool dist_nccl_broadcast_bytes(DistNccl *c, const NcclBuf *bufs, int n, int root, CuStream stream, char *err, int errcap) {
+    if (!c->comm && !c->failed) return true;
+    if (!usable(c, err, errcap)) return false;
+    const CudaLibs *L = c->L;
+    if (!nccl_ok(c, L->ncclGroupStart(), "ncclGroupStart", "starting a broadcast", err, errcap)) return abort_comm(c), false;
+    size_t bytes = 0;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        void *p = (void *)(uintptr_t)bufs[i].ptr;
+        ok = nccl_ok(c, L->ncclBroadcast(p, p, bufs[i].count, NCCL_TYPE_UINT8, root, c->comm, stream), "ncclBroadcast", "enqueueing a broadcast", err, errcap);
+        bytes += bufs[i].count;
+    }
+    char end_err[512];
+    NcclResult ge = L->ncclGroupEnd();
+    if (ok) ok = nccl_ok(c, ge, "ncclGroupEnd", "launching a broadcast", err, errcap);
+    else (void)nccl_ok(c, ge, "ncclGroupEnd", "closing a failed group", end_err, sizeof end_err);
+    /* bucket 0's event marks it, so dist_nccl_wait's watchdog covers it */
+    if (ok) ok = cu_ok(c, L->cuEventRecord(c->done[0], stream), "cuEventRecord", "marking the end of a broadcast", err, errcap);
+    if (!ok) return abort_comm(c), false;
+    c->in_flight[0] = true;
+    c->bytes[0] = bytes;
+    return true;
+}
+
 bool dist_nccl_stream_wait(DistNccl *c, CuStream consumer, char *err, int errcap) {
     if (!c->comm && !c->failed) return true;
     if (!usable(c, err, errcap)) return false;

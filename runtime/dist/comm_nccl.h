@@ -107,6 +107,11 @@ bool dist_nccl_adopt(DistNccl *c, const CudaLibs *L, const Ranks *r, NcclComm co
  * bucket's event on stream. Returns once enqueued; dist_nccl_wait waits. */
 bool dist_nccl_allreduce_sum(DistNccl *c, int b, const NcclBuf *bufs, int n, CuStream stream, char *err, int errcap);
 
+/* Rank root's bytes of every run (counts in BYTES here) to all ranks, in
+ * place, grouped, on stream (DDP's start-up broadcast of the model state);
+ * tracked as bucket 0, so dist_nccl_wait is its watchdog. */
+bool dist_nccl_broadcast_bytes(DistNccl *c, const NcclBuf *bufs, int n, int root, CuStream stream, char *err, int errcap);
+
 /* Makes consumer wait (on the GPU) for every bucket in flight. */
 bool dist_nccl_stream_wait(DistNccl *c, CuStream consumer, char *err, int errcap);
 

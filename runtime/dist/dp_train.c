@@ -38,18 +38,24 @@ static uint64_t graph_hash(const Graph *g) {
     return h;
 }
 
-bool dp_init(DataParallel *dp, char *err, int errcap) {
+bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap) {
     memset(dp, 0, sizeof *dp);
     Ranks r;
-    return ranks_from_environ(&r, err, errcap) && dist_init(&dp->comm, &r, err, errcap);
+    Rendezvous how = RDV_NONE;
+    if (!ranks_from_environ(&r, err, errcap)) return false;
+    if (r.world > 1 && device_collectives && !ranks_rendezvous(&r, &how, err, errcap)) return false;
+    if (how != RDV_TCP) return dist_init(&dp->comm, &r, err, errcap);
+    dp->comm = (DistComm){.ranks = r, .timeout_s = DIST_TIMEOUT_DEFAULT_S};
+    return dist_timeout_from_env(getenv("YOLOCC_COLLECTIVE_TIMEOUT_S"), &dp->comm.timeout_s, err, errcap);
 }
 
 bool dp_is_root(const DataParallel *dp) { return dp->comm.ranks.rank == 0; }
 
 bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
-    if (!dp->comm.active) return true;
+    if (dp->comm.ranks.world <= 1) return true;
     const Graph *g = &ts->plan->g;
-    if (!dist_agree_u64(&dp->comm, graph_hash(g), "the plan's graph (run the same plan on every rank)", err, errcap)) return false;
+    if (dp->comm.active && !dist_agree_u64(&dp->comm, graph_hash(g), "the plan's graph (run the same plan on every rank)", err, errcap)) return false;
+    if (ts->cuda) return dp_cuda_attach(dp, ts, err, errcap);
     int n;
     const int *grads = train_step_grads(ts, &n);
     for (int i = 0; i < n; i++)
@@ -95,6 +101,7 @@ bool dp_check_in_sync(DataParallel *dp, char *err, int errcap) {
 }
 
 void dp_finalize(DataParallel *dp, int rc) {
+    dp_detach(dp);
     free(dp->region);
     dp->region = NULL;
     bucket_layout_free(&dp->layout);

@@ -1,7 +1,8 @@
-/* runtime/dist/dp_train.h — data-parallel training on the CPU: ties a
- * TrainStep to the MPI communicator (gradient region, buckets, the reduce
- * hook train_step_update calls, start-up broadcast, end-of-run agreement)
- * and says which samples each rank takes. Must not touch kernels, the
+/* runtime/dist/dp_train.h — data-parallel training: ties a TrainStep to the
+ * MPI communicator (CPU plans: gradient region, buckets, the reduce hook
+ * train_step_update calls, start-up broadcast, end-of-run agreement) or to
+ * NCCL (CUDA plans, dp_cuda.c: the same buckets summed in device memory) and
+ * says which samples each rank takes. Must not touch kernels, the
  * optimizer's arithmetic, the data pipeline or files.
  *
  * Semantics (Ultralytics DDP, training-semantics): each rank computes its
@@ -20,17 +21,26 @@
 #include "../train_step.h"
 #include "buckets.h"
 #include "comm_mpi.h"
+#include "comm_nccl.h"
 
 typedef struct DataParallel {
-    DistComm comm;
+    DistComm comm;          /* MPI: every CPU job, and CUDA jobs under mpirun (inactive under torchrun) */
     BucketLayout layout;    /* over the TrainStep's gradients (fp32) */
-    float *region;          /* layout.total_bytes: the accumulated gradients, packed */
+    float *region;          /* layout.total_bytes: the accumulated gradients, packed (CPU plans) */
     TrainStep *ts;
+    /* CUDA plans on several ranks (dp_cuda.c) */
+    CudaLibs nccl_libs;     /* the libraries with NCCL (the step's own table has none) */
+    bool nccl_libs_open, nccl_open;
+    DistNccl nccl;
+    CuDevicePtr *grad_ptr;  /* per gradient (clip-op input order): its device address */
+    NcclBuf *bufs;          /* room for one bucket's device runs */
 } DataParallel;
 
-/* Discovers the ranks from the environment and starts MPI when there is
- * more than one. dp->comm.ranks says which rank this is afterwards. */
-bool dp_init(DataParallel *dp, char *err, int errcap);
+/* Discovers the ranks from the environment and, when there is more than
+ * one, starts MPI, except for a CUDA plan (device_collectives) launched
+ * without mpirun (torchrun's MASTER_ADDR rendezvous): NCCL alone then.
+ * dp->comm.ranks says which rank this is afterwards. */
+bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap);
 
 /* More than one rank: checks that every rank runs the same graph, lays out
  * the gradient buckets (YOLOCC_BUCKET_CAP_MB, default 25), copies rank 0's
@@ -43,8 +53,18 @@ bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
  * order, sums every bucket over the ranks, unpacks. */
 bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap);
 
+/* CUDA plans (dp_cuda.c), from dp_attach: the NCCL communicator on the
+ * step's device, rank 0's state to every rank (through MPI on the host when
+ * MPI runs, else NCCL on the device), and ts->reduce_device, which sums each
+ * bucket of the device gradients in place on the step's stream under the
+ * watchdog. dp_detach closes NCCL, and must run before the TrainStep is
+ * freed (NCCL needs the device's context). */
+bool dp_cuda_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
+bool dp_cuda_reduce(void *ctx, TrainStep *ts, char *err, int errcap);
+void dp_detach(DataParallel *dp);
+
 /* True when every rank holds bit-identical parameters and buffers (checked
- * with a hash at the end of a run). */
+ * with a hash at the end of a run, through MPI; without MPI, not checked). */
 bool dp_check_in_sync(DataParallel *dp, char *err, int errcap);
 
 /* Sample s of the batch that data unit u of n takes from a pool of
