@@ -1,7 +1,8 @@
 /* compiler/lib_kernels.c — which library ops have CUDA library kernels, the kernels a plan needs
  * (one per entry and operand storage types), their sources (the prelude of the generated kernels
  * plus a family template of templates/cuda/lib) and launch arguments. Must not compile, launch or
- * change what an op computes: runtime/ref_layout.c is the oracle the templates follow. */
+ * change what an op computes: runtime/ref_layout.c and runtime/detloss.c are the oracles the
+ * templates follow. */
 #include "lib_kernels.h"
 
 #include <stdio.h>
@@ -26,7 +27,39 @@ static const struct {
     [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
+    [LK_DETLOSS_DECODE] = {"detloss_decode", "detloss", OP_COUNT},
+    [LK_DETLOSS_ASSIGN] = {"detloss_assign", "detloss", OP_COUNT},
+    [LK_DETLOSS_RESOLVE] = {"detloss_resolve", "detloss", OP_COUNT},
+    [LK_DETLOSS_NORMALISE] = {"detloss_normalise", "detloss", OP_COUNT},
+    [LK_DETLOSS_TERMS] = {"detloss_terms", "detloss", OP_COUNT},
+    [LK_DETLOSS_REDUCE] = {"detloss_reduce", "detloss", OP_COUNT},
+    [LK_DETLOSS_FINISH] = {"detloss_finish", "detloss", OP_COUNT},
+    [LK_DETLOSS_GRAD] = {"detloss_grad", "detloss", OP_COUNT},
 };
+
+static bool is_detloss(LibEntry e) { return e >= LK_DETLOSS_DECODE && e <= LK_DETLOSS_GRAD; }
+
+int lib_detloss_types(LibEntry e, DType level, DType grad, DType d_total, DType dt[YL_MAX_OPERANDS]) {
+    switch (e) {
+    case LK_DETLOSS_DECODE:
+    case LK_DETLOSS_ASSIGN:
+    case LK_DETLOSS_RESOLVE:
+    case LK_DETLOSS_TERMS: dt[0] = level; return 1;
+    case LK_DETLOSS_NORMALISE:
+    case LK_DETLOSS_REDUCE:
+    case LK_DETLOSS_FINISH: return 0;
+    case LK_DETLOSS_GRAD: dt[0] = level, dt[1] = grad, dt[2] = d_total; return 3;
+    default: return -1;
+    }
+}
+
+int lib_program_find(const LibProgram *lp, LibEntry e, int n, const DType *dt) {
+    for (int i = 0; i < lp->n_kernels; i++) {
+        const LibKernel *k = &lp->kernels[i];
+        if (k->entry == e && k->n_operands == n && memcmp(k->dt, dt, sizeof(DType) * (size_t)n) == 0) return i;
+    }
+    return -1;
+}
 
 int lib_entry_of(OpKind k) {
     for (int e = 0; e < LK_CAST; e++)
@@ -38,10 +71,8 @@ static const char *tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "
 
 /* kernel (entry, types) in lp, added when new; its index or -1 (out of memory) */
 static int intern(LibProgram *lp, int *cap, LibEntry e, int n, const DType *dt) {
-    for (int i = 0; i < lp->n_kernels; i++) {
-        const LibKernel *k = &lp->kernels[i];
-        if (k->entry == e && k->n_operands == n && memcmp(k->dt, dt, sizeof(DType) * (size_t)n) == 0) return i;
-    }
+    int found = lib_program_find(lp, e, n, dt);
+    if (found >= 0) return found;
     if (lp->n_kernels == *cap) {
         int c = *cap ? *cap * 2 : 8;
         LibKernel *q = realloc(lp->kernels, sizeof *q * (size_t)c);
@@ -59,6 +90,31 @@ static int intern(LibProgram *lp, int *cap, LibEntry e, int n, const DType *dt) 
     return lp->n_kernels++;
 }
 
+/* The loss phases of detect_loss (bwd: detect_loss_bwd) op, interned in
+ * launch order; false with err on mixed level or gradient storage types
+ * (one kernel reads every level) or out of memory. */
+static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *persistent, Precision p, LibProgram *lp, int *cap, char *err, int errcap) {
+    const int first = bwd ? 1 : 0, nl = op->a.nlevels;
+    DType level = memplan_storage_dtype(g, op->in[first], persistent[op->in[first]], p), grad = level, d_total = DT_F32;
+    if (bwd) {
+        grad = memplan_storage_dtype(g, op->out[0], persistent[op->out[0]], p);
+        d_total = memplan_storage_dtype(g, op->in[0], persistent[op->in[0]], p);
+    }
+    for (int i = 0; i < nl; i++) {
+        bool mixed = memplan_storage_dtype(g, op->in[first + i], persistent[op->in[first + i]], p) != level ||
+                     (bwd && i < op->n_out && memplan_storage_dtype(g, op->out[i], persistent[op->out[i]], p) != grad);
+        if (mixed)
+            return snprintf(err, (size_t)errcap, "op %d (%s): its levels (or their gradients) have mixed storage types; the loss kernels read one", op->id,
+                            op_def(op->kind)->name), false;
+    }
+    for (int e = LK_DETLOSS_DECODE; e <= (bwd ? LK_DETLOSS_GRAD : LK_DETLOSS_FINISH); e++) {
+        DType dt[YL_MAX_OPERANDS];
+        int n = lib_detloss_types((LibEntry)e, level, grad, d_total, dt);
+        if (intern(lp, cap, (LibEntry)e, n, dt) < 0) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    }
+    return true;
+}
+
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
     lp->cast = lp->unscale = -1;
@@ -73,6 +129,14 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         const Op *op = &g->ops[ln->op_lo];
         int e = ln->kernel < 0 ? lib_entry_of(op->kind) : -1;
         lp->launch_kernel[l] = -1;
+        if (ln->kernel < 0 && (op->kind == OP_DETECT_LOSS || op->kind == OP_DETECT_LOSS_BWD)) {
+            if (!intern_detloss(g, op, op->kind == OP_DETECT_LOSS_BWD, persistent, p, lp, &cap, err, errcap)) {
+                free(persistent);
+                lib_program_free(lp);
+                return false;
+            }
+            continue;
+        }
         if (e < 0) continue;
         if (op->n_in + op->n_out > YL_MAX_OPERANDS || op->n_out != 1) {
             free(persistent);
@@ -146,11 +210,15 @@ char *lib_kernel_render(const LibKernel *k) {
     snprintf(path, sizeof path, "cuda/lib/%s.cu", ENTRY[k->entry].family);
     const char *prelude_kv[] = {"ABI", abi_text};
     bool ok = put_template(out, "cuda/prelude.cu", prelude_kv, 1);
+    /* the loss phases take their own argument block */
+    if (is_detloss(k->entry)) ok = ok && put_template(out, "detloss_abi.h", NULL, 0);
     fprintf(out, "#define %s 1\n", macro);
     /* X: the storage type of the pooled input (maxpool2d's operand 0, maxpool2d_bwd's operand 1) */
     const char *kv[] = {"NAME", k->name, "T0", tag(k->dt[0]), "T1", tag(k->dt[1]), "T2", tag(k->n_operands > 2 ? k->dt[2] : DT_F32),
                         "X", tag(k->entry == LK_MAXPOOL2D_BWD ? k->dt[1] : k->dt[0])};
     ok = ok && put_template(out, path, kv, 5);
+    /* so that sources concatenated into one unit (the host emulation's) each define their own */
+    if (is_detloss(k->entry)) fprintf(out, "\n#undef %s\n#undef YL_DETLOSS_ABI_H\n#undef YL_DL_EACH\n", macro);
     ok = fclose(out) == 0 && ok;
     free(abi_text);
     if (!ok) free(buf);

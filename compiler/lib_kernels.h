@@ -1,5 +1,6 @@
 /* compiler/lib_kernels.h — the CUDA library kernels of a plan (templates/cuda/lib: pooling,
- * nearest resize, zero pad / crop and their gradients, the compute-copy cast): which library op
+ * nearest resize, zero pad / crop and their gradients, the compute-copy cast, the detection
+ * loss' phases): which library op
  * runs which kernel, each kernel's name and NVRTC source, and its launch arguments. Shared by
  * codegen (compiles them) and runtime/cuda (loads and launches them); knows no compiler or driver. */
 #ifndef YOLOCC_LIB_KERNELS_H
@@ -12,6 +13,11 @@ typedef enum {
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
     LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
     LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
+    /* the detection loss (templates/cuda/lib/detloss.cu, launched by runtime/cuda/cuda_detloss.c),
+     * in launch order; their argument block is YlDetLossArgs, not YlArgs */
+    LK_DETLOSS_DECODE, LK_DETLOSS_ASSIGN, LK_DETLOSS_RESOLVE, LK_DETLOSS_NORMALISE,
+    LK_DETLOSS_TERMS, LK_DETLOSS_REDUCE, LK_DETLOSS_FINISH,
+    LK_DETLOSS_GRAD, /* detect_loss_bwd only */
     LK_COUNT
 } LibEntry;
 
@@ -34,11 +40,21 @@ typedef struct LibProgram {
 } LibProgram;
 
 /* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
- * the cast and the unscale carry out no op). */
+ * the cast, the unscale and the detection-loss phases carry out no op by
+ * themselves: detect_loss and detect_loss_bwd keep -1 here, and their phases
+ * are found with lib_detloss_types and lib_program_find). */
 int lib_entry_of(OpKind k);
-/* The library kernels of a lowered program's library launches (in order of
- * first use), then the unscale (fp16 plans), the cast last. */
+/* The library kernels of a lowered program's library launches and of its
+ * detect_loss / detect_loss_bwd launches (their phases, in order of first
+ * use), then the unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
+/* The operand storage types of detection-loss phase e (LK_DETLOSS_*) into dt:
+ * the levels' type (decode, assign, resolve, terms), nothing (normalise,
+ * reduce, finish), or the levels', the gradients' and d_total's (grad).
+ * Returns their number; -1 when e is no loss phase. */
+int lib_detloss_types(LibEntry e, DType level, DType grad, DType d_total, DType dt[YL_MAX_OPERANDS]);
+/* The index in lp of kernel (e, dt[0..n)), or -1. */
+int lib_program_find(const LibProgram *lp, LibEntry e, int n, const DType *dt);
 void lib_program_free(LibProgram *lp);
 /* The kernel's NVRTC source (malloc'd), or NULL when a template is missing. */
 char *lib_kernel_render(const LibKernel *k);

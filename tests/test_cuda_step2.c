@@ -56,10 +56,11 @@ Test(cuda_step, graph_segments_split_at_host_ops) {
     cr_expect_eq(cuda_graph_segments(r, 0, seg), 0, "an empty run has no segment");
 }
 
-/* The tiny plan's step: the detection loss and its backward are its only
- * host ops, so its launches make three graphs around them: the forward, the
- * few concats between the loss and its backward, and the backward with the
- * clip and the updates. */
+/* The tiny plan's step: no op runs on the host (the detection loss has its
+ * phase kernels), so its launches make one graph; with the loss and its
+ * backward on the host (YOLOCC_CUDA_LIB_HOST's route for them) they would
+ * make three around them: the forward, the few concats between the loss and
+ * its backward, and the backward with the clip and the updates. */
 Test(cuda_step, graph_segments_of_the_tiny_plan) {
     char dir[] = "/tmp/yolocc-cstep2-XXXXXX", err[512];
     cr_assert(mkdtemp(dir));
@@ -71,8 +72,11 @@ Test(cuda_step, graph_segments_of_the_tiny_plan) {
     int n = kp.n_launches, hosts = 0, runs = 0;
     CudaRoute *r = malloc(sizeof *r * (size_t)n);
     CudaSegment *seg = malloc(sizeof *seg * (size_t)n);
+    cr_assert_eq(cuda_graph_segments((const CudaRoute[]){CUDA_ROUTE_KERNEL}, 1, seg), 1);
+    for (int l = 0; l < n; l++) r[l] = cuda_step_route(&p.g, &kp.launches[l]);
+    cr_expect_eq(cuda_graph_segments(r, n, seg), 1, "the whole step is one graph");
     for (int l = 0; l < n; l++) {
-        r[l] = cuda_step_route(&p.g, &kp.launches[l]);
+        if (r[l] == CUDA_ROUTE_DETLOSS) r[l] = CUDA_ROUTE_HOST;
         hosts += r[l] == CUDA_ROUTE_HOST;
         runs += r[l] != CUDA_ROUTE_HOST && (l == 0 || r[l - 1] == CUDA_ROUTE_HOST);
     }

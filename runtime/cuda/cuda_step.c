@@ -15,27 +15,29 @@
 #include "../../passes/views.h"
 #include "../interp.h"
 #include "../ref_kernels.h"
+#include "cuda_detloss.h"
 
 enum { WHY = 1536 };
 
 
 
 static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+static bool is_loss(OpKind k) { return k == OP_DETECT_LOSS || k == OP_DETECT_LOSS_BWD; }
 
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
     if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
     OpKind k = g->ops[ln->op_lo].kind;
-    return is_conv(k) ? CUDA_ROUTE_CUDNN : lib_entry_of(k) >= 0 ? CUDA_ROUTE_LIBRARY : CUDA_ROUTE_HOST;
+    return is_conv(k) ? CUDA_ROUTE_CUDNN : is_loss(k) ? CUDA_ROUTE_DETLOSS : lib_entry_of(k) >= 0 ? CUDA_ROUTE_LIBRARY : CUDA_ROUTE_HOST;
 }
 
-/* The route cs takes: library-kernel ops go to the host under lib_host. */
+/* The route cs takes: library-kernel and loss ops go to the host under lib_host. */
 static CudaRoute route(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
     CudaRoute r = cuda_step_route(g, ln);
-    return r == CUDA_ROUTE_LIBRARY && cs->lib_host ? CUDA_ROUTE_HOST : r;
+    return (r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host ? CUDA_ROUTE_HOST : r;
 }
 
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
-    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->host_ops = 0;
+    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = 0;
     memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
     for (int l = 0; l < kp->n_launches; l++) {
         const KLaunch *ln = &kp->launches[l];
@@ -43,6 +45,7 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
         case CUDA_ROUTE_KERNEL: cs->kernel_launches++; break;
         case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
         case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
+        case CUDA_ROUTE_DETLOSS: cs->loss_ops++; break;
         case CUDA_ROUTE_HOST:
             cs->host_ops++;
             cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
@@ -66,8 +69,9 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
     buf[0] = 0;
     int used = 0;
     if (!cs->host_ops) {
-        append(buf, cap, &used, "no library op runs on the host: %d generated launches, %d library kernel launches and %d cuDNN convolutions each step",
-               cs->kernel_launches, cs->lib_launches, cs->cudnn_ops);
+        append(buf, cap, &used,
+               "no library op runs on the host: %d generated launches, %d library kernel launches, %d cuDNN convolutions and %d detection-loss ops each step",
+               cs->kernel_launches, cs->lib_launches, cs->cudnn_ops, cs->loss_ops);
         return;
     }
     append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
@@ -181,6 +185,8 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
                 if (!has_memory(cs, ln->args[i], what, err, errcap)) return false;
             continue;
         }
+        int phases[LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1];
+        if (r == CUDA_ROUTE_DETLOSS && !cuda_detloss_kernels(&cs->kern.lp, g, op, cs->stype, phases, err, errcap)) return false;
         if (r == CUDA_ROUTE_HOST && !ref_kernel(op->kind))
             return errf(err, errcap, "op %d (%s, %s) has no generated kernel, no cuDNN route and no reference kernel to run on the host", op->id,
                         op_def(op->kind)->name, op->scope ? op->scope : "");
@@ -190,6 +196,18 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
         if (r == CUDA_ROUTE_CUDNN && op->n_in > 3) return errf(err, errcap, "op %d (%s) has %d inputs; a convolution takes at most 3", op->id, op_def(op->kind)->name, op->n_in);
     }
     return true;
+}
+
+/* cuDNN's workspace and the detection loss's scratch take turns on the main
+ * stream, so they share one allocation of the larger size. */
+static int64_t workspace_bytes(const CudaStep *cs) {
+    const Graph *g = &cs->plan->g;
+    int64_t w = cudnn_conv_workspace_bytes(&cs->conv);
+    for (int o = 0; o < g->n_ops; o++) {
+        int64_t l = cuda_detloss_op_scratch_bytes(g, &g->ops[o]);
+        if (l > w) w = l;
+    }
+    return w;
 }
 
 bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) {
@@ -221,7 +239,7 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
               (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) &&
-              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cudnn_conv_workspace_bytes(&cs->conv), 0, err, errcap));
+              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, workspace_bytes(cs), 0, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
         cuda_step_census(cs, g, &cs->kern.kp);
@@ -368,6 +386,8 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_CUDNN   ? run_conv(cs, op, why, sizeof why)
+              : r == CUDA_ROUTE_DETLOSS ? cuda_detloss_launch(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, op, cs->ptr, cs->stype, cs->mem.workspace,
+                                                              cs->mem.workspace_bytes, cs->dev.main, why, sizeof why)
                                         : run_host(cs, ln->op_lo, why, sizeof why);
     if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
     if (ok) return true;

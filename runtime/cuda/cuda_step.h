@@ -12,8 +12,9 @@
 #include "loss_scale.h"
 
 /* Where a launch of the plan runs: its generated kernel, a library kernel
- * (compiler/lib_kernels.h), cuDNN, or the reference kernel on the host. */
-typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_HOST } CudaRoute;
+ * (compiler/lib_kernels.h), cuDNN, the detection loss's phase kernels
+ * (cuda_detloss.h), or the reference kernel on the host. */
+typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_DETLOSS, CUDA_ROUTE_HOST } CudaRoute;
 
 /* Launches [lo, hi) of a run (positions in its launch list): a maximal run
  * that needs no host work (host false: captured as one CUDA graph), or one
@@ -52,11 +53,11 @@ typedef struct CudaStep {
     unsigned char *stype;       /* per tensor: DType of its device storage (bf16/fp16 activations in low-precision plans) */
     bool *dirty;                /* per tensor: a parameter whose compute copy is older than its master */
     bool sync_each;             /* YOLOCC_CUDA_SYNC=1: synchronise after every launch, so a fault names its launch */
-    /* YOLOCC_CUDA_LIB_HOST=1: ops with a library kernel run on the host
-     * instead (the reference), to bisect a suspect library kernel */
+    /* YOLOCC_CUDA_LIB_HOST=1: ops with a library kernel (and the detection
+     * loss) run on the host instead (the reference), to bisect a suspect one */
     bool lib_host;
     /* the plan's launches by route, per step (cuda_step_census) */
-    int kernel_launches, lib_launches, cudnn_ops, host_ops;
+    int kernel_launches, lib_launches, cudnn_ops, loss_ops, host_ops;
     int host_op_kinds[OP_COUNT];
     /* since open */
     long host_ops_run;          /* library ops run on the host */
@@ -160,8 +161,9 @@ int cuda_graph_segments(const CudaRoute *routes, int n, CudaSegment *seg);
 /* The route of launch ln of graph g. */
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);
 /* Fills cs's route counts (kernel_launches, lib_launches, cudnn_ops,
- * host_ops, host_op_kinds) from a lowered program, library ops counted on
- * the host when cs->lib_host; nothing else of cs is touched. */
+ * loss_ops, host_ops, host_op_kinds) from a lowered program, library and
+ * loss ops counted on the host when cs->lib_host; nothing else of cs is
+ * touched. */
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
 /* One line for yolort: "12 library ops run on the host each step:
  * maxpool2d x3, resize_nearest x3, ..." (kinds by count, then op order), or
