@@ -60,14 +60,24 @@ bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap) {
     return true;
 }
 
+/* Downloads tensors ids[0..n) into their it.buf copies with one wait. */
+static bool download_into_buf(TrainStep *ts, const int *ids, int n, char *err, int errcap) {
+    void **hosts = malloc(sizeof *hosts * ((size_t)n + 1));
+    if (!hosts) return errf(err, errcap, "out of memory");
+    for (int i = 0; i < n; i++) hosts[i] = ts->it.buf[ids[i]];
+    bool ok = cuda_step_download_many(ts->cuda, n, ids, hosts, err, errcap);
+    free(hosts);
+    return ok;
+}
+
 /* acc += the device's gradients (it.buf's gradient copies are the staging) */
 static bool pending_to_acc(TrainStep *ts, char *err, int errcap) {
     if (!ts->dev_pending) return true;
     int n;
     const int *grads = train_step_grads(ts, &n);
+    if (!download_into_buf(ts, grads, n, err, errcap)) return false;
     for (int i = 0; i < n; i++) {
-        float *gr = ts->it.buf[grads[i]];
-        if (!cuda_step_download(ts->cuda, grads[i], gr, err, errcap)) return false;
+        const float *gr = ts->it.buf[grads[i]];
         for (int64_t k = 0, m = shape_numel(&ts->plan->g.tensors[grads[i]].shape); k < m; k++) ts->acc[i][k] += gr[k];
     }
     ts->dev_pending = false;
@@ -136,11 +146,15 @@ bool train_step_cuda_sync_host(TrainStep *ts, bool optimizer, char *err, int err
     /* a checkpoint holds the accumulators too: the device's batch joins them */
     if (optimizer && !pending_to_acc(ts, err, errcap)) return false;
     bool params = ts->host_stale, optim = optimizer && ts->optim_stale;
-    for (int t = 0; (params || optim) && t < g->n_tensors; t++) {
+    int *ids = malloc(sizeof *ids * ((size_t)g->n_tensors + 1)), n = 0;
+    if (!ids) return errf(err, errcap, "out of memory");
+    for (int t = 0; t < g->n_tensors; t++) {
         TensorKind k = g->tensors[t].kind;
-        if (!((params && (k == TK_PARAM || k == TK_BUFFER)) || (optim && k == TK_OPTIM))) continue;
-        if (!cuda_step_download(ts->cuda, t, ts->it.buf[t], err, errcap)) return false;
+        if ((params && (k == TK_PARAM || k == TK_BUFFER)) || (optim && k == TK_OPTIM)) ids[n++] = t;
     }
+    bool ok = n == 0 || download_into_buf(ts, ids, n, err, errcap);
+    free(ids);
+    if (!ok) return false;
     if (params) ts->host_stale = false;
     if (optim) ts->optim_stale = false;
     return true;

@@ -335,6 +335,28 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
         }
         free(back), free(lowp);
     }
+    /* many at once (one wait) equals one by one: packed fp32 / int64 state and a bf16 activation (converted) */
+    int *ids = malloc(sizeof(int) * (size_t)g->n_tensors), m = 0, lowp_act = -1;
+    void **many = calloc((size_t)g->n_tensors, sizeof *many);
+    uint64_t fill_seed = 5;
+    for (int t = 0; t < g->n_tensors; t++) {
+        TensorKind k = g->tensors[t].kind;
+        if (lowp_act < 0 && k == TK_ACTIVATION && cs->stype[t] == DT_BF16 && cs->ptr[t] && !views_batch_stride(g, &p.fusion.views, t)) lowp_act = t;
+        if (k == TK_PARAM || k == TK_BUFFER) ids[m++] = t;
+    }
+    cr_assert_geq(lowp_act, 0);
+    free(host_fill(cs, lowp_act, &fill_seed));
+    ids[m++] = lowp_act;
+    for (int i = 0; i < m; i++) many[i] = calloc((size_t)shape_numel(&g->tensors[ids[i]].shape) + 1, 8);
+    cr_assert(cuda_step_download_many(cs, m, ids, many, err, sizeof err), "%s", err);
+    for (int i = 0; i < m; i++) {
+        size_t bytes = (size_t)shape_numel(&g->tensors[ids[i]].shape) * 8 + 8;
+        void *one = calloc(bytes, 1);
+        cr_assert(cuda_step_download(cs, ids[i], one, err, sizeof err), "%s", err);
+        cr_expect_arr_eq(many[i], one, bytes, "tensor %d: together as alone", ids[i]);
+        free(one), free(many[i]);
+    }
+    free(ids), free(many);
     /* every pooling and resize op on the host against the reference on the same (bf16) values */
     int ran = 0, views = 0, in_views = 0;
     uint64_t seed = 99;

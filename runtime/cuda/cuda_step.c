@@ -311,6 +311,30 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
 
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap) { return to_host(cs, tensor, host, err, errcap); }
 
+bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *const *hosts, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    bool *direct = calloc((size_t)n + 1, sizeof *direct);
+    if (!direct) return errf(err, errcap, "out of memory");
+    bool ok = true;
+    /* packed fp32 / int64 tensors: every copy queued, one wait */
+    for (int i = 0; ok && i < n; i++) {
+        int t = tensors[i];
+        if (!(ok = has_memory(cs, t, "downloading", err, errcap))) break;
+        DType st = (DType)cs->stype[t];
+        direct[i] = (st == DT_F32 || st == DT_I64) && !views_batch_stride(g, &cs->plan->fusion.views, t);
+        if (!direct[i]) continue;
+        char label[160], doing[224];
+        tensor_label(g, t, label, sizeof label);
+        snprintf(doing, sizeof doing, "downloading tensor %s", label);
+        ok = CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (hosts[i], cs->ptr[t], (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(st), cs->dev.main), doing, err, errcap);
+    }
+    ok = ok && sync_main(cs, "downloading tensors", err, errcap);
+    for (int i = 0; ok && i < n; i++)
+        if (!direct[i]) ok = to_host(cs, tensors[i], hosts[i], err, errcap);
+    free(direct);
+    return ok;
+}
+
 bool cuda_step_upload(CudaStep *cs, int tensor, const void *host, char *err, int errcap) {
     if (tensor < 0 || tensor >= cs->plan->g.n_tensors) return errf(err, errcap, "tensor %d is not a tensor of the plan", tensor);
     if (!to_device(cs, tensor, host, err, errcap)) return false;

@@ -98,6 +98,10 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
 /* Copies tensor t to host (fp32, or int64 for DT_I64), converting bf16/fp16
  * storage and packing a zero-copy view. Waits for the main stream first. */
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap);
+/* cuda_step_download of n tensors (hosts[i] receives tensors[i]) with one
+ * wait for all the packed fp32 / int64 ones: state and gradients come down
+ * without a synchronisation per tensor. */
+bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *const *hosts, char *err, int errcap);
 /* Uploads any tensor with device memory (a gradient the host summed over
  * accumulated batches, say) from fp32 / int64 host memory; a parameter's
  * compute copy is refreshed by the next run. */
