@@ -26,48 +26,21 @@
 #include "../runtime/cuda/cuda_kernels.h"
 #include "../runtime/gen_cpu.h"
 #include "../runtime/ref_kernels.h"
+#include "test_emul.h"
 #include "test_gpu.h"
-
-extern char **environ;
 
 enum { RZ = 32, EMU_GRID = 2, EMU_BLOCK = 3 };
 
 /* ---- the C++ compiler ---- */
 
-/* $CXX (else c++) split at blanks into argv; words backs the strings */
-static int cxx_words(char *words, size_t cap, char **argv, int max) {
-    const char *cxx = getenv("CXX");
-    snprintf(words, cap, "%s", cxx && *cxx ? cxx : "c++");
-    int n = 0;
-    char *save = NULL;
-    for (char *w = strtok_r(words, " \t", &save); w && n < max; w = strtok_r(NULL, " \t", &save)) argv[n++] = w;
-    return n;
-}
-
-/* Runs argv with stdout and stderr into log; its exit status, or -1 when it could not run. */
-static int run_logged(char *const argv[], const char *log) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), st = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void skip_without_cxx(void) {
     char words[512], *argv[20], dir[] = "/tmp/yolocc-emul-XXXXXX", log[64];
     cr_assert(mkdtemp(dir));
     snprintf(log, sizeof log, "%s/v.log", dir);
-    int n = cxx_words(words, sizeof words, argv, 16);
+    int n = emul_cxx_words(words, sizeof words, argv, 16);
     argv[n++] = "--version";
     argv[n] = NULL;
-    int st = n > 1 ? run_logged(argv, log) : -1;
+    int st = n > 1 ? emul_run_logged(argv, log) : -1;
     unlink(log);
     rmdir(dir);
     if (st != 0) cr_skip_test("no C++ compiler (%s): the CUDA source cannot be compiled for the host", argv[0]);
@@ -99,27 +72,9 @@ static void unit_add(Unit *u, const char *src) {
 
 static void *unit_load(Unit *u) {
     cr_assert_eq(fclose(u->f), 0);
-    char dir[] = "/tmp/yolocc-emul-XXXXXX", src[64], so[64], log[64], shim[PATH_MAX], words[512], *argv[40];
-    cr_assert(mkdtemp(dir));
-    cr_assert(realpath("tests/cuda_host_shim.h", shim), "tests/cuda_host_shim.h: %s", strerror(errno));
-    snprintf(src, sizeof src, "%s/k.cpp", dir), snprintf(so, sizeof so, "%s/k.so", dir), snprintf(log, sizeof log, "%s/cxx.log", dir);
-    FILE *f = fopen(src, "w");
-    cr_assert_not_null(f);
-    cr_assert_eq(fwrite(u->text, 1, u->len, f), u->len);
-    cr_assert_eq(fclose(f), 0);
-    int n = cxx_words(words, sizeof words, argv, 16);
-    const char *flags[] = {"-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wno-unused-function", "-Wno-sign-compare", "-include", shim, "-o", so, src};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) argv[n++] = (char *)flags[i];
-    argv[n] = NULL;
-    int st = run_logged(argv, log);
-    char *out = tu_slurp(log, NULL);
-    void *h = st == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    const char *dl = st == 0 && !h ? dlerror() : "";
-    unlink(src), unlink(so), unlink(log), rmdir(dir);
-    cr_assert_eq(st, 0, "%s failed (status %d) on %d rendered sources:\n%.3000s", argv[0], st, u->n, out ? out : "");
-    cr_assert_not_null(h, "dlopen: %s", dl);
-    if (out && *out) cr_log_info("compiler output: %.2000s", out);
-    free(out);
+    char what[64];
+    snprintf(what, sizeof what, "%d rendered sources", u->n);
+    void *h = emul_build(u->text, u->len, what);
     free(u->text);
     return h;
 }

@@ -20,27 +20,12 @@
 #include "../runtime/cuda/cuda_detloss.h"
 #include "../runtime/detloss.h"
 #include "../runtime/ref_kernels.h"
+#include "test_emul.h"
 #include "test_gpu.h"
-
-extern char **environ;
 
 enum { PHASES = LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1, EMU_GRID = 2, EMU_BLOCK = 3 };
 
 /* ---- the host C++ build of the rendered kernels ---- */
-
-static int run_quiet(char *const argv[], const char *log) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), st = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static const char *dtag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
 
@@ -61,11 +46,9 @@ static int phase_kernels(DType dt, LibKernel *ks) {
 
 /* Compiles the phase kernels of dt into a shared object and loads it; skips without $CXX / c++. */
 static void *emul_load(DType dt, const LibKernel *ks, int n) {
-    char dir[] = "/tmp/yolocc-dlemu-XXXXXX", src[80], so[80], log[80], shim[PATH_MAX];
-    cr_assert(mkdtemp(dir));
-    cr_assert(realpath("tests/cuda_host_shim.h", shim), "tests/cuda_host_shim.h: %s", strerror(errno));
-    snprintf(src, sizeof src, "%s/k.cpp", dir), snprintf(so, sizeof so, "%s/k.so", dir), snprintf(log, sizeof log, "%s/cxx.log", dir);
-    FILE *f = fopen(src, "w");
+    char *text = NULL, what[64];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     cr_assert_not_null(f);
     for (int i = 0; i < n; i++) {
         char *s = lib_kernel_render(&ks[i]);
@@ -76,17 +59,9 @@ static void *emul_load(DType dt, const LibKernel *ks, int n) {
         free(s);
     }
     cr_assert_eq(fclose(f), 0);
-    const char *cxx = getenv("CXX");
-    char *argv[] = {(char *)(cxx && *cxx ? cxx : "c++"), "-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-Wall", "-Wno-unused-function",
-                    "-include", shim, "-o", so, src, NULL};
-    int st = run_quiet(argv, log);
-    char *out = tu_slurp(log, NULL);
-    void *h = st == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    unlink(src), unlink(so), unlink(log), rmdir(dir);
-    if (st == -1) cr_skip_test("no C++ compiler (%s): the CUDA source cannot be compiled for the host", argv[0]);
-    cr_assert_eq(st, 0, "%s failed on the %s loss kernels:\n%.4000s", argv[0], dtag(dt), out ? out : "");
-    cr_assert_not_null(h, "dlopen: %s", dlerror());
-    free(out);
+    snprintf(what, sizeof what, "the %s loss kernels", dtag(dt));
+    void *h = emul_build(text, len, what);
+    free(text);
     return h;
 }
 

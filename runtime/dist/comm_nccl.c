@@ -5,6 +5,7 @@
 #include "comm_nccl.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -166,55 +167,51 @@ bool dist_nccl_open(DistNccl *c, const CudaLibs *L, const Ranks *r, DistComm *mp
     return true;
 }
 
-bool dist_nccl_allreduce_sum(DistNccl *c, int b, const NcclBuf *bufs, int n, CuStream stream, char *err, int errcap) {
-    if (!c->comm && !c->failed) return true;
-    if (!usable(c, err, errcap)) return false;
-    if (b < 0 || b >= c->n_buckets || n < 1 || !bufs)
-        return errf(err, errcap, "rank %d of %d: bucket %d with %d device runs (the communicator has %d buckets)", c->ranks.rank, c->ranks.world, b, n, c->n_buckets);
+/* One NCCL group of in-place collectives over bufs on stream (sums of fp32
+ * runs, or a broadcast of byte runs from root when root >= 0), then bucket
+ * b's event recorded after it for the watchdog. */
+static bool grouped(DistNccl *c, int b, const NcclBuf *bufs, int n, int root, CuStream stream, const char *what, char *err, int errcap) {
     const CudaLibs *L = c->L;
-    if (!nccl_ok(c, L->ncclGroupStart(), "ncclGroupStart", "starting a bucket's all-reduce", err, errcap)) return abort_comm(c), false;
+    char doing[96];
+    snprintf(doing, sizeof doing, "starting %s", what);
+    if (!nccl_ok(c, L->ncclGroupStart(), "ncclGroupStart", doing, err, errcap)) return abort_comm(c), false;
     size_t bytes = 0;
     bool ok = true;
+    snprintf(doing, sizeof doing, "enqueueing %s", what);
     for (int i = 0; i < n && ok; i++) {
         void *p = (void *)(uintptr_t)bufs[i].ptr;
-        ok = nccl_ok(c, L->ncclAllReduce(p, p, bufs[i].count, NCCL_TYPE_FLOAT32, NCCL_OP_SUM, c->comm, stream), "ncclAllReduce", "enqueueing a gradient bucket", err,
-                     errcap);
-        bytes += 4 * bufs[i].count;
+        ok = root < 0 ? nccl_ok(c, L->ncclAllReduce(p, p, bufs[i].count, NCCL_TYPE_FLOAT32, NCCL_OP_SUM, c->comm, stream), "ncclAllReduce", doing, err, errcap)
+                      : nccl_ok(c, L->ncclBroadcast(p, p, bufs[i].count, NCCL_TYPE_UINT8, root, c->comm, stream), "ncclBroadcast", doing, err, errcap);
+        bytes += (root < 0 ? 4 : 1) * bufs[i].count;
     }
     /* the group must be closed even after a failed enqueue; the first error is the one kept */
     char end_err[512];
     NcclResult ge = L->ncclGroupEnd();
-    if (ok) ok = nccl_ok(c, ge, "ncclGroupEnd", "launching a gradient bucket", err, errcap);
+    snprintf(doing, sizeof doing, "launching %s", what);
+    if (ok) ok = nccl_ok(c, ge, "ncclGroupEnd", doing, err, errcap);
     else (void)nccl_ok(c, ge, "ncclGroupEnd", "closing a failed group", end_err, sizeof end_err);
-    if (ok) ok = cu_ok(c, L->cuEventRecord(c->done[b], stream), "cuEventRecord", "marking the end of a bucket's all-reduce", err, errcap);
+    snprintf(doing, sizeof doing, "marking the end of %s", what);
+    if (ok) ok = cu_ok(c, L->cuEventRecord(c->done[b], stream), "cuEventRecord", doing, err, errcap);
     if (!ok) return abort_comm(c), false;
     c->in_flight[b] = true;
     c->bytes[b] = bytes;
     return true;
 }
 
+bool dist_nccl_allreduce_sum(DistNccl *c, int b, const NcclBuf *bufs, int n, CuStream stream, char *err, int errcap) {
+    if (!c->comm && !c->failed) return true;
+    if (!usable(c, err, errcap)) return false;
+    if (b < 0 || b >= c->n_buckets || n < 1 || !bufs)
+        return errf(err, errcap, "rank %d of %d: bucket %d with %d device runs (the communicator has %d buckets)", c->ranks.rank, c->ranks.world, b, n, c->n_buckets);
+    return grouped(c, b, bufs, n, -1, stream, "a gradient bucket's all-reduce", err, errcap);
+}
+
 bool dist_nccl_broadcast_bytes(DistNccl *c, const NcclBuf *bufs, int n, int root, CuStream stream, char *err, int errcap) {
     if (!c->comm && !c->failed) return true;
     if (!usable(c, err, errcap)) return false;
-    const CudaLibs *L = c->L;
-    if (!nccl_ok(c, L->ncclGroupStart(), "ncclGroupStart", "starting a broadcast", err, errcap)) return abort_comm(c), false;
-    size_t bytes = 0;
-    bool ok = true;
-    for (int i = 0; i < n && ok; i++) {
-        void *p = (void *)(uintptr_t)bufs[i].ptr;
-        ok = nccl_ok(c, L->ncclBroadcast(p, p, bufs[i].count, NCCL_TYPE_UINT8, root, c->comm, stream), "ncclBroadcast", "enqueueing a broadcast", err, errcap);
-        bytes += bufs[i].count;
-    }
-    char end_err[512];
-    NcclResult ge = L->ncclGroupEnd();
-    if (ok) ok = nccl_ok(c, ge, "ncclGroupEnd", "launching a broadcast", err, errcap);
-    else (void)nccl_ok(c, ge, "ncclGroupEnd", "closing a failed group", end_err, sizeof end_err);
+    if (root < 0 || root >= c->ranks.world || n < 1 || !bufs) return errf(err, errcap, "rank %d of %d: a broadcast of %d runs from rank %d", c->ranks.rank, c->ranks.world, n, root);
     /* bucket 0's event marks it, so dist_nccl_wait's watchdog covers it */
-    if (ok) ok = cu_ok(c, L->cuEventRecord(c->done[0], stream), "cuEventRecord", "marking the end of a broadcast", err, errcap);
-    if (!ok) return abort_comm(c), false;
-    c->in_flight[0] = true;
-    c->bytes[0] = bytes;
-    return true;
+    return grouped(c, 0, bufs, n, root, stream, "the state broadcast", err, errcap);
 }
 
 bool dist_nccl_stream_wait(DistNccl *c, CuStream consumer, char *err, int errcap) {

@@ -18,14 +18,7 @@ static size_t device_bytes(const Tensor *t) { return (size_t)shape_numel(&t->sha
  * device's, through NCCL, after this rank's own upload. */
 static bool broadcast_state(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
     const Graph *g = &ts->plan->g;
-    if (dp->comm.active) {
-        for (int i = 0; i < g->n_state; i++) {
-            const Tensor *t = &g->tensors[g->state[i]];
-            if (!dist_broadcast(&dp->comm, ts->it.buf[t->id], device_bytes(t), 0, t->name ? t->name : "a state tensor", err, errcap)) return false;
-        }
-        train_step_host_changed(ts);
-        return true;
-    }
+    if (dp->comm.active) return dp_broadcast_host_state(dp, ts, err, errcap);
     CudaStep *cs = ts->cuda;
     NcclBuf *runs = malloc(sizeof *runs * ((size_t)g->n_state + 1));
     if (!runs) return errf(err, errcap, "out of memory");

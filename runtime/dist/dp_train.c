@@ -64,14 +64,20 @@ bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
     if (!bucket_cap_from_env(getenv("YOLOCC_BUCKET_CAP_MB"), &cap, err, errcap)) return false;
     if (!bucket_layout_from_graph(g, grads, n, cap, &dp->layout, err, errcap)) return false;
     if (dp->layout.total_bytes > 0 && !(dp->region = malloc((size_t)dp->layout.total_bytes))) return errf(err, errcap, "out of memory for the %lld-byte gradient region", (long long)dp->layout.total_bytes);
-    /* DDP broadcasts rank 0's module state at construction */
+    if (!dp_broadcast_host_state(dp, ts, err, errcap)) return false;
+    ts->reduce_grads = dp_reduce_grads;
+    ts->reduce_ctx = dp;
+    dp->ts = ts;
+    return true;
+}
+
+bool dp_broadcast_host_state(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
+    const Graph *g = &ts->plan->g;
     for (int i = 0; i < g->n_state; i++) {
         const Tensor *t = &g->tensors[g->state[i]];
         if (!dist_broadcast(&dp->comm, ts->it.buf[t->id], (size_t)tensor_bytes(t), 0, t->name ? t->name : "a state tensor", err, errcap)) return false;
     }
-    ts->reduce_grads = dp_reduce_grads;
-    ts->reduce_ctx = dp;
-    dp->ts = ts;
+    train_step_host_changed(ts);
     return true;
 }
 

@@ -49,6 +49,11 @@ bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap);
  * weights are initialised or loaded. */
 bool dp_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
 
+/* DDP's start-up broadcast of rank 0's module state (parameters and
+ * buffers) through MPI, in ts's host copies, which are then marked newer
+ * than the device's (train_step_host_changed). */
+bool dp_broadcast_host_state(DataParallel *dp, TrainStep *ts, char *err, int errcap);
+
 /* The hook: packs ts's accumulated gradients into the region in bucket
  * order, sums every bucket over the ranks, unpacks. */
 bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap);
