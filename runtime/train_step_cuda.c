@@ -39,9 +39,13 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
         ts->cuda = NULL;
         return errf(err, errcap, "CUDA device %d: %s", r.local_rank, why);
     }
-    const char *graphs = getenv("YOLOCC_CUDA_GRAPHS");
-    bool use_graphs = !(graphs && strcmp(graphs, "0") == 0) && !ts->cuda->sync_each;
-    if (!cuda_step_use_graphs(ts->cuda, use_graphs, err, errcap) || !cuda_step_train_init(ts->cuda, err, errcap)) return false;
+    if (!cuda_step_use_graphs(ts->cuda, cuda_step_graphs_wanted(ts->cuda), err, errcap) || !cuda_step_train_init(ts->cuda, err, errcap)) return false;
+    /* every batch goes up from these: pinned, the copies run at the bus's speed */
+    const int inputs[] = {ts->images, ts->boxes, ts->counts};
+    for (int i = 0; i < 3; i++) {
+        const Tensor *t = &ts->plan->g.tensors[inputs[i]];
+        if (!cuda_step_pin(ts->cuda, ts->it.buf[inputs[i]], (size_t)shape_numel(&t->shape) * dtype_size(t->dtype), err, errcap)) return false;
+    }
     ts->device_stale = true;
     return true;
 }

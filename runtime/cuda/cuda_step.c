@@ -253,8 +253,21 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     return ok;
 }
 
+bool cuda_step_pin(CudaStep *cs, void *host, size_t bytes, char *err, int errcap) {
+    if (cs->n_pinned == (int)(sizeof cs->pinned / sizeof cs->pinned[0])) return errf(err, errcap, "more than %d pinned host buffers", cs->n_pinned);
+    if (!CUDA_CALL(&cs->dev.L, cuMemHostRegister, (host, bytes, 0), "pinning an input's host buffer", err, errcap)) return false;
+    cs->pinned[cs->n_pinned++] = host;
+    return true;
+}
+
+bool cuda_step_graphs_wanted(const CudaStep *cs) {
+    const char *v = getenv("YOLOCC_CUDA_GRAPHS");
+    return !(v && strcmp(v, "0") == 0) && !cs->sync_each;
+}
+
 void cuda_step_close(CudaStep *cs) {
     /* teardown: failures leave nothing to undo */
+    for (int i = 0; i < cs->n_pinned; i++) (void)cs->dev.L.cuMemHostUnregister(cs->pinned[i]);
     for (int i = 0; i < cs->n_graphs; i++) {
         if (cs->graphs[i].exec) (void)cs->dev.L.cuGraphExecDestroy(cs->graphs[i].exec);
         if (cs->graphs[i].graph) (void)cs->dev.L.cuGraphDestroy(cs->graphs[i].graph);

@@ -71,6 +71,9 @@ typedef struct CudaStep {
     /* per tensor id: a parameter whose update op cuda_step_optimize skips (a
      * frozen layer); NULL: none. The caller owns the array. */
     const bool *frozen;
+    /* host buffers pinned with cuda_step_pin (unpinned at close) */
+    void *pinned[4];
+    int n_pinned;
     bool use_graphs;
     CudaGraphSeg *graphs;
     int n_graphs, cap_graphs;
@@ -147,6 +150,13 @@ bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errca
  * whose per-launch synchronisation cannot be captured. Graphs capture device
  * addresses, which never move while cs is open. */
 bool cuda_step_use_graphs(CudaStep *cs, bool on, char *err, int errcap);
+/* Pins host memory [host, host + bytes) for DMA (cuMemHostRegister), so
+ * uploads from it run at the bus's speed; unpinned by cuda_step_close. At
+ * most 4 buffers. */
+bool cuda_step_pin(CudaStep *cs, void *host, size_t bytes, char *err, int errcap);
+/* Whether runs should replay CUDA graphs: yes unless YOLOCC_CUDA_GRAPHS=0
+ * or YOLOCC_CUDA_SYNC (whose per-launch synchronisation cannot be captured). */
+bool cuda_step_graphs_wanted(const CudaStep *cs);
 /* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
 

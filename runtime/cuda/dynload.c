@@ -30,7 +30,7 @@ static const Sym SYMS[] = {
     D(cuModuleUnload), D(cuModuleGetFunction), D(cuLaunchKernel), S(LIB_CUDA, cuMemAlloc, "cuMemAlloc_v2"), S(LIB_CUDA, cuMemFree, "cuMemFree_v2"),
     S(LIB_CUDA, cuMemGetInfo, "cuMemGetInfo_v2"), S(LIB_CUDA, cuMemcpyHtoD, "cuMemcpyHtoD_v2"), S(LIB_CUDA, cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
     S(LIB_CUDA, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"), S(LIB_CUDA, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"), D(cuMemsetD8Async),
-    D(cuMemsetD16Async), D(cuMemsetD32Async), D(cuStreamCreate), S(LIB_CUDA, cuStreamDestroy, "cuStreamDestroy_v2"), D(cuStreamSynchronize),
+    D(cuMemsetD16Async), D(cuMemsetD32Async), S(LIB_CUDA, cuMemHostRegister, "cuMemHostRegister_v2"), D(cuMemHostUnregister), D(cuStreamCreate), S(LIB_CUDA, cuStreamDestroy, "cuStreamDestroy_v2"), D(cuStreamSynchronize),
     D(cuStreamWaitEvent), D(cuEventCreate),
     D(cuEventRecord), D(cuEventQuery), D(cuEventSynchronize), D(cuEventElapsedTime), S(LIB_CUDA, cuEventDestroy, "cuEventDestroy_v2"),
     S(LIB_CUDA, cuStreamBeginCapture, "cuStreamBeginCapture_v2"), D(cuStreamEndCapture), S(LIB_CUDA, cuGraphInstantiate, "cuGraphInstantiateWithFlags"),

@@ -90,6 +90,8 @@ typedef struct CudaLibs {
     CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t n, CuStream s);
     CuResult (*cuMemsetD16Async)(CuDevicePtr dst, unsigned short value, size_t n, CuStream s);
     CuResult (*cuMemsetD32Async)(CuDevicePtr dst, unsigned value, size_t n, CuStream s);
+    CuResult (*cuMemHostRegister)(void *p, size_t bytes, unsigned flags);              /* _v2; pins pageable memory for DMA */
+    CuResult (*cuMemHostUnregister)(void *p);
     CuResult (*cuStreamCreate)(CuStream *s, unsigned flags);
     CuResult (*cuStreamDestroy)(CuStream s);                                            /* _v2 */
     CuResult (*cuStreamSynchronize)(CuStream s);

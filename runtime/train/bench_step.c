@@ -172,7 +172,7 @@ static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double
     void **state = host_state(g);
     ok = state || errf(err, errcap, "out of memory for the host copy of the state");
     ok = ok && free_bytes(&probe, &free0, err, errcap);
-    ok = ok && (cs_open = cuda_step_open(&cs, plan, 0, err, errcap));
+    ok = ok && (cs_open = cuda_step_open(&cs, plan, 0, err, errcap)) && cuda_step_use_graphs(&cs, cuda_step_graphs_wanted(&cs), err, errcap);
     ok = ok && weights_init(g, state, o->seed, err, errcap) && cuda_step_upload_state(&cs, state, err, errcap);
     if (ok) {
         size_t ni = (size_t)batch * 3 * (size_t)imgsz * (size_t)imgsz, nb = (size_t)batch * (size_t)max_boxes * 5;
@@ -207,6 +207,8 @@ static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double
         r->plan_device_bytes = cuda_step_device_bytes(&cs);
         r->host_ops = cs.host_ops;
         cuda_step_describe(&cs, r->host_line, sizeof r->host_line);
+        size_t used = strlen(r->host_line);
+        snprintf(r->host_line + used, sizeof r->host_line - used, "; %s", cs.use_graphs ? "replayed as CUDA graphs" : "launched one by one (YOLOCC_CUDA_GRAPHS=0)");
     }
     free(images);
     free(boxes);
