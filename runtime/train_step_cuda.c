@@ -40,12 +40,11 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
         return errf(err, errcap, "CUDA device %d: %s", r.local_rank, why);
     }
     if (!cuda_step_use_graphs(ts->cuda, cuda_step_graphs_wanted(ts->cuda), err, errcap) || !cuda_step_train_init(ts->cuda, err, errcap)) return false;
-    /* every batch goes up from these: pinned, the copies run at the bus's speed */
-    const int inputs[] = {ts->images, ts->boxes, ts->counts};
-    for (int i = 0; i < 3; i++) {
-        const Tensor *t = &ts->plan->g.tensors[inputs[i]];
-        if (!cuda_step_pin(ts->cuda, ts->it.buf[inputs[i]], (size_t)shape_numel(&t->shape) * dtype_size(t->dtype), err, errcap)) return false;
-    }
+    /* every batch's images go up from here: pinned, the copy runs at the bus's
+     * speed (boxes and counts are small, and small buffers may share a page
+     * with each other, which the driver registers only once) */
+    const Tensor *im = &ts->plan->g.tensors[ts->images];
+    if (!cuda_step_pin(ts->cuda, ts->it.buf[ts->images], (size_t)shape_numel(&im->shape) * dtype_size(im->dtype), err, errcap)) return false;
     ts->device_stale = true;
     return true;
 }
