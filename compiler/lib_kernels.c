@@ -1,8 +1,8 @@
 /* compiler/lib_kernels.c — which library ops have CUDA library kernels, the kernels a plan needs
  * (one per entry and operand storage types), their sources (the prelude of the generated kernels
  * plus a family template of templates/cuda/lib) and launch arguments. Must not compile, launch or
- * change what an op computes: runtime/ref_layout.c and runtime/detloss.c are the oracles the
- * templates follow. */
+ * change what an op computes: runtime/ref_layout.c, runtime/ref_attention.c and runtime/detloss.c
+ * are the oracles the templates follow. */
 #include "lib_kernels.h"
 
 #include <stdio.h>
@@ -25,8 +25,11 @@ static const struct {
     [LK_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", "resize", OP_RESIZE_NEAREST_BWD},
     [LK_ZEROPAD2D] = {"zeropad2d", "pad", OP_ZEROPAD2D},
     [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
+    [LK_ATTENTION] = {"attention", "attention", OP_ATTENTION},
+    [LK_ATTENTION_BWD] = {"attention_bwd", "attention", OP_ATTENTION_BWD},
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
+    [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
     [LK_DETLOSS_DECODE] = {"detloss_decode", "detloss", OP_COUNT},
     [LK_DETLOSS_ASSIGN] = {"detloss_assign", "detloss", OP_COUNT},
     [LK_DETLOSS_RESOLVE] = {"detloss_resolve", "detloss", OP_COUNT},
@@ -138,16 +141,21 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
             continue;
         }
         if (e < 0) continue;
-        if (op->n_in + op->n_out > YL_MAX_OPERANDS || op->n_out != 1) {
+        const int n = op->n_in + op->n_out;
+        if (n > LIB_MAX_OPERANDS) {
             free(persistent);
             lib_program_free(lp);
-            return snprintf(err, (size_t)errcap, "op %d (%s) has %d operands; its library kernel takes at most %d and one output", op->id, op_def(op->kind)->name,
-                            op->n_in + op->n_out, YL_MAX_OPERANDS), false;
+            return snprintf(err, (size_t)errcap, "op %d (%s) has %d operands; its library kernel takes at most %d", op->id, op_def(op->kind)->name, n,
+                            LIB_MAX_OPERANDS), false;
         }
-        DType dt[YL_MAX_OPERANDS];
-        for (int i = 0; i < op->n_in; i++) dt[i] = memplan_storage_dtype(g, op->in[i], persistent[op->in[i]], p);
-        dt[op->n_in] = memplan_storage_dtype(g, op->out[0], persistent[op->out[0]], p);
-        ok = (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, op->n_in + 1, dt)) >= 0;
+        DType dt[LIB_MAX_OPERANDS];
+        for (int i = 0; i < n; i++) {
+            int t = lib_operand_tensor(op, i);
+            dt[i] = memplan_storage_dtype(g, t, persistent[t], p);
+        }
+        /* the statistics launch runs first, so it is interned first */
+        if (e == LK_ATTENTION_BWD) ok = intern(lp, &cap, LK_ATTENTION_STATS, n, dt) >= 0;
+        ok = ok && (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, n, dt)) >= 0;
     }
     if (ok && p == PREC_FP16) {
         /* the gradients (fp32, persistent) and the scale (the fp32 grad_seed input) */
@@ -213,12 +221,16 @@ char *lib_kernel_render(const LibKernel *k) {
     /* the loss phases take their own argument block */
     if (is_detloss(k->entry)) ok = ok && put_template(out, "detloss_abi.h", NULL, 0);
     fprintf(out, "#define %s 1\n", macro);
-    /* X: the storage type of the pooled input (maxpool2d's operand 0, maxpool2d_bwd's operand 1) */
+    bool attention_bwd = k->entry == LK_ATTENTION_BWD || k->entry == LK_ATTENTION_STATS;
+    /* X: the storage type of the pooled input (maxpool2d's operand 0, maxpool2d_bwd's operand 1);
+     * TQ: attention's qkv (attention's operand 0, attention_bwd's operand 2) */
     const char *kv[] = {"NAME", k->name, "T0", tag(k->dt[0]), "T1", tag(k->dt[1]), "T2", tag(k->n_operands > 2 ? k->dt[2] : DT_F32),
-                        "X", tag(k->entry == LK_MAXPOOL2D_BWD ? k->dt[1] : k->dt[0])};
-    ok = ok && put_template(out, path, kv, 5);
+                        "T3", tag(k->n_operands > 3 ? k->dt[3] : DT_F32), "X", tag(k->entry == LK_MAXPOOL2D_BWD ? k->dt[1] : k->dt[0]),
+                        "TQ", tag(attention_bwd ? k->dt[2] : k->dt[0])};
+    ok = ok && put_template(out, path, kv, 7);
     /* so that sources concatenated into one unit (the host emulation's) each define their own */
     if (is_detloss(k->entry)) fprintf(out, "\n#undef %s\n#undef YL_DETLOSS_ABI_H\n#undef YL_DL_EACH\n", macro);
+    if (k->entry == LK_ATTENTION || attention_bwd) fprintf(out, "\n#undef %s\n#undef YL_ATT_G\n", macro);
     ok = fclose(out) == 0 && ok;
     free(abi_text);
     if (!ok) free(buf);
@@ -232,13 +244,33 @@ static long long image_stride(const Graph *g, const Views *v, int t) {
     return (long long)(bs ? bs : s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s));
 }
 
+/* attention and attention_bwd: qkv's plane and channels, the attributes, and
+ * one thread per (image, head, group of LIB_ATT_GROUP channels, token) */
+static void attention_args(const Graph *g, const Op *op, YlArgs *a) {
+    const Shape *qkv = &g->tensors[op->in[op->kind == OP_ATTENTION_BWD ? 2 : 0]].shape;
+    const OpAttrs *at = &op->a;
+    const long long kg = (at->key_dim + LIB_ATT_GROUP - 1) / LIB_ATT_GROUP, vg = (at->head_dim + LIB_ATT_GROUP - 1) / LIB_ATT_GROUP;
+    a->c = qkv->d[1], a->h = qkv->d[2], a->w = qkv->d[3];
+    a->heads = at->heads, a->key_dim = at->key_dim, a->head_dim = at->head_dim, a->area = at->area, a->scale = at->scale;
+    a->total = (long long)qkv->d[0] * at->heads * (op->kind == OP_ATTENTION_BWD ? 2 * kg + vg : vg) * a->h * a->w;
+}
+
+int64_t lib_scratch_bytes(const Graph *g, const Op *op) {
+    if (op->kind != OP_ATTENTION_BWD) return 0;
+    const Shape *qkv = &g->tensors[op->in[2]].shape;
+    return qkv->d[0] * op->a.heads * qkv->d[2] * qkv->d[3] * 3 * (int64_t)sizeof(double);
+}
+
 YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
     YlArgs a;
     memset(&a, 0, sizeof a);
     const OpAttrs *at = &op->a;
     const Shape *out = &g->tensors[op->out[0]].shape, *in0 = &g->tensors[op->in[0]].shape;
-    for (int i = 0; i < op->n_in && i < YL_MAX_OPERANDS - 1; i++) a.bs[i] = image_stride(g, v, op->in[i]);
-    if (op->n_in < YL_MAX_OPERANDS) a.bs[op->n_in] = image_stride(g, v, op->out[0]);
+    for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) *lib_operand_bs(&a, i) = image_stride(g, v, lib_operand_tensor(op, i));
+    if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {
+        attention_args(g, op, &a);
+        return a;
+    }
     a.total = (long long)shape_numel(out);
     a.c = out->nd == 4 ? (long long)out->d[1] : 0;
     /* the forward op's input plane (h, w) and output plane (oh, ow) */

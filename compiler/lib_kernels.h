@@ -1,6 +1,6 @@
 /* compiler/lib_kernels.h — the CUDA library kernels of a plan (templates/cuda/lib: pooling,
- * nearest resize, zero pad / crop and their gradients, the compute-copy cast, the detection
- * loss' phases): which library op
+ * nearest resize, zero pad / crop and their gradients, attention and its gradient, the
+ * compute-copy cast, the detection loss' phases): which library op
  * runs which kernel, each kernel's name and NVRTC source, and its launch arguments. Shared by
  * codegen (compiles them) and runtime/cuda (loads and launches them); knows no compiler or driver. */
 #ifndef YOLOCC_LIB_KERNELS_H
@@ -11,8 +11,12 @@
 typedef enum {
     LK_MAXPOOL2D, LK_MAXPOOL2D_BWD, LK_AVGPOOL2D, LK_AVGPOOL2D_BWD,
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
+    LK_ATTENTION, LK_ATTENTION_BWD,
     LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
     LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
+    /* attention_bwd's first launch (per query row: the softmax statistics into
+     * YlArgs.ws), same operands and arguments as LK_ATTENTION_BWD's */
+    LK_ATTENTION_STATS,
     /* the detection loss (templates/cuda/lib/detloss.cu, launched by runtime/cuda/cuda_detloss.c),
      * in launch order; their argument block is YlDetLossArgs, not YlArgs */
     LK_DETLOSS_DECODE, LK_DETLOSS_ASSIGN, LK_DETLOSS_RESOLVE, LK_DETLOSS_NORMALISE,
@@ -21,12 +25,16 @@ typedef enum {
     LK_COUNT
 } LibEntry;
 
+/* Operands of a library kernel: attention_bwd's three inputs and its output
+ * (the fourth is YlArgs.t3 / bs3, see lib_operand). */
+#define LIB_MAX_OPERANDS 4
+
 /* A kernel is specialised by its entry and its operands' storage types
  * only; shapes and attributes travel in YlArgs. */
 typedef struct LibKernel {
     LibEntry entry;
-    int n_operands;                 /* inputs, then the output */
-    DType dt[YL_MAX_OPERANDS];
+    int n_operands;                 /* inputs, then the outputs */
+    DType dt[LIB_MAX_OPERANDS];
     char name[KIR_NAME];            /* "yl_maxpool2d_bf16_bf16" */
 } LibKernel;
 
@@ -46,7 +54,8 @@ typedef struct LibProgram {
 int lib_entry_of(OpKind k);
 /* The library kernels of a lowered program's library launches and of its
  * detect_loss / detect_loss_bwd launches (their phases, in order of first
- * use), then the unscale (fp16 plans), the cast last. */
+ * use; attention_bwd's statistics kernel just before its own), then the
+ * unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
 /* The operand storage types of detection-loss phase e (LK_DETLOSS_*) into dt:
  * the levels' type (decode, assign, resolve, terms), nothing (normalise,
@@ -58,9 +67,19 @@ int lib_program_find(const LibProgram *lp, LibEntry e, int n, const DType *dt);
 void lib_program_free(LibProgram *lp);
 /* The kernel's NVRTC source (malloc'd), or NULL when a template is missing. */
 char *lib_kernel_render(const LibKernel *k);
-/* The arguments of library op op without the operand addresses. */
+/* The arguments of library op op without the operand addresses (and, for
+ * attention_bwd, without the scratch YlArgs.ws). */
 YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op);
+/* Operand i (inputs, then outputs) of op: its tensor; and its address and
+ * image-stride slots in a YlArgs (the fourth sits at the end of the block). */
+static inline int lib_operand_tensor(const Op *op, int i) { return i < op->n_in ? op->in[i] : op->out[i - op->n_in]; }
+static inline void **lib_operand(YlArgs *a, int i) { return i < YL_MAX_OPERANDS ? &a->t[i] : &a->t3; }
+static inline long long *lib_operand_bs(YlArgs *a, int i) { return i < YL_MAX_OPERANDS ? &a->bs[i] : &a->bs3; }
+/* Bytes of device scratch (YlArgs.ws) op's library launches need: 3 doubles
+ * per (image, head, token) for attention_bwd, else 0. */
+int64_t lib_scratch_bytes(const Graph *g, const Op *op);
 enum { LIB_BLOCK = 256 };  /* YK_BLOCK of templates/cuda/prelude.cu */
+enum { LIB_ATT_GROUP = 8 }; /* YL_ATT_G of templates/cuda/lib/attention.cu: channels per attention thread */
 
 /* Blocks of LIB_BLOCK threads for a.total elements: one thread each, at most
  * 32 blocks per multiprocessor (the loops are grid-stride). */

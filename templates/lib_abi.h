@@ -1,6 +1,6 @@
 /* templates/lib_abi.h — the argument block of the CUDA library kernels
  * (templates/cuda/lib: pooling, nearest resize, zero pad / crop, the
- * compute-copy cast). Embedded at the top of their NVRTC sources and included
+ * compute-copy cast, attention). Embedded at the top of their NVRTC sources and included
  * by compiler/lib_kernels.h, which fills it, so both sides read one definition. */
 #ifndef YL_LIB_ABI_H
 #define YL_LIB_ABI_H
@@ -12,5 +12,11 @@ typedef struct YlArgs {
     long long c;                        /* channels */
     long long h, w, oh, ow;             /* the forward op's input and output planes */
     int kh, kw, sh, sw, ph, pw, dh, dw; /* pooling window; ph, pw: padding before (zeropad / crop: rows above, columns left) */
+    /* attention and attention_bwd only, after the older fields so kernels compiled before them read the same block */
+    void *t3;                           /* a fourth operand: attention_bwd's output d_qkv */
+    long long bs3;                      /* its image stride */
+    void *ws;                           /* attention_bwd's device scratch: 3 doubles per (image, head, token) */
+    double scale;
+    int heads, key_dim, head_dim, area;
 } YlArgs;
 #endif

@@ -7,6 +7,8 @@
 
 #include "../compiler/kernel_ir.h"
 #include "../compiler/lib_kernels.h"
+#include "../compiler/model_cfg.h"
+#include "../compiler/train_compile.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/train_step.h"
@@ -105,6 +107,53 @@ Test(cuda_step, graph_segments_of_the_tiny_plan) {
     free(r), free(seg);
     kernel_program_free(&kp);
     plan_free(&p);
+}
+
+/* The YOLO11 step (C2PSA: attention and its gradient): every launch has a
+ * device route, the attention ops among the library launches; its
+ * validation graph runs attention there too. The routes depend on the op kinds only, so the graphs
+ * are compiled without kernels. */
+Test(cuda_step, yolo11_runs_nothing_on_the_host) {
+    const char *models[] = {"models/yolo11.yaml"};
+    for (int m = 0; m < 1; m++) {
+        Arena a;
+        ModelConfig cfg;
+        Diag d;
+        TrainCompiled tc = {0};
+        arena_init(&a, 0);
+        diag_init(&d, models[m]);
+        ModelOptions mo = {.scale = "n"};
+        TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
+                           .precision = PREC_BF16, .target = TARGET_CUDA};
+        cr_assert(model_cfg_load(&a, models[m], &mo, &cfg, &d) && compile_training(&a, &cfg, &to, &tc, &d), "%s: %s", models[m], d.msg);
+        for (int which = 0; which < 2; which++) {
+            const Graph *g = which ? &tc.em.g : &tc.m.g;
+            KProgram kp;
+            char err[512], line[1024];
+            cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+            CudaStep cs;
+            memset(&cs, 0, sizeof cs);
+            cuda_step_census(&cs, g, &kp);
+            int attention = 0, attention_bwd = 0;
+            for (int l = 0; l < kp.n_launches; l++) {
+                const KLaunch *ln = &kp.launches[l];
+                OpKind k = g->ops[ln->op_lo].kind;
+                if (ln->kernel >= 0 || (k != OP_ATTENTION && k != OP_ATTENTION_BWD)) continue;
+                cr_expect_eq(cuda_step_route(g, ln), CUDA_ROUTE_LIBRARY, "launch %d (%s)", l, op_def(k)->name);
+                attention += k == OP_ATTENTION, attention_bwd += k == OP_ATTENTION_BWD;
+            }
+            cuda_step_describe(&cs, line, sizeof line);
+            cr_log_info("%s %s: %s", models[m], which ? "validation" : "step", line);
+            printf("cuda_step %s %s: %s (attention x%d, attention_bwd x%d)\n", models[m], which ? "validation" : "step", line, attention, attention_bwd);
+            /* validation decodes boxes (dfl, dist2bbox) on the host: not attention's business */
+            cr_expect_eq(which ? cs.host_op_kinds[OP_ATTENTION] : cs.host_ops, 0, "%s %s: %s", models[m], which ? "validation" : "step", line);
+            cr_expect_gt(attention, 0, "%s has attention", models[m]);
+            cr_expect_eq(attention_bwd > 0, which == 0, "only the step differentiates it");
+            kernel_program_free(&kp);
+        }
+        train_compiled_free(&tc);
+        arena_free(&a);
+    }
 }
 
 /* ---- on a host-memory stand-in for the driver (no GPU) ----

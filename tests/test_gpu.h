@@ -80,6 +80,33 @@ static inline void lib_odd_graph(Graph *g, Arena *ar) {
     lib_graph_op(g, OP_CROP2D, &y, 1, &pad);
 }
 
+/* The attention library ops on odd sizes (not in lib_odd_graph: attention has
+ * two outputs and its gradient four operands and two launches): per case an
+ * attention(qkv) and an attention_bwd(d_o, d_v, qkv), ops 2i and 2i + 1.
+ * Several heads, key_dim != head_dim (channel groups of LIB_ATT_GROUP cut
+ * short), area 1, area 4 as YOLO12 and areas of one token. */
+enum { LIB_ATT_CASES = 4 };
+static inline void lib_attention_graph(Graph *g, Arena *ar) {
+    arena_init(ar, 0);
+    graph_init(g, ar);
+    /* heads, key_dim, head_dim, area, H, W */
+    static const int cases[LIB_ATT_CASES][6] = {{3, 5, 7, 1, 5, 7}, {2, 9, 10, 4, 4, 6}, {1, 16, 3, 3, 3, 5}, {2, 2, 3, 9, 3, 3}};
+    for (int i = 0; i < LIB_ATT_CASES; i++) {
+        const int *c = cases[i];
+        OpAttrs at = {.heads = c[0], .key_dim = c[1], .head_dim = c[2], .area = c[3], .scale = 1.0 / sqrt((double)c[1])};
+        char name[16];
+        snprintf(name, sizeof name, "qkv%d", i);
+        int qkv = graph_add_input(g, name, shape4(2, (int64_t)c[0] * (2 * c[1] + c[2]), c[4], c[5]), DT_F32);
+        int o = graph_add_op(g, OP_ATTENTION, &qkv, 1, &at, 2, 0, "attention");
+        cr_assert_geq(o, 0, "%s", g->err);
+        snprintf(name, sizeof name, "d_o%d", i);
+        int in[3] = {graph_add_input(g, name, g->tensors[g->ops[o].out[0]].shape, DT_F32), -1, qkv};
+        snprintf(name, sizeof name, "d_v%d", i);
+        in[1] = graph_add_input(g, name, g->tensors[g->ops[o].out[1]].shape, DT_F32);
+        cr_assert_geq(graph_add_op(g, OP_ATTENTION_BWD, in, 3, &at, 1, 0, "attention_bwd"), 0, "%s", g->err);
+    }
+}
+
 /* |gpu - cpu| / max(|cpu|, 1e-3); NaN or infinity on one side only is
  * infinitely far */
 static inline double rel_diff(double gpu, double cpu) {

@@ -175,6 +175,10 @@ bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char
         if (!ok) errf(err, errcap, "out of memory");
         ok = ok && load_list(d, ks, n, "generated", generated_name, ck, blobs, ck->mod, ck->fn, ck->image, err, errcap) &&
              load_list(d, ls, nl, "library", library_name, ck, blobs, ck->lib_mod, ck->lib_fn, ck->lib_image, err, errcap);
+        for (int l = 0; ok && l < ck->lp.n_launches; l++) {
+            int64_t b = ck->lp.launch_kernel[l] >= 0 ? lib_scratch_bytes(&p->g, &p->g.ops[ck->kp.launches[l].op_lo]) : 0;
+            if (b > ck->scratch_bytes) ck->scratch_bytes = b;
+        }
     }
     cJSON_Delete(idx);
     if (!ok) cuda_kernels_close(ck, d);
@@ -237,8 +241,7 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
 
 YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr) {
     YlArgs a = lib_launch_args(g, v, op);
-    for (int i = 0; i < op->n_in && i < YL_MAX_OPERANDS - 1; i++) a.t[i] = (void *)(uintptr_t)ptr[op->in[i]];
-    if (op->n_in < YL_MAX_OPERANDS) a.t[op->n_in] = (void *)(uintptr_t)ptr[op->out[0]];
+    for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) *lib_operand(&a, i) = (void *)(uintptr_t)ptr[lib_operand_tensor(op, i)];
     return a;
 }
 
@@ -258,6 +261,17 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
     YlArgs a = cuda_lib_args(g, v, op, ptr);
     char what[64];
     snprintf(what, sizeof what, "op %d", op->id);
+    int64_t need = lib_scratch_bytes(g, op);
+    if (need > ck->scratch_bytes)
+        return errf(err, errcap, "op %d (%s) needs %lld bytes of library scratch but %lld are bound", op->id, op_def(op->kind)->name,
+                    (long long)need, (long long)ck->scratch_bytes);
+    a.ws = (void *)(uintptr_t)ck->scratch;
+    if (op->kind == OP_ATTENTION_BWD) {
+        const LibKernel *lk = &ck->lp.kernels[k];
+        int stats = lib_program_find(&ck->lp, LK_ATTENTION_STATS, lk->n_operands, lk->dt);
+        if (stats < 0) return errf(err, errcap, "op %d (attention_bwd) has no statistics kernel in the plan (recompile the plan)", op->id);
+        if (!launch_lib(ck, d, stats, &a, s, what, err, errcap)) return false;
+    }
     return launch_lib(ck, d, k, &a, s, what, err, errcap);
 }
 

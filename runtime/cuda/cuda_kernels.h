@@ -46,6 +46,11 @@ typedef struct CudaKernels {
     CuFunction *lib_fn;
     char (*lib_image)[24];
     int sm_count;
+    /* the library launches' scratch (YlArgs.ws: attention_bwd's row
+     * statistics), one for all as they run in order on one stream: the
+     * caller binds it (CudaStep: its workspace, so the memory check counts it) */
+    CuDevicePtr scratch;
+    int64_t scratch_bytes;  /* the largest lib_scratch_bytes of the program's library launches, set by open */
 } CudaKernels;
 
 /* Pure: the arguments of library op op, with ptr[t] each operand's device
@@ -54,7 +59,8 @@ YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevic
 
 /* Lowers the plan, derives its library kernels, checks both lists of names
  * against the KERNELS index, chooses and loads an image per kernel and
- * resolves each function. */
+ * resolves each function; sizes (scratch_bytes) the library scratch the
+ * caller must bind to scratch before a launch that needs it. */
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
 /* Uploads the LIST_NORM tables once: ptr[t] for each listed tensor (the
@@ -63,7 +69,8 @@ bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *
 /* Launches generated launch ln on stream s. */
 bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
 /* Launches library launch l of the program (ck->lp.launch_kernel[l] >= 0:
- * its op of graph g, whose views are v) on stream s. */
+ * its op of graph g, whose views are v) on stream s: attention_bwd as its
+ * statistics kernel, then its own, both on ck->scratch. */
 bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, int l, const CuDevicePtr *ptr, CuStream s, char *err,
                              int errcap);
 /* Rounds n fp32 elements at src into the compute-copy type of the plan at

@@ -198,11 +198,13 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
     return true;
 }
 
-/* cuDNN's workspace and the detection loss's scratch take turns on the main
- * stream, so they share one allocation of the larger size. */
+/* cuDNN's workspace, the detection loss's scratch and the library kernels'
+ * (attention_bwd's statistics) take turns on the main stream, so they share
+ * one allocation of the largest size. */
 static int64_t workspace_bytes(const CudaStep *cs) {
     const Graph *g = &cs->plan->g;
     int64_t w = cudnn_conv_workspace_bytes(&cs->conv);
+    if (cs->kern.scratch_bytes > w) w = cs->kern.scratch_bytes;
     for (int o = 0; o < g->n_ops; o++) {
         int64_t l = cuda_detloss_op_scratch_bytes(g, &g->ops[o]);
         if (l > w) w = l;
@@ -242,6 +244,7 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
               (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, workspace_bytes(cs), 0, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
+        cs->kern.scratch = cs->mem.workspace;
         cuda_step_census(cs, g, &cs->kern.kp);
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
     }
