@@ -27,6 +27,8 @@ static const struct {
     [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
     [LK_ATTENTION] = {"attention", "attention", OP_ATTENTION},
     [LK_ATTENTION_BWD] = {"attention_bwd", "attention", OP_ATTENTION_BWD},
+    [LK_DFL] = {"dfl", "decode", OP_DFL},
+    [LK_DIST2BBOX] = {"dist2bbox", "decode", OP_DIST2BBOX},
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
     [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
@@ -39,6 +41,8 @@ static const struct {
     [LK_DETLOSS_FINISH] = {"detloss_finish", "detloss", OP_COUNT},
     [LK_DETLOSS_GRAD] = {"detloss_grad", "detloss", OP_COUNT},
 };
+
+_Static_assert(IR_MAX_LEVELS == YL_MAX_LEVELS, "YlArgs holds every level of a dist2bbox op");
 
 static bool is_detloss(LibEntry e) { return e >= LK_DETLOSS_DECODE && e <= LK_DETLOSS_GRAD; }
 
@@ -220,6 +224,9 @@ char *lib_kernel_render(const LibKernel *k) {
     bool ok = put_template(out, "cuda/prelude.cu", prelude_kv, 1);
     /* the loss phases take their own argument block */
     if (is_detloss(k->entry)) ok = ok && put_template(out, "detloss_abi.h", NULL, 0);
+    /* the families that follow a reference's fp64 arithmetic */
+    bool fp64 = strcmp(ENTRY[k->entry].family, "attention") == 0 || strcmp(ENTRY[k->entry].family, "decode") == 0;
+    if (fp64) ok = ok && put_template(out, "cuda/lib/fp64.cuh", NULL, 0);
     fprintf(out, "#define %s 1\n", macro);
     bool attention_bwd = k->entry == LK_ATTENTION_BWD || k->entry == LK_ATTENTION_STATS;
     /* X: the storage type of the pooled input (maxpool2d's operand 0, maxpool2d_bwd's operand 1);
@@ -231,6 +238,7 @@ char *lib_kernel_render(const LibKernel *k) {
     /* so that sources concatenated into one unit (the host emulation's) each define their own */
     if (is_detloss(k->entry)) fprintf(out, "\n#undef %s\n#undef YL_DETLOSS_ABI_H\n#undef YL_DL_EACH\n", macro);
     if (k->entry == LK_ATTENTION || attention_bwd) fprintf(out, "\n#undef %s\n#undef YL_ATT_G\n", macro);
+    if (k->entry == LK_DFL || k->entry == LK_DIST2BBOX) fprintf(out, "\n#undef %s\n#undef YL_EACH\n", macro);
     ok = fclose(out) == 0 && ok;
     free(abi_text);
     if (!ok) free(buf);
@@ -269,6 +277,14 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
     for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) *lib_operand_bs(&a, i) = image_stride(g, v, lib_operand_tensor(op, i));
     if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {
         attention_args(g, op, &a);
+        return a;
+    }
+    if (op->kind == OP_DFL || op->kind == OP_DIST2BBOX) {
+        /* [N, C, A]: anchors in w; dfl one thread per output, dist2bbox one per anchor */
+        a.w = in0->d[2];
+        a.total = (long long)(op->kind == OP_DFL ? shape_numel(out) : in0->d[0] * in0->d[2]);
+        a.reg_max = at->reg_max, a.nlevels = at->nlevels, a.xywh = at->xywh;
+        for (int l = 0; l < at->nlevels && l < YL_MAX_LEVELS; l++) a.level_h[l] = at->level_hw[l][0], a.level_w[l] = at->level_hw[l][1], a.strides[l] = at->strides[l];
         return a;
     }
     a.total = (long long)shape_numel(out);

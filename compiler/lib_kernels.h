@@ -12,6 +12,7 @@ typedef enum {
     LK_MAXPOOL2D, LK_MAXPOOL2D_BWD, LK_AVGPOOL2D, LK_AVGPOOL2D_BWD,
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
     LK_ATTENTION, LK_ATTENTION_BWD,
+    LK_DFL, LK_DIST2BBOX, /* the validation graph's box decode */
     LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
     LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
     /* attention_bwd's first launch (per query row: the softmax statistics into

@@ -1,10 +1,11 @@
 /* templates/lib_abi.h — the argument block of the CUDA library kernels
  * (templates/cuda/lib: pooling, nearest resize, zero pad / crop, the
- * compute-copy cast, attention). Embedded at the top of their NVRTC sources and included
+ * compute-copy cast, attention, the box decode). Embedded at the top of their NVRTC sources and included
  * by compiler/lib_kernels.h, which fills it, so both sides read one definition. */
 #ifndef YL_LIB_ABI_H
 #define YL_LIB_ABI_H
 #define YL_MAX_OPERANDS 3
+#define YL_MAX_LEVELS 8
 typedef struct YlArgs {
     void *t[YL_MAX_OPERANDS];           /* the op's inputs, then its output */
     long long bs[YL_MAX_OPERANDS];      /* per operand: elements between images (a view's base stride, else its own image) */
@@ -18,5 +19,9 @@ typedef struct YlArgs {
     void *ws;                           /* attention_bwd's device scratch: 3 doubles per (image, head, token) */
     double scale;
     int heads, key_dim, head_dim, area;
+    /* the validation graph's box decode (dfl, dist2bbox) only */
+    int reg_max, nlevels, xywh;         /* dfl: bins per side; dist2bbox: levels, xywh (else xyxy) output */
+    int level_h[YL_MAX_LEVELS], level_w[YL_MAX_LEVELS];         /* dist2bbox: each level's grid, anchors in level-then-row-major order */
+    double strides[YL_MAX_LEVELS];                /* dist2bbox: each level's stride in pixels */
 } YlArgs;
 #endif

@@ -11,16 +11,6 @@
 /* channels one thread accumulates: fp64 registers, and few enough recomputed
  * probabilities per group */
 #define YL_ATT_G 8
-#ifdef YK_HOST_EMULATION
-__device__ __forceinline__ double yl_dmul(double x, double y) { return x * y; }
-__device__ __forceinline__ double yl_neg_inf() { return -HUGE_VAL; }
-#else
-/* a product never contracted into an fma with the following sum: the
- * reference rounds the product and the sum separately */
-__device__ __forceinline__ double yl_dmul(double x, double y) { return __dmul_rn(x, y); }
-/* NVRTC has no math.h: the bits of -infinity */
-__device__ __forceinline__ double yl_neg_inf() { return __longlong_as_double((long long)0xfff0000000000000ULL); }
-#endif
 
 /* The geometry of one thread: image n, head h, group g, token t, its area's first token a0. */
 struct YlAtt {
