@@ -32,6 +32,7 @@ static const struct {
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
     [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
+    [LK_EMA] = {"ema", "ema", OP_COUNT},
     [LK_DETLOSS_DECODE] = {"detloss_decode", "detloss", OP_COUNT},
     [LK_DETLOSS_ASSIGN] = {"detloss_assign", "detloss", OP_COUNT},
     [LK_DETLOSS_RESOLVE] = {"detloss_resolve", "detloss", OP_COUNT},
@@ -124,8 +125,10 @@ static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *p
 
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = -1;
+    lp->cast = lp->unscale = lp->ema = -1;
     int cap = 0;
+    bool trains = false;
+    for (int o = 0; o < g->n_ops && !trains; o++) trains = g->ops[o].kind == OP_GRAD_CLIP;
     bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
     lp->launch_kernel = malloc(sizeof(int) * ((size_t)kp->n_launches + 1));
     lp->n_launches = kp->n_launches;
@@ -161,6 +164,10 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         if (e == LK_ATTENTION_BWD) ok = intern(lp, &cap, LK_ATTENTION_STATS, n, dt) >= 0;
         ok = ok && (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, n, dt)) >= 0;
     }
+    if (ok && trains) {
+        DType dt[2] = {DT_F32, DT_F32};
+        ok = (lp->ema = intern(lp, &cap, LK_EMA, 2, dt)) >= 0;
+    }
     if (ok && p == PREC_FP16) {
         /* the gradients (fp32, persistent) and the scale (the fp32 grad_seed input) */
         DType dt[2] = {DT_F32, DT_F32};
@@ -182,7 +189,7 @@ void lib_program_free(LibProgram *lp) {
     free(lp->kernels);
     free(lp->launch_kernel);
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = -1;
+    lp->cast = lp->unscale = lp->ema = -1;
 }
 
 /* Writes template text with each @KEY@ of kv replaced by its value. */

@@ -18,6 +18,7 @@ typedef enum {
     /* attention_bwd's first launch (per query row: the softmax statistics into
      * YlArgs.ws), same operands and arguments as LK_ATTENTION_BWD's */
     LK_ATTENTION_STATS,
+    LK_EMA,     /* training plans: ModelEMA's update of one fp32 state tensor on the device */
     /* the detection loss (templates/cuda/lib/detloss.cu, launched by runtime/cuda/cuda_detloss.c),
      * in launch order; their argument block is YlDetLossArgs, not YlArgs */
     LK_DETLOSS_DECODE, LK_DETLOSS_ASSIGN, LK_DETLOSS_RESOLVE, LK_DETLOSS_NORMALISE,
@@ -46,6 +47,7 @@ typedef struct LibProgram {
     int n_launches;
     int cast;                       /* the compute-copy cast, or -1 (fp32 plans have no copies) */
     int unscale;                    /* the loss-scale unscale, or -1 (only fp16 plans scale their loss) */
+    int ema;                        /* the EMA update, or -1 (a plan without an optimizer) */
 } LibProgram;
 
 /* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
@@ -56,7 +58,7 @@ int lib_entry_of(OpKind k);
 /* The library kernels of a lowered program's library launches and of its
  * detect_loss / detect_loss_bwd launches (their phases, in order of first
  * use; attention_bwd's statistics kernel just before its own), then the
- * unscale (fp16 plans), the cast last. */
+ * EMA update (training plans), the unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
 /* The operand storage types of detection-loss phase e (LK_DETLOSS_*) into dt:
  * the levels' type (decode, assign, resolve, terms), nothing (normalise,

@@ -23,5 +23,6 @@ typedef struct YlArgs {
     int reg_max, nlevels, xywh;         /* dfl: bins per side; dist2bbox: levels, xywh (else xyxy) output */
     int level_h[YL_MAX_LEVELS], level_w[YL_MAX_LEVELS];         /* dist2bbox: each level's grid, anchors in level-then-row-major order */
     double strides[YL_MAX_LEVELS];                /* dist2bbox: each level's stride in pixels */
+    float ema_d, ema_e;                 /* ema: the decay d and 1 - d, rounded to fp32 as the host rounds them */
 } YlArgs;
 #endif

@@ -10,6 +10,8 @@
 #include "../runtime/weights.h"
 #include "test_gpu.h"
 
+static int64_t n_of(const Graph *g, int t) { return shape_numel(&g->tensors[t].shape); }
+
 static void check_items(const StepResult *gpu, const StepResult *cpu, const char *when) {
     const double g[4] = {gpu->total, gpu->box, gpu->cls, gpu->dfl}, c[4] = {cpu->total, cpu->box, cpu->cls, cpu->dfl};
     for (int i = 0; i < 4; i++) cr_expect_leq(rel_diff(g[i], c[i]), 1e-4, "%s item %d: GPU %.9g CPU %.9g", when, i, g[i], c[i]);
@@ -102,6 +104,37 @@ Test(train_cuda, accumulation_freezing_and_state_match_the_cpu) {
         cr_expect_leq(w, 1e-4, "%s differ by %.3g", names[i], w);
         if (kinds[i] != TK_BUFFER) cr_expect_gt(n, 0);
     }
+    /* the EMA on the device follows the device's parameters with the host's arithmetic, bit for bit */
+    cr_assert(cuda_step_ema_open(gpu.cuda, err, sizeof err), "%s", err);
+    void **ema = calloc((size_t)pg.g.n_tensors, sizeof *ema), **back = calloc((size_t)pg.g.n_tensors, sizeof *back);
+    int followed = 0;
+    for (int t = 0; t < pg.g.n_tensors; t++) {
+        const Tensor *x = &pg.g.tensors[t];
+        if ((x->kind != TK_PARAM && x->kind != TK_BUFFER) || x->dtype != DT_F32) continue;
+        int64_t n = shape_numel(&x->shape);
+        ema[t] = malloc(sizeof(float) * (size_t)n), back[t] = malloc(sizeof(float) * (size_t)n);
+        for (int64_t e = 0; e < n; e++) ((float *)ema[t])[e] = 0.5f * ((const float *)gpu.it.buf[t])[e] + 0.25f;
+        followed++;
+    }
+    cr_assert(cuda_step_ema_upload(gpu.cuda, ema, err, sizeof err), "%s", err);
+    const float d = 0.75f, e = 0.25f;
+    cr_assert(cuda_step_ema_update(gpu.cuda, d, e, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_ema_download(gpu.cuda, back, err, sizeof err), "%s", err);
+    int differ = 0;
+    for (int t = 0; t < pg.g.n_tensors; t++) {
+        if (!ema[t]) continue;
+        float *v = ema[t];
+        const float *m = gpu.it.buf[t];
+        for (int64_t k = 0, n = shape_numel(&pg.g.tensors[t].shape); k < n; k++) {
+            v[k] *= d;
+            v[k] += e * m[k];
+        }
+        differ += memcmp(ema[t], back[t], sizeof(float) * (size_t)n_of(&pg.g, t)) != 0;
+        free(ema[t]), free(back[t]);
+    }
+    free(ema), free(back);
+    cr_expect_gt(followed, 0);
+    cr_expect_eq(differ, 0, "%d of %d tensors' EMA differ from the host's update", differ, followed);
     free(before);
     free(skip);
     train_step_free(&gpu);

@@ -151,7 +151,7 @@ static const char *library_name(const CudaKernels *ck, int i) { return ck->lp.ke
 
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap) {
     memset(ck, 0, sizeof *ck);
-    ck->lp.cast = ck->lp.unscale = -1;
+    ck->lp.cast = ck->lp.unscale = ck->lp.ema = -1;
     ck->sm_count = d->sm_count;
     if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
     cJSON *idx = NULL;
@@ -281,6 +281,15 @@ bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr s
     memset(&a, 0, sizeof a);
     a.t[0] = (void *)(uintptr_t)src, a.t[1] = (void *)(uintptr_t)dst, a.total = n;
     return launch_lib(ck, d, ck->lp.cast, &a, s, "a compute copy", err, errcap);
+}
+
+bool cuda_kernels_ema(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr ema, CuDevicePtr model, int64_t n, float decay_d, float decay_e, CuStream s, char *err,
+                      int errcap) {
+    if (ck->lp.ema < 0) return errf(err, errcap, "the plan has no EMA kernel (recompile the plan)");
+    YlArgs a;
+    memset(&a, 0, sizeof a);
+    a.t[0] = (void *)(uintptr_t)ema, a.t[1] = (void *)(uintptr_t)model, a.total = n, a.ema_d = decay_d, a.ema_e = decay_e;
+    return launch_lib(ck, d, ck->lp.ema, &a, s, "an EMA update", err, errcap);
 }
 
 bool cuda_kernels_unscale(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr grad, int64_t n, CuDevicePtr scale, CuStream s, char *err, int errcap) {

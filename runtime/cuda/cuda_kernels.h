@@ -78,6 +78,10 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
 bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
 /* Divides n fp32 elements at grad in place by the fp32 scale at device
  * address scale, on stream s (the unscale library kernel of fp16 plans). */
+/* ModelEMA on the device: ema[i] = ema[i] * decay_d + decay_e * model[i]
+ * over n fp32 elements on stream s (the plan's EMA library kernel). */
+bool cuda_kernels_ema(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr ema, CuDevicePtr model, int64_t n, float decay_d, float decay_e, CuStream s, char *err,
+                      int errcap);
 bool cuda_kernels_unscale(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr grad, int64_t n, CuDevicePtr scale, CuStream s, char *err, int errcap);
 
 #endif

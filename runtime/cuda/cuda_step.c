@@ -271,6 +271,8 @@ bool cuda_step_graphs_wanted(const CudaStep *cs) {
 void cuda_step_close(CudaStep *cs) {
     /* teardown: failures leave nothing to undo */
     for (int i = 0; i < cs->n_pinned; i++) (void)cs->dev.L.cuMemHostUnregister(cs->pinned[i]);
+    if (cs->ema) (void)cs->dev.L.cuMemFree(cs->ema);
+    free(cs->ema_off);
     for (int i = 0; i < cs->n_graphs; i++) {
         if (cs->graphs[i].exec) (void)cs->dev.L.cuGraphExecDestroy(cs->graphs[i].exec);
         if (cs->graphs[i].graph) (void)cs->dev.L.cuGraphDestroy(cs->graphs[i].graph);
@@ -286,7 +288,9 @@ void cuda_step_close(CudaStep *cs) {
     memset(cs, 0, sizeof *cs);
 }
 
-int64_t cuda_step_device_bytes(const CudaStep *cs) { return cs->mem.layout.arena_bytes + cs->mem.layout.persistent_bytes + cs->mem.workspace_bytes; }
+int64_t cuda_step_device_bytes(const CudaStep *cs) {
+    return cs->mem.layout.arena_bytes + cs->mem.layout.persistent_bytes + cs->mem.workspace_bytes + cs->ema_bytes;
+}
 
 /* ---- state and inputs ---- */
 

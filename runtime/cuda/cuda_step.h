@@ -71,6 +71,10 @@ typedef struct CudaStep {
     /* per tensor id: a parameter whose update op cuda_step_optimize skips (a
      * frozen layer); NULL: none. The caller owns the array. */
     const bool *frozen;
+    /* the trainer's EMA of the fp32 parameters and buffers on the device
+     * (cuda_ema.c): one allocation, per tensor its offset or -1 */
+    CuDevicePtr ema;
+    int64_t ema_bytes, *ema_off;
     /* host buffers pinned with cuda_step_pin (unpinned at close) */
     void *pinned[4];
     int n_pinned;
@@ -159,6 +163,18 @@ bool cuda_step_pin(CudaStep *cs, void *host, size_t bytes, char *err, int errcap
 bool cuda_step_graphs_wanted(const CudaStep *cs);
 /* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
+
+/* ---- the EMA on the device (cuda_ema.c) ---- */
+
+/* Allocates a device copy of every fp32 parameter and buffer (the model's
+ * EMA, training-semantics §6), after checking it fits the free memory; its
+ * bytes count in cuda_step_device_bytes. */
+bool cuda_step_ema_open(CudaStep *cs, char *err, int errcap);
+/* ema = ema * d + e * model for every copy, on the main stream (no wait). */
+bool cuda_step_ema_update(CudaStep *cs, float d, float e, char *err, int errcap);
+/* host[t] (fp32, indexed by tensor id) to and from the copies; both wait. */
+bool cuda_step_ema_upload(CudaStep *cs, void *const *host, char *err, int errcap);
+bool cuda_step_ema_download(CudaStep *cs, void *const *host, char *err, int errcap);
 
 /* ---- pure: no GPU ---- */
 

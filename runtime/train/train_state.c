@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../cuda/cuda_step.h"
 #include "../weights.h"
 #include "checkpoint.h"
 #include "schedule.h"
@@ -34,11 +35,25 @@ void ema_free(Trainer *t) {
     t->ema = NULL;
 }
 
-void ema_update(Trainer *t) {
+bool ema_sync_host(Trainer *t, char *err, int errcap) {
+    if (!t->ema_host_stale) return true;
+    if (!cuda_step_ema_download(t->ts.cuda, t->ema, err, errcap)) return false;
+    t->ema_host_stale = false;
+    return true;
+}
+
+bool ema_update(Trainer *t, char *err, int errcap) {
     const Graph *g = &t->plan.g;
     t->ema_updates++;
     /* ModelEMA: v *= d; v += (1 - d) * model, in fp32; integer buffers keep their value */
     float d = (float)ema_decay(t->ema_updates), e = (float)(1.0 - ema_decay(t->ema_updates));
+    if (t->ts.cuda) {
+        /* the same arithmetic on the device (templates/cuda/lib/ema.cu), from the device's parameters */
+        if (t->ema_dev_stale && !cuda_step_ema_upload(t->ts.cuda, t->ema, err, errcap)) return false;
+        t->ema_dev_stale = false;
+        t->ema_host_stale = true;
+        return cuda_step_ema_update(t->ts.cuda, d, e, err, errcap);
+    }
     for (int i = 0; i < g->n_state; i++) {
         int id = g->state[i];
         if (g->tensors[id].dtype != DT_F32) continue;
@@ -50,6 +65,7 @@ void ema_update(Trainer *t) {
             v[k] += e * m[k];
         }
     }
+    return true;
 }
 
 uint32_t file_crc32(const char *path, bool *ok) {

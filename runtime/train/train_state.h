@@ -12,8 +12,12 @@
 
 /* A copy of every state tensor of the model, taken now. */
 bool ema_init(Trainer *t);
-/* One ModelEMA update after an optimizer step. */
-void ema_update(Trainer *t);
+/* One ModelEMA update after an optimizer step (a CUDA plan's on the device,
+ * from the device's parameters). */
+bool ema_update(Trainer *t, char *err, int errcap);
+/* Makes t->ema current when the device holds a newer EMA (before it is
+ * read: validation, weights files, the state file). */
+bool ema_sync_host(Trainer *t, char *err, int errcap);
 void ema_free(Trainer *t);
 
 /* Model state, EMA, optimizer state and gradient accumulators, plus the

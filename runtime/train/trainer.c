@@ -183,7 +183,7 @@ static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errca
     cJSON *s = scalars_json(t, epoch);
     if (!s) return snprintf(err, (size_t)errcap, "out of memory"), false;
     path_in(t, "weights/last.state", p, sizeof p);
-    bool ok = train_step_sync_host(&t->ts, true, err, errcap) && state_save(t, p, s, err, errcap);
+    bool ok = train_step_sync_host(&t->ts, true, err, errcap) && ema_sync_host(t, err, errcap) && state_save(t, p, s, err, errcap);
     cJSON_Delete(s);
     path_in(t, "weights/last.safetensors", p, sizeof p);
     ok = ok && ema_save_weights(t, p, err, errcap);
@@ -245,9 +245,8 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         double items[3] = {r.box, r.cls, r.dfl};
         for (int k = 0; k < 3; k++) tl[k] = (tl[k] * i + items[k]) / (i + 1);
         if (ni - t->last_opt_step >= accumulate) {
-            if (!train_step_update(&t->ts, t->lrs, momentum, t->skip, NULL, err, errcap) || !train_step_sync_host(&t->ts, false, err, errcap)) return false;
+            if (!train_step_update(&t->ts, t->lrs, momentum, t->skip, NULL, err, errcap) || !ema_update(t, err, errcap)) return false;
             t->last_opt_step = ni;
-            ema_update(t);
         }
         if (!isfinite(r.total)) return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
         progress_update(&pb, i + 1, mem_gb(t), tl, b.instances, t->ts.imgsz, monotonic_seconds());
@@ -271,9 +270,11 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
         return errf(err, errcap, "validation graph on the GPU: %s", why);
     }
     const CudaStep *cs = t->ts.cuda;
-    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f) + %.3f GB for validation, checked against free memory before step 0\n",
+    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation, checked against free memory "
+           "before step 0\n",
            cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
-           (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cuda_step_device_bytes(t->evcuda) / 1e9);
+           (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cs->ema_bytes / 1e9,
+           (double)cuda_step_device_bytes(t->evcuda) / 1e9);
     char line[512];
     cuda_step_describe(cs, line, sizeof line);
     printf("CUDA step: %s\n", line);
@@ -335,6 +336,9 @@ static bool setup(Trainer *t, char *err, int errcap) {
     }
     train_step_host_changed(&t->ts);
     if (!ema_init(t) || !freeze_layers(t)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    /* a CUDA plan's EMA lives on the device, uploaded before its first update */
+    if (t->ts.cuda && !cuda_step_ema_open(t->ts.cuda, err, errcap)) return false;
+    t->ema_dev_stale = t->ts.cuda != NULL;
     /* the validation graph reads the EMA in place: same model, same state order */
     if (!interp_init(&t->ev, &ep->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     t->ev.fast = !a->reference;
@@ -371,6 +375,7 @@ static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int e
     if (crc != t->plan_crc) return snprintf(err, (size_t)errcap, "%s was written for another plan (plan checksum %08x, %s has %08x)", t->a.resume, crc, t->a.plan, t->plan_crc), false;
     if (!state_restore(t, f, t->a.resume, err, errcap)) return false;
     train_step_host_changed(&t->ts);
+    t->ema_dev_stale = t->ts.cuda != NULL;
     t->start_epoch = (int)meta_num(s, "epoch", -2) + 1;
     t->last_opt_step = (int)meta_num(s, "last_opt_step", -1);
     t->ts.step = (long)meta_num(s, "opt_steps", 0);
@@ -496,7 +501,7 @@ int train_main(const TrainArgs *args) {
         bool final = epoch + 1 >= t->a.epochs;
         bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
         if (t->a.val || final || possible_stop) {
-            if (!validate_run(t, false, &t->last_val, err, sizeof err)) goto out;
+            if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, &t->last_val, err, sizeof err)) goto out;
         }
         ResultsRow row;
         results_row(t, epoch, tl, &row);
@@ -525,6 +530,7 @@ int train_main(const TrainArgs *args) {
     /* final evaluation of best.safetensors, with a row per class */
     char best[1200];
     path_in(t, "weights/best.safetensors", best, sizeof best);
+    t->ema_host_stale = false; /* replaced by best's weights */
     if (!weights_load(&t->plan.g, t->ema, best, NULL, NULL, err, sizeof err)) goto out;
     printf("Validating %s...\n", best);
     ValResult v;

@@ -50,6 +50,9 @@ typedef struct Trainer {
     Loader *train_loader, *val_loader;
     void **ema;             /* per train-graph tensor id: EMA copy of each state tensor */
     long ema_updates;
+    /* a CUDA plan keeps the EMA on the device (cuda_ema.c); ema[] is then
+     * its host copy, and the flags say which side is newer */
+    bool ema_host_stale, ema_dev_stale;
     bool *skip;             /* per tensor id: frozen parameter (no update) */
     int nb, nw, accumulate, last_opt_step, start_epoch, best_epoch;
     double lr0, lrs[3], momentum, best_fitness;
