@@ -143,12 +143,6 @@ Test(decode_emul, decode_kernels_compile_with_nvrtc) {
             LibKernel k = {.entry = es[e], .n_operands = e ? 2 : 3};
             for (int i = 0; i < k.n_operands; i++) k.dt[i] = TYPES[(ti + i) % 3];
             snprintf(k.name, sizeof k.name, "yl_dec%d_%d", e, ti);
-            char *src = lib_kernel_render(&k), err[4096];
-            cr_assert_not_null(src);
-            unsigned char *bin = NULL;
-            size_t blen = 0;
-            cr_expect(nvrtc_compile(k.name, src, "sm_80", false, &bin, &blen, err, sizeof err), "%s: %s", k.name, err);
-            free(bin);
-            free(src);
+            expect_lib_kernel_compiles(&k);
         }
 }

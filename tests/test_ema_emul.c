@@ -8,6 +8,7 @@
 #include "../compiler/nvrtc_build.h"
 #include "../runtime/train/schedule.h"
 #include "test_emul.h"
+#include "test_gpu.h"
 
 static LibKernel ema_kernel(void) {
     LibKernel k = {.entry = LK_EMA, .n_operands = 2, .dt = {DT_F32, DT_F32}};
@@ -55,11 +56,5 @@ Test(ema_emul, compiles_with_nvrtc) {
     char why[512];
     if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
     LibKernel k = ema_kernel();
-    char *src = lib_kernel_render(&k), err[4096];
-    cr_assert_not_null(src);
-    unsigned char *bin = NULL;
-    size_t len = 0;
-    cr_expect(nvrtc_compile(k.name, src, "sm_80", false, &bin, &len, err, sizeof err), "%s", err);
-    free(bin);
-    free(src);
+    expect_lib_kernel_compiles(&k);
 }

@@ -5,6 +5,8 @@
 #define YOLOCC_TEST_GPU_H
 #include <math.h>
 
+#include "../compiler/lib_kernels.h"
+#include "../compiler/nvrtc_build.h"
 #include "../runtime/cuda/cuda_device.h"
 #include "../runtime/plan_read.h"
 #include "test_util.h"
@@ -19,6 +21,17 @@ static inline void tiny_plan(const char *dir, const char *name, const char *extr
     tu_free(&r);
     cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
     unlink(path);
+}
+
+/* Renders library kernel k and expects NVRTC to compile it for sm_80. */
+static inline void expect_lib_kernel_compiles(const LibKernel *k) {
+    char *src = lib_kernel_render(k), err[4096];
+    cr_assert_not_null(src, "%s", k->name);
+    unsigned char *bin = NULL;
+    size_t len = 0;
+    cr_expect(nvrtc_compile(k->name, src, "sm_80", false, &bin, &len, err, sizeof err), "%s: %s", k->name, err);
+    free(bin);
+    free(src);
 }
 
 /* True when a CUDA driver with a device is here; err says why not. */

@@ -284,13 +284,7 @@ Test(lib_kernels, every_entry_compiles_and_takes_its_attributes) {
             LibKernel k = {.entry = (LibEntry)lib_entry_of(op->kind), .n_operands = op->n_in + 1};
             for (int i = 0; i < k.n_operands; i++) k.dt[i] = types[(ti + i) % 3]; /* mixed types too */
             snprintf(k.name, sizeof k.name, "yl_t%d_%d", o, ti);
-            char *src = lib_kernel_render(&k), err[4096];
-            cr_assert_not_null(src);
-            unsigned char *bin = NULL;
-            size_t len = 0;
-            cr_expect(nvrtc_compile(k.name, src, "sm_80", false, &bin, &len, err, sizeof err), "%s", err);
-            free(bin);
-            free(src);
+            expect_lib_kernel_compiles(&k);
         }
     arena_free(&ar);
     /* attention, its gradient and the gradient's statistics kernel, mixed types too */
@@ -300,13 +294,7 @@ Test(lib_kernels, every_entry_compiles_and_takes_its_attributes) {
             LibKernel k = {.entry = att[e], .n_operands = e ? 4 : 3};
             for (int i = 0; i < k.n_operands; i++) k.dt[i] = types[(ti + i) % 3];
             snprintf(k.name, sizeof k.name, "yl_ta%d_%d", e, ti);
-            char *src = lib_kernel_render(&k), err[4096];
-            cr_assert_not_null(src);
-            unsigned char *bin = NULL;
-            size_t len = 0;
-            cr_expect(nvrtc_compile(k.name, src, "sm_80", false, &bin, &len, err, sizeof err), "%s: %s", k.name, err);
-            free(bin);
-            free(src);
+            expect_lib_kernel_compiles(&k);
         }
 }
 
