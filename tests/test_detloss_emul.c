@@ -398,14 +398,14 @@ static void emul_all(DType dt) {
     dlclose(h);
 }
 
-Test(detloss_emul, phases_match_the_oracle_fp32, .timeout = 600) { emul_all(DT_F32); }
-Test(detloss_emul, phases_match_the_oracle_bf16, .timeout = 600) { emul_all(DT_BF16); }
-Test(detloss_emul, phases_match_the_oracle_fp16, .timeout = 600) { emul_all(DT_F16); }
+Test(detloss_emul, phases_match_the_oracle_fp32) { emul_all(DT_F32); }
+Test(detloss_emul, phases_match_the_oracle_bf16) { emul_all(DT_BF16); }
+Test(detloss_emul, phases_match_the_oracle_fp16) { emul_all(DT_F16); }
 
 /* ---- NVRTC and the plan ---- */
 
 /* Every phase in every storage type compiles for sm_80 and sm_90 (no GPU needed). */
-Test(detloss_emul, every_phase_compiles_with_nvrtc, .timeout = 600) {
+Test(detloss_emul, every_phase_compiles_with_nvrtc) {
     char why[512];
     if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
     const DType types[] = {DT_F32, DT_BF16, DT_F16};
@@ -495,4 +495,31 @@ Test(detloss_emul, tiny_plans_carry_the_loss_kernels) {
     int64_t big = cuda_detloss_scratch_bytes(64, 8400, 300, 10);
     printf("detloss_emul: scratch for batch 64, 8400 anchors, 300 boxes: %.1f MB\n", big / 1e6);
     cr_expect(big >= 64LL * 8400 * 84 && big < 64LL * 8400 * 96, "84 bytes per anchor and image, and the per-row parts");
+}
+
+/* A target row the oracle refuses (a class id past nc) makes the device's
+ * loss and items NaN, so the trainer's not-finite check stops the run
+ * instead of training on it; the scratch counts the row. */
+Test(detloss_emul, a_bad_target_row_makes_the_loss_nan) {
+    LibKernel ks[PHASES];
+    int n = phase_kernels(DT_F32, ks);
+    void *h = emul_load(DT_F32, ks, n);
+    const Case *c = &CASES[0];
+    Run r;
+    build(&r, c, DT_F32);
+    cr_assert_gt(c->counts[0], 0);
+    r.boxes[0] = (float)(c->nc + 5); /* image 0, row 0: its class */
+    char err[512] = "";
+    void **buf = calloc((size_t)r.g.n_tensors, sizeof *buf);
+    for (int l = 0; l < c->nl; l++) buf[r.lv[l]] = r.packed[l];
+    buf[r.tb] = r.boxes, buf[r.tc] = r.counts, buf[r.g.ops[r.fwd].out[0]] = r.ref_total, buf[r.g.ops[r.fwd].out[1]] = r.ref_items;
+    cr_expect(!ref_kernel(OP_DETECT_LOSS)(&r.g, &r.g.ops[r.fwd], buf, err, sizeof err), "the oracle refuses the row");
+    free(buf);
+    YlDetLossArgs a = emulate(&r, c, DT_F32, h, ks, n, r.fwd);
+    const double *sum = (const double *)((char *)r.scratch + a.off_sum);
+    cr_expect_eq(sum[6], 1, "one bad row counted");
+    cr_expect(isnan(r.total[0]) && isnan(r.items[0]) && isnan(r.items[1]) && isnan(r.items[2]), "total %g, items %g %g %g", r.total[0], r.items[0], r.items[1],
+              r.items[2]);
+    run_free(&r, c->nl);
+    dlclose(h);
 }

@@ -364,8 +364,8 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
 
 #ifdef YL_DETLOSS_FINISH
 /* @NAME@: one thread: the partial sums in order, the normaliser
- * max(sum t, 1), the items and the total (when a.total is set), and the
- * count of bad rows and counts for the host to check */
+ * max(sum t, 1), the items and the total (when a.total is set; NaN when a
+ * row or count is bad), and the count of bad rows and counts */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
     YL_DL_EACH(i, 1) {
         double s[5] = {0, 0, 0, 0, 0}, bad = 0;
@@ -377,8 +377,11 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
         const double box = a.gain_box * (s[2] / norm), cls = a.gain_cls * (s[1] / norm), dfl = a.gain_dfl * (s[3] / norm);
         double *out = yl_dl_f64(a, a.off_sum);
         out[0] = s[0], out[1] = s[1], out[2] = s[2], out[3] = s[3], out[4] = s[4], out[5] = norm, out[6] = bad, out[7] = 0;
-        if (a.total) a.total[0] = (float)(a.batch * (box + cls + dfl));
-        if (a.items) a.items[0] = (float)box, a.items[1] = (float)cls, a.items[2] = (float)dfl;
+        /* a row the oracle would refuse: a NaN loss, so the trainer's
+         * not-finite check stops the run instead of training on it */
+        const float nan = __uint_as_float(0x7fc00000u);
+        if (a.total) a.total[0] = bad > 0 ? nan : (float)(a.batch * (box + cls + dfl));
+        if (a.items) a.items[0] = bad > 0 ? nan : (float)box, a.items[1] = bad > 0 ? nan : (float)cls, a.items[2] = bad > 0 ? nan : (float)dfl;
     }
 }
 #endif
