@@ -15,6 +15,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "../runtime/cuda/f16_bits.h"
+
 #define __global__
 #define __device__
 #define __host__
@@ -50,36 +52,8 @@ static inline unsigned int __float_as_uint(float f) {
     return u;
 }
 
-/* cvt.rn.f16.f32 */
-static inline unsigned short yk_host_f32_to_f16(float f) {
-    unsigned int u = __float_as_uint(f);
-    unsigned int sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* 65520 and up round to infinity */
-    if (a <= 0x33000000u) return (unsigned short)sign;              /* 2^-25 and below round to zero */
-    unsigned int e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u;
-    if (e < 113) { /* an fp16 subnormal m * 2^-24 */
-        unsigned int shift = 126 - e, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1), m = mant >> shift;
-        if (rem > half || (rem == half && (m & 1u))) m++;
-        return (unsigned short)(sign | m);
-    }
-    unsigned int h = ((e - 112) << 10) | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (unsigned short)(sign | h);
-}
-
-/* cvt.f32.f16 (exact) */
-static inline float yk_host_f16_to_f32(unsigned short v) {
-    unsigned int sign = (unsigned int)(v & 0x8000u) << 16, e = (v >> 10) & 0x1fu, m = v & 0x3ffu, u;
-    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);
-    else if (e) u = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m) u = sign;
-    else {
-        e = 113;
-        while (!(m & 0x400u)) m <<= 1, e--;
-        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    }
-    return __uint_as_float(u);
-}
+/* cvt.rn.f16.f32 and cvt.f32.f16: the host's conversions, bit for bit */
+static inline unsigned short yk_host_f32_to_f16(float f) { return f16_bits_from_f32_bits(__float_as_uint(f)); }
+static inline float yk_host_f16_to_f32(unsigned short v) { return __uint_as_float(f32_bits_from_f16_bits(v)); }
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../interp.h"
-
+#include "f16_bits.h"
 
 static uint16_t f32_to_bf16(float f) {
     uint32_t u;
@@ -19,32 +19,11 @@ static uint16_t f32_to_bf16(float f) {
 static uint16_t f32_to_f16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and up round to infinity */
-    if (a <= 0x33000000u) return (uint16_t)sign;              /* 2^-25 and below round to zero (the tie goes to even 0) */
-    uint32_t e = a >> 23, mant = (a & 0x7fffffu) | 0x800000u;
-    if (e < 113) { /* below 2^-14: an fp16 subnormal m * 2^-24 */
-        uint32_t shift = 126 - e, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1), m = mant >> shift;
-        if (rem > half || (rem == half && (m & 1u))) m++;
-        return (uint16_t)(sign | m);
-    }
-    uint32_t h = ((e - 112) << 10) | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry into the exponent is still right */
-    return (uint16_t)(sign | h);
+    return f16_bits_from_f32_bits(u);
 }
 
 static float f16_to_f32(uint16_t v) {
-    uint32_t sign = (uint32_t)(v & 0x8000u) << 16, e = (v >> 10) & 0x1fu, m = v & 0x3ffu, u;
-    if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);
-    else if (e) u = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m) u = sign;
-    else {
-        /* subnormal: shift the mantissa up to an implicit leading one */
-        e = 113;
-        while (!(m & 0x400u)) m <<= 1, e--;
-        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    }
+    uint32_t u = f32_bits_from_f16_bits(v);
     float f;
     memcpy(&f, &u, 4);
     return f;
