@@ -231,7 +231,8 @@ char *lib_kernel_render(const LibKernel *k) {
     bool ok = put_template(out, "cuda/prelude.cu", prelude_kv, 1);
     /* the loss phases take their own argument block */
     if (is_detloss(k->entry)) ok = ok && put_template(out, "detloss_abi.h", NULL, 0);
-    /* the families that follow a reference's fp64 arithmetic */
+    /* the loop and index helpers of every YlArgs family; the fp64 helpers of those that follow a reference's fp64 arithmetic */
+    if (!is_detloss(k->entry)) ok = ok && put_template(out, "cuda/lib/common.cuh", NULL, 0);
     bool fp64 = strcmp(ENTRY[k->entry].family, "attention") == 0 || strcmp(ENTRY[k->entry].family, "decode") == 0;
     if (fp64) ok = ok && put_template(out, "cuda/lib/fp64.cuh", NULL, 0);
     fprintf(out, "#define %s 1\n", macro);
@@ -244,8 +245,7 @@ char *lib_kernel_render(const LibKernel *k) {
     ok = ok && put_template(out, path, kv, 7);
     /* so that sources concatenated into one unit (the host emulation's) each define their own */
     if (is_detloss(k->entry)) fprintf(out, "\n#undef %s\n#undef YL_DETLOSS_ABI_H\n#undef YL_DL_EACH\n", macro);
-    if (k->entry == LK_ATTENTION || attention_bwd) fprintf(out, "\n#undef %s\n#undef YL_ATT_G\n", macro);
-    if (k->entry == LK_DFL || k->entry == LK_DIST2BBOX) fprintf(out, "\n#undef %s\n#undef YL_EACH\n", macro);
+    else fprintf(out, "\n#undef %s\n#undef YL_EACH\n%s", macro, k->entry == LK_ATTENTION || attention_bwd ? "#undef YL_ATT_G\n" : "");
     ok = fclose(out) == 0 && ok;
     free(abi_text);
     if (!ok) free(buf);

@@ -64,7 +64,7 @@ static void *emul_load(const Graph *g) {
                 cr_assert_not_null(s, "%s", ks[i].name);
                 cr_expect(!strstr(s, "@NAME@") && !strstr(s, "@T3@") && !strstr(s, "@TQ@"), "%s: every placeholder is filled", ks[i].name);
                 /* each source carries the prelude and the argument block */
-                fprintf(f, "namespace att_%d {\n%s\n}\n#undef YK_KERNEL_ABI_H\n#undef YL_LIB_ABI_H\n#undef YK_BLOCK\n#undef YL_EACH\n", u++, s);
+                fprintf(f, "namespace att_%d {\n%s\n}\n#undef YK_KERNEL_ABI_H\n#undef YL_LIB_ABI_H\n#undef YK_BLOCK\n", u++, s);
                 free(s);
             }
         }

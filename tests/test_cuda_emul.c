@@ -65,9 +65,8 @@ static void unit_begin(Unit *u) {
 static void unit_add(Unit *u, const char *src) {
     fprintf(u->f, "namespace yk_emu_%d {\n%s\n}\n", u->n++, src);
     /* the next source defines its own */
-    fputs("#undef YK_KERNEL_ABI_H\n#undef YL_LIB_ABI_H\n#undef YK_BLOCK\n#undef YL_EACH\n", u->f);
-    const char *entries[] = {"MAXPOOL2D", "MAXPOOL2D_BWD", "AVGPOOL2D", "AVGPOOL2D_BWD", "RESIZE_NEAREST", "RESIZE_NEAREST_BWD", "ZEROPAD2D", "CROP2D", "CAST", "UNSCALE"};
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) fprintf(u->f, "#undef YL_%s\n", entries[i]);
+    /* (a library kernel's source undefines its own entry macro and loop) */
+    fputs("#undef YK_KERNEL_ABI_H\n#undef YL_LIB_ABI_H\n#undef YK_BLOCK\n", u->f);
 }
 
 static void *unit_load(Unit *u) {

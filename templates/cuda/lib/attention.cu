@@ -7,7 +7,6 @@
  * (image, head, channel group g of YL_ATT_G channels, token t), t fastest so
  * a warp reads consecutive tokens. Image n of operand s starts at n * a.bs[s]
  * (operand 3: a.bs3); element (channel c, token t) of an image at c * T + t. */
-#define YL_EACH(i) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
 /* channels one thread accumulates: fp64 registers, and few enough recomputed
  * probabilities per group */
 #define YL_ATT_G 8

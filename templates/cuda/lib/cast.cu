@@ -4,7 +4,7 @@
 #ifdef YL_CAST
 /* @NAME@: t[1][i] = t[0][i] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
+    YL_EACH(i)
         yk_st_@T1@(a.t[1], i, yk_ld_@T0@(a.t[0], i));
 }
 #endif

@@ -2,7 +2,6 @@
  * computes it — the DFL expectation of each side's bins, and distances to
  * boxes in pixels. One thread per output element (dfl) or anchor
  * (dist2bbox), grid-stride; image n of operand s starts at n * a.bs[s]. */
-#define YL_EACH(i) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
 #ifdef YL_DFL
 /* @NAME@: dfl(logits [4 * reg_max, A], bins [reg_max]) -> [4, A]: per side
  * the softmax-weighted sum of the bins, in double and the reference's order */

@@ -13,7 +13,7 @@ __device__ __forceinline__ float yl_fadd(float x, float y) { return __fadd_rn(x,
 #ifdef YL_EMA
 /* @NAME@: t[0][i] = t[0][i] * d + e * t[1][i] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x) {
+    YL_EACH(i) {
         const float v = yl_fmul(yk_ld_@T0@(a.t[0], i), a.ema_d);
         yk_st_@T0@(a.t[0], i, yl_fadd(v, yl_fmul(a.ema_e, yk_ld_@T1@(a.t[1], i))));
     }

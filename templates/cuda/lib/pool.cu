@@ -4,7 +4,6 @@
  * at n * a.bs[s]. Gradients gather over the windows covering each input
  * element in the reference's window order, so sums are reproducible and no
  * atomics are needed. */
-#define YL_EACH(i) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
 #if defined(YL_MAXPOOL2D) || defined(YL_MAXPOOL2D_BWD)
 /* Plane offset of the window maximum: the first in row-major order wins
  * ties, a later value must be strictly greater, a NaN always wins; padding
@@ -37,11 +36,10 @@ __device__ __forceinline__ void yl_cover(long long i, int k, int s, int p, int d
 #ifdef YL_MAXPOOL2D
 /* @NAME@: maxpool2d(x) -> y */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.oh * a.ow, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, oy = p / a.ow, ox = p - oy * a.ow;
-        const long long xb = n * a.bs[0] + c * a.h * a.w;
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], xb + yl_argmax(a.t[0], xb, a, oy, ox)));
+        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
+        const long long xb = o.n * a.bs[0] + o.ch * a.h * a.w;
+        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], xb + yl_argmax(a.t[0], xb, a, o.y, o.x)));
     }
 }
 #endif
@@ -49,55 +47,52 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
 /* @NAME@: maxpool2d_bwd(dy, x) -> dx; each window's gradient goes to its
  * argmax, summed in fp32 over the windows in row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.h * a.w, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, iy = p / a.w, ix = p - iy * a.w;
-        const long long xb = n * a.bs[1] + c * plane, db = n * a.bs[0] + c * a.oh * a.ow;
+        const YlPix e = yl_pix(i, a.c, a.h, a.w);
+        const long long xb = e.n * a.bs[1] + e.ch * a.h * a.w, db = e.n * a.bs[0] + e.ch * a.oh * a.ow;
         long long y0, y1, x0, x1;
-        yl_cover(iy, a.kh, a.sh, a.ph, a.dh, a.oh, &y0, &y1);
-        yl_cover(ix, a.kw, a.sw, a.pw, a.dw, a.ow, &x0, &x1);
+        yl_cover(e.y, a.kh, a.sh, a.ph, a.dh, a.oh, &y0, &y1);
+        yl_cover(e.x, a.kw, a.sw, a.pw, a.dw, a.ow, &x0, &x1);
         float acc = 0.0f;
         for (long long oy = y0; oy <= y1; oy++)
             for (long long ox = x0; ox <= x1; ox++)
-                if (yl_argmax(a.t[1], xb, a, oy, ox) == p) acc += yk_ld_@T0@(a.t[0], db + oy * a.ow + ox);
-        yk_st_@T2@(a.t[2], n * a.bs[2] + r, acc);
+                if (yl_argmax(a.t[1], xb, a, oy, ox) == e.p) acc += yk_ld_@T0@(a.t[0], db + oy * a.ow + ox);
+        yk_st_@T2@(a.t[2], e.n * a.bs[2] + e.r, acc);
     }
 }
 #endif
 #ifdef YL_AVGPOOL2D
 /* @NAME@: avgpool2d(x) -> y; count_include_pad, an fp64 sum (no dilation, as the reference) */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.oh * a.ow, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, oy = p / a.ow, ox = p - oy * a.ow;
-        const long long xb = n * a.bs[0] + c * a.h * a.w;
+        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
+        const long long xb = o.n * a.bs[0] + o.ch * a.h * a.w;
         double acc = 0;
         for (int ky = 0; ky < a.kh; ky++)
             for (int kx = 0; kx < a.kw; kx++) {
-                const long long iy = oy * a.sh - a.ph + ky, ix = ox * a.sw - a.pw + kx;
+                const long long iy = o.y * a.sh - a.ph + ky, ix = o.x * a.sw - a.pw + kx;
                 if (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) acc += yk_ld_@T0@(a.t[0], xb + iy * a.w + ix);
             }
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, (float)(acc / (double)(a.kh * a.kw)));
+        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, (float)(acc / (double)(a.kh * a.kw)));
     }
 }
 #endif
 #ifdef YL_AVGPOOL2D_BWD
 /* @NAME@: avgpool2d_bwd(dy) -> dx; fp64 sums of dy / (kh * kw) over the covering windows */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.h * a.w, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, iy = p / a.w, ix = p - iy * a.w;
-        const long long db = n * a.bs[0] + c * a.oh * a.ow;
+        const YlPix e = yl_pix(i, a.c, a.h, a.w);
+        const long long db = e.n * a.bs[0] + e.ch * a.oh * a.ow;
         long long y0, y1, x0, x1;
-        yl_cover(iy, a.kh, a.sh, a.ph, 1, a.oh, &y0, &y1);
-        yl_cover(ix, a.kw, a.sw, a.pw, 1, a.ow, &x0, &x1);
+        yl_cover(e.y, a.kh, a.sh, a.ph, 1, a.oh, &y0, &y1);
+        yl_cover(e.x, a.kw, a.sw, a.pw, 1, a.ow, &x0, &x1);
         double acc = 0;
         for (long long oy = y0; oy <= y1; oy++)
             for (long long ox = x0; ox <= x1; ox++) {
-                const long long ky = iy - (oy * a.sh - a.ph), kx = ix - (ox * a.sw - a.pw);
+                const long long ky = e.y - (oy * a.sh - a.ph), kx = e.x - (ox * a.sw - a.pw);
                 if (ky >= 0 && ky < a.kh && kx >= 0 && kx < a.kw) acc += yk_ld_@T0@(a.t[0], db + oy * a.ow + ox) / (double)(a.kh * a.kw);
             }
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, (float)acc);
+        yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, (float)acc);
     }
 }
 #endif

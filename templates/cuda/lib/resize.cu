@@ -1,7 +1,6 @@
 /* Library kernels: nearest resize and its gradient, as runtime/ref_layout.c
  * computes them. Operands: input, then output; one thread per output
  * element (grid-stride); image n of operand s starts at n * a.bs[s]. */
-#define YL_EACH(i) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
 /* Source index of destination index i: floor(i * in / out) in double, as
  * PyTorch's nearest mode and the reference compute it. */
 __device__ __forceinline__ long long yl_nearest(long long i, long long in, long long out) {
@@ -11,11 +10,10 @@ __device__ __forceinline__ long long yl_nearest(long long i, long long in, long 
 #ifdef YL_RESIZE_NEAREST
 /* @NAME@: resize_nearest(x [h, w]) -> y [oh, ow] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.oh * a.ow, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, oy = p / a.ow, ox = p - oy * a.ow;
-        const long long src = n * a.bs[0] + (c * a.h + yl_nearest(oy, a.h, a.oh)) * a.w + yl_nearest(ox, a.w, a.ow);
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], src));
+        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
+        const long long src = o.n * a.bs[0] + (o.ch * a.h + yl_nearest(o.y, a.h, a.oh)) * a.w + yl_nearest(o.x, a.w, a.ow);
+        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], src));
     }
 }
 #endif
@@ -29,10 +27,9 @@ __device__ __forceinline__ long long yl_first(long long i, long long in, long lo
 /* @NAME@: resize_nearest_bwd(dy [oh, ow]) -> dx [h, w]: each input sums the
  * gradients of the outputs that copied it, in fp32 and row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    const long long plane = a.h * a.w, per = a.c * plane;
     YL_EACH(i) {
-        const long long n = i / per, r = i - n * per, c = r / plane, p = r - c * plane, iy = p / a.w, ix = p - iy * a.w;
-        const long long db = n * a.bs[0] + c * a.oh * a.ow, x0 = yl_first(ix, a.w, a.ow);
+        const YlPix e = yl_pix(i, a.c, a.h, a.w);
+        const long long iy = e.y, ix = e.x, db = e.n * a.bs[0] + e.ch * a.oh * a.ow, x0 = yl_first(ix, a.w, a.ow);
         float acc = 0.0f;
         for (long long y = yl_first(iy, a.h, a.oh); y < a.oh; y++) {
             const long long sy = yl_nearest(y, a.h, a.oh);
@@ -45,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
                 acc += yk_ld_@T0@(a.t[0], db + y * a.ow + x);
             }
         }
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, acc);
+        yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, acc);
     }
 }
 #endif

@@ -7,7 +7,7 @@
 /* @NAME@: t[0][i] = t[0][i] / t[1][0] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     const float s = yk_ld_@T1@(a.t[1], 0);
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.total; i += (long long)gridDim.x * blockDim.x)
+    YL_EACH(i)
         yk_st_@T0@(a.t[0], i, yk_ld_@T0@(a.t[0], i) / s);
 }
 #endif
