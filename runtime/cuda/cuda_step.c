@@ -116,6 +116,16 @@ static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, i
     return errf(err, errcap, "%s tensor %s, which has no device memory (internal to its fusion group, or no such tensor)", what, label);
 }
 
+/* Host memory can take t's device bytes as they are: a packed fp32 / int64 tensor. */
+static bool copies_directly(const CudaStep *cs, int t) {
+    DType st = (DType)cs->stype[t];
+    return (st == DT_F32 || st == DT_I64) && !views_batch_stride(&cs->plan->g, &cs->plan->fusion.views, t);
+}
+
+void cuda_step_master_changed(CudaStep *cs, int t) {
+    if (cs->plan->g.tensors[t].kind == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
+}
+
 /* Device storage of t -> host fp32 / int64 (packed). */
 static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     if (!has_memory(cs, t, "downloading", err, errcap)) return false;
@@ -127,7 +137,7 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     char label[160], doing[224];
     tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "downloading tensor %s", label);
-    bool direct = !stride && (st == DT_F32 || st == DT_I64);
+    bool direct = copies_directly(cs, t);
     unsigned char *raw = direct ? host : malloc((size_t)span * es + 1), *packed = stride ? malloc((size_t)n * es + 1) : raw;
     bool ok = raw && packed;
     if (!ok) errf(err, errcap, "out of memory while %s", doing);
@@ -317,8 +327,7 @@ bool cuda_step_upload_state(CudaStep *cs, void *const *host, char *err, int errc
     for (int t = 0; t < g->n_tensors; t++) {
         TensorKind k = g->tensors[t].kind;
         if (!host[t] || (k != TK_PARAM && k != TK_BUFFER && k != TK_OPTIM)) continue;
-        if (!to_device(cs, t, host[t], err, errcap)) return false;
-        if (k == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
+        if (!cuda_step_upload(cs, t, host[t], err, errcap)) return false;
     }
     return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, "refreshing the parameters' compute copies after an upload", err, errcap);
 }
@@ -340,13 +349,11 @@ bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *cons
     for (int i = 0; ok && i < n; i++) {
         int t = tensors[i];
         if (!(ok = has_memory(cs, t, "downloading", err, errcap))) break;
-        DType st = (DType)cs->stype[t];
-        direct[i] = (st == DT_F32 || st == DT_I64) && !views_batch_stride(g, &cs->plan->fusion.views, t);
-        if (!direct[i]) continue;
+        if (!(direct[i] = copies_directly(cs, t))) continue;
         char label[160], doing[224];
         tensor_label(g, t, label, sizeof label);
         snprintf(doing, sizeof doing, "downloading tensor %s", label);
-        ok = CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (hosts[i], cs->ptr[t], (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(st), cs->dev.main), doing, err, errcap);
+        ok = CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (hosts[i], cs->ptr[t], (size_t)shape_numel(&g->tensors[t].shape) * dtype_size((DType)cs->stype[t]), cs->dev.main), doing, err, errcap);
     }
     ok = ok && sync_main(cs, "downloading tensors", err, errcap);
     for (int i = 0; ok && i < n; i++)
@@ -358,7 +365,7 @@ bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *cons
 bool cuda_step_upload(CudaStep *cs, int tensor, const void *host, char *err, int errcap) {
     if (tensor < 0 || tensor >= cs->plan->g.n_tensors) return errf(err, errcap, "tensor %d is not a tensor of the plan", tensor);
     if (!to_device(cs, tensor, host, err, errcap)) return false;
-    if (cs->plan->g.tensors[tensor].kind == TK_PARAM && cs->mem.layout.lowp_off[tensor] >= 0) cs->dirty[tensor] = true;
+    cuda_step_master_changed(cs, tensor);
     return true;
 }
 
@@ -410,10 +417,8 @@ static void mark_updates(CudaStep *cs, int lo, int hi) {
     for (int o = lo; o <= hi; o++) {
         const Op *op = &g->ops[o];
         unsigned m = op_def(op->kind)->mutates;
-        for (int i = 0; i < op->n_in && i < 32; i++) {
-            int t = op->in[i];
-            if ((m >> i & 1) && g->tensors[t].kind == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
-        }
+        for (int i = 0; i < op->n_in && i < 32; i++)
+            if (m >> i & 1) cuda_step_master_changed(cs, op->in[i]);
     }
 }
 

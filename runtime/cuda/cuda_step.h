@@ -113,6 +113,10 @@ bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *cons
  * accumulated batches, say) from fp32 / int64 host memory; a parameter's
  * compute copy is refreshed by the next run. */
 bool cuda_step_upload(CudaStep *cs, int tensor, const void *host, char *err, int errcap);
+/* Tensor t's device bytes were written behind CudaStep's back (a collective):
+ * a parameter's compute copy is refreshed by the next run or
+ * cuda_step_refresh_copies. */
+void cuda_step_master_changed(CudaStep *cs, int t);
 /* Before a backward the caller runs itself (cuda_step_run(cs, 0, clip_op)):
  * binds the training step when needed and sets grad_seed to the loss scale. */
 bool cuda_step_seed(CudaStep *cs, char *err, int errcap);

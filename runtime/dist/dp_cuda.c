@@ -25,7 +25,7 @@ static bool broadcast_state(DataParallel *dp, TrainStep *ts, char *err, int errc
     for (int i = 0; i < g->n_state; i++) {
         int t = g->state[i];
         runs[i] = (NcclBuf){cs->ptr[t], device_bytes(&g->tensors[t])};
-        if (g->tensors[t].kind == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true; /* the compute copy follows its master */
+        cuda_step_master_changed(cs, t); /* the compute copy follows its master */
     }
     char why[1024];
     bool ok = train_step_sync_device(ts, err, errcap) && dist_nccl_broadcast_bytes(&dp->nccl, runs, g->n_state, 0, cs->dev.main, err, errcap) &&
