@@ -12,6 +12,7 @@
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
+#include "../dist/ranks.h"
 #include "../synthetic.h"
 #include "../train_step.h"
 #include "../weights.h"
@@ -102,46 +103,6 @@ static bool bench_cpu(Plan *plan, const BenchOptions *o, BenchResult *r, double 
     return ok;
 }
 
-/* the tensor ids a CUDA step binds, by the names train_step_init uses */
-typedef struct CudaIds {
-    int images, boxes, counts, grad_seed, lrs, momentum, opt_step, items;
-} CudaIds;
-
-static bool cuda_ids(const Plan *p, CudaIds *id, char *err, int errcap) {
-    struct { int *dst; const char *group, *key; } b[] = {
-        {&id->images, "inputs", "images"}, {&id->boxes, "inputs", "boxes"}, {&id->counts, "inputs", "counts"}, {&id->grad_seed, "inputs", "grad_seed"},
-        {&id->lrs, "inputs", "lr"}, {&id->momentum, "inputs", "momentum"}, {&id->opt_step, "inputs", "opt_step"}, {&id->items, "outputs", "items"},
-    };
-    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
-        if ((*b[i].dst = plan_meta_tensor(p, b[i].group, b[i].key)) < 0) return errf(err, errcap, "plan META: %s.%s names no tensor", b[i].group, b[i].key);
-    const Shape *img = &p->g.tensors[id->images].shape, *bx = &p->g.tensors[id->boxes].shape;
-    if (img->nd != 4 || bx->nd != 3 || bx->d[2] != 5 || bx->d[0] != img->d[0]) return errf(err, errcap, "plan META: inputs have unexpected shapes");
-    return true;
-}
-
-/* Host copies of the state weights_init fills (parameters and buffers, fp32
- * or int64 as the CPU holds them), indexed by tensor id; optimizer state
- * stays NULL: CudaStep zeroes its persistent region at open, and momentum
- * buffers start at zero. */
-static void **host_state(const Graph *g) {
-    void **buf = calloc((size_t)g->n_tensors, sizeof *buf);
-    for (int i = 0; buf && i < g->n_state; i++) {
-        int t = g->state[i];
-        int64_t n = shape_numel(&g->tensors[t].shape);
-        if (!(buf[t] = calloc((size_t)(n ? n : 1), g->tensors[t].dtype == DT_I64 ? sizeof(int64_t) : sizeof(float)))) {
-            for (int k = 0; k < g->n_tensors; k++) free(buf[k]);
-            free(buf);
-            return NULL;
-        }
-    }
-    return buf;
-}
-
-static void free_state(const Graph *g, void **buf) {
-    for (int t = 0; buf && t < g->n_tensors; t++) free(buf[t]);
-    free(buf);
-}
-
 /* the device's free bytes, or false with err */
 static bool free_bytes(CudaDevice *d, size_t *free_b, char *err, int errcap) {
     size_t total = 0;
@@ -149,72 +110,54 @@ static bool free_bytes(CudaDevice *d, size_t *free_b, char *err, int errcap) {
 }
 
 static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double *secs, char *err, int errcap) {
-    CudaIds id;
-    if (!cuda_ids(plan, &id, err, errcap)) return false;
-    const Graph *g = &plan->g;
-    const int batch = (int)g->tensors[id.images].shape.d[0], imgsz = (int)g->tensors[id.images].shape.d[2],
-              max_boxes = (int)g->tensors[id.boxes].shape.d[1];
-    const cJSON *ncj = cJSON_GetObjectItemCaseSensitive(plan->meta, "nc");
-    const int nc = cJSON_IsNumber(ncj) ? (int)ncj->valuedouble : -1;
-    if (nc < 1) return errf(err, errcap, "plan META: bad nc");
-    r->batch = batch, r->imgsz = imgsz;
-    /* The probe holds the primary context open, so free memory is read
-     * before CudaStep allocates anything but after the context itself (as
-     * PyTorch's max_memory_allocated leaves the context out). */
+    /* The probe holds the primary context of the step's device open, so free
+     * memory is read before the step allocates anything but after the
+     * context itself (as PyTorch's max_memory_allocated leaves the context out). */
+    Ranks ranks;
+    if (!ranks_from_environ(&ranks, err, errcap)) return false;
     CudaDevice probe;
-    if (!cuda_device_open(&probe, 0, false, err, errcap)) return false;
+    if (!cuda_device_open(&probe, ranks.local_rank, false, err, errcap)) return false;
     snprintf(r->device, sizeof r->device, "%s", probe.name);
-    CudaStep cs;
-    bool cs_open = false, ok;
+    TrainStep ts;
+    memset(&ts, 0, sizeof ts);
     size_t free0 = 0, free_min = 0, f = 0;
-    float *images = NULL, *boxes = NULL;
-    int64_t *counts = NULL;
-    void **state = host_state(g);
-    ok = state || errf(err, errcap, "out of memory for the host copy of the state");
-    ok = ok && free_bytes(&probe, &free0, err, errcap);
-    ok = ok && (cs_open = cuda_step_open(&cs, plan, 0, err, errcap)) && cuda_step_use_graphs(&cs, cuda_step_graphs_wanted(&cs), err, errcap);
-    ok = ok && weights_init(g, state, o->seed, err, errcap) && cuda_step_upload_state(&cs, state, err, errcap);
+    bool ok = free_bytes(&probe, &free0, err, errcap) && train_step_init(&ts, plan, err, errcap) && weights_init(&plan->g, ts.it.buf, o->seed, err, errcap);
+    CudaStep *cs = ts.cuda;
     if (ok) {
-        size_t ni = (size_t)batch * 3 * (size_t)imgsz * (size_t)imgsz, nb = (size_t)batch * (size_t)max_boxes * 5;
-        images = malloc(ni * sizeof *images), boxes = malloc(nb * sizeof *boxes), counts = malloc((size_t)batch * sizeof *counts);
-        ok = (images && boxes && counts) || errf(err, errcap, "out of memory for a %d-image synthetic batch", batch);
-    }
-    if (ok) {
+        train_step_host_changed(&ts);
+        r->batch = ts.batch, r->imgsz = ts.imgsz;
         /* one batch for every step, uploaded once: the timed step is the
          * training step, as the PyTorch side times it on a batch already on the device */
-        synthetic_batch(o->seed, batch, imgsz, nc, max_boxes, images, boxes, counts);
-        ok = cuda_step_set_input(&cs, id.images, images, err, errcap) && cuda_step_set_input(&cs, id.boxes, boxes, err, errcap) &&
-             cuda_step_set_input(&cs, id.counts, counts, err, errcap) && free_bytes(&probe, &free_min, err, errcap);
+        synthetic_batch(o->seed, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+        ok = train_step_sync_device(&ts, err, errcap) && cuda_step_set_input(cs, ts.images, ts.it.buf[ts.images], err, errcap) &&
+             cuda_step_set_input(cs, ts.boxes, ts.it.buf[ts.boxes], err, errcap) && cuda_step_set_input(cs, ts.counts, ts.it.buf[ts.counts], err, errcap) &&
+             free_bytes(&probe, &free_min, err, errcap);
     }
     for (int s = 0, more = 1; ok && more; s++) {
         /* what train_step_run binds each step: learning rates, momentum, the step count (from 1) and the backward seed */
         const float lrs[3] = {(float)o->lr, (float)o->lr, (float)o->lr}, mom = (float)o->momentum, step = (float)(s + 1), seed = 1.0f;
         double t0 = now_s();
-        ok = cuda_step_set_input(&cs, id.lrs, lrs, err, errcap) && cuda_step_set_input(&cs, id.momentum, &mom, err, errcap) &&
-             cuda_step_set_input(&cs, id.opt_step, &step, err, errcap) && cuda_step_set_input(&cs, id.grad_seed, &seed, err, errcap);
+        ok = cuda_step_set_input(cs, ts.lrs, lrs, err, errcap) && cuda_step_set_input(cs, ts.momentum, &mom, err, errcap) &&
+             cuda_step_set_input(cs, ts.opt_step, &step, err, errcap) && cuda_step_set_input(cs, ts.grad_seed, &seed, err, errcap);
         char why[1536];
-        if (ok && !cuda_step_run(&cs, 0, g->n_ops, why, sizeof why)) ok = errf(err, errcap, "step %d: %s", s + 1, why);
+        if (ok && !cuda_step_run(cs, 0, plan->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "step %d: %s", s + 1, why);
         secs[s] = now_s() - t0;
         ok = ok && free_bytes(&probe, &f, err, errcap);
         if (ok && f < free_min) free_min = f;
         more = another_step(o, secs, s, r);
     }
     float items[3];
-    if (ok && (ok = cuda_step_download(&cs, id.items, items, err, errcap))) r->loss = (double)items[0] + items[1] + items[2];
+    if (ok && (ok = cuda_step_download(cs, ts.items, items, err, errcap))) r->loss = (double)items[0] + items[1] + items[2];
     if (ok) {
         r->peak_bytes = free_min < free0 ? (int64_t)(free0 - free_min) : 0; /* another process freeing memory meanwhile could make it negative */
-        r->peak_kind = "device used-memory increase (cuMemGetInfo) from before cuda_step_open to the lowest free memory after any step";
-        r->plan_device_bytes = cuda_step_device_bytes(&cs);
-        r->host_ops = cs.host_ops;
-        cuda_step_describe(&cs, r->host_line, sizeof r->host_line);
+        r->peak_kind = "device used-memory increase (cuMemGetInfo) from before the step opened to the lowest free memory after any step";
+        r->plan_device_bytes = cuda_step_device_bytes(cs);
+        r->host_ops = cs->host_ops;
+        cuda_step_describe(cs, r->host_line, sizeof r->host_line);
         size_t used = strlen(r->host_line);
-        snprintf(r->host_line + used, sizeof r->host_line - used, "; %s", cs.use_graphs ? "replayed as CUDA graphs" : "launched one by one (YOLOCC_CUDA_GRAPHS=0)");
+        snprintf(r->host_line + used, sizeof r->host_line - used, "; %s", cs->use_graphs ? "replayed as CUDA graphs" : "launched one by one (YOLOCC_CUDA_GRAPHS=0)");
     }
-    free(images);
-    free(boxes);
-    free(counts);
-    free_state(g, state);
-    if (cs_open) cuda_step_close(&cs);
+    train_step_free(&ts);
     cuda_device_close(&probe);
     return ok;
 }
