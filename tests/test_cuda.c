@@ -93,12 +93,11 @@ static void check_layout(const Plan *p, const CudaLayout *l) {
 
 /* persistent bytes do not depend on the batch; the arena and inputs do */
 Test(cuda, device_layout_of_a_plan) {
-    char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[512];
-    cr_assert(mkdtemp(dir));
+    char err[512];
     Plan p2, p4, pb;
-    tiny_plan(dir, "b2.plan", "--imgsz 64 --batch 2", &p2);
-    tiny_plan(dir, "b4.plan", "--imgsz 64 --batch 4", &p4);
-    tiny_plan(dir, "bf16.plan", "--imgsz 64 --batch 2 --precision bf16", &pb);
+    tiny_plan("--imgsz 64 --batch 2", &p2);
+    tiny_plan("--imgsz 64 --batch 4", &p4);
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &pb);
     CudaLayout l2, l4, lb;
     cr_assert(cuda_layout_build(&p2, &l2, err, sizeof err), "%s", err);
     cr_assert(cuda_layout_build(&p4, &l4, err, sizeof err), "%s", err);
@@ -122,7 +121,6 @@ Test(cuda, device_layout_of_a_plan) {
     plan_free(&p2);
     plan_free(&p4);
     plan_free(&pb);
-    rmdir(dir);
 }
 
 /* ---- image choice, geometry, arguments (no GPU) ---- */
@@ -332,14 +330,12 @@ static int64_t span_of(const Plan *p, int t) {
 static void kernels_vs_cpu(const char *precision, double tol) {
     CudaDevice d;
     open_gpu_or_skip(&d);
-    char dir[] = "/tmp/yolocc-cuda-XXXXXX", extra[256], err[1024];
-    cr_assert(mkdtemp(dir));
+    char extra[256], err[1024];
     Plan pc, pg;
     snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cpu", precision);
-    tiny_plan(dir, "cpu.plan", extra, &pc);
+    tiny_plan(extra, &pc);
     snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
-    tiny_plan(dir, "cuda.plan", extra, &pg);
-    rmdir(dir);
+    tiny_plan(extra, &pg);
     GenCpu gc;
     CudaKernels ck;
     cr_assert(gen_cpu_open(&gc, &pc, err, sizeof err), "%s", err);
@@ -521,11 +517,9 @@ Test(cuda, cudnn_conv_matches_the_reference) {
 Test(cuda, device_memory_check_and_allocation) {
     CudaDevice d;
     open_gpu_or_skip(&d);
-    char dir[] = "/tmp/yolocc-cuda-XXXXXX", err[1024];
-    cr_assert(mkdtemp(dir));
+    char err[1024];
     Plan p;
-    tiny_plan(dir, "b2.plan", "--imgsz 64 --batch 2", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2", &p);
     size_t free0 = 0, free1 = 0, total = 0;
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
     CudaMem m;

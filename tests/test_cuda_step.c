@@ -6,6 +6,7 @@
 #include "../compiler/kernel_ir.h"
 #include "../compiler/lib_kernels.h"
 #include "../passes/views.h"
+#include "../runtime/cuda/cuda_detloss.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/ref_kernels.h"
 #include "../runtime/synthetic.h"
@@ -17,11 +18,9 @@
 /* ---- routes and the host-op line (no GPU) ---- */
 
 Test(cuda_step, launches_route_to_kernels_cudnn_or_the_host) {
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[512], line[1024];
-    cr_assert(mkdtemp(dir));
+    char err[512], line[1024];
     Plan p;
-    tiny_plan(dir, "t.plan", "--imgsz 64 --batch 2", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2", &p);
     KProgram kp;
     cr_assert(kernel_lower(&p.g, &p.fusion, p.precision, &kp, err, sizeof err), "%s", err);
     CudaStep cs;
@@ -91,11 +90,9 @@ Test(cuda_step, host_op_line_forms) {
 }
 
 Test(cuda_step, a_plan_that_is_neither_training_nor_validation_is_refused) {
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[512] = "";
-    cr_assert(mkdtemp(dir));
+    char err[512] = "";
     Plan p;
-    tiny_plan(dir, "t.plan", "--imgsz 64 --batch 2", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2", &p);
     cr_assert_not_null(p.eval, "a training plan embeds its validation graph");
     /* the validation graph runs on the device too (`yolort train` validates there); another kind does not */
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(p.eval->meta, "kind")), "eval");
@@ -111,11 +108,9 @@ Test(cuda_step, a_plan_that_is_neither_training_nor_validation_is_refused) {
 
 /* The host fallback converts with the types the generated kernels and cuDNN use. */
 Test(cuda_step, storage_types_agree_with_kernels_and_cudnn) {
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[512];
-    cr_assert(mkdtemp(dir));
+    char err[512];
     Plan p;
-    tiny_plan(dir, "b.plan", "--imgsz 64 --batch 2 --precision bf16", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
     const Graph *g = &p.g;
     bool *persistent = calloc((size_t)g->n_tensors, sizeof *persistent);
     memplan_mark_persistent(g, persistent);
@@ -296,11 +291,9 @@ static float *host_fill(CudaStep *cs, int t, uint64_t *seed) {
 }
 
 Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[2048];
-    cr_assert(mkdtemp(dir));
+    char err[2048];
     Plan p;
-    tiny_plan(dir, "b.plan", "--imgsz 64 --batch 2 --precision bf16", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
     const Graph *g = &p.g;
     HostStep h;
     host_step_open(&h, &p, true);
@@ -437,11 +430,9 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
  * operand's device address and image stride (views included); nothing runs
  * on the host. */
 Test(cuda_step, library_ops_launch_library_kernels_on_a_host_backed_device) {
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[2048];
-    cr_assert(mkdtemp(dir));
+    char err[2048];
     Plan p;
-    tiny_plan(dir, "b.plan", "--imgsz 64 --batch 2 --precision bf16", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
     const Graph *g = &p.g;
     HostStep h;
     host_step_open(&h, &p, false);
@@ -487,13 +478,11 @@ static void set_input(CudaStep *cs, int t, const void *v) {
 static void step_vs_cpu(const char *precision, int steps, double loss_tol, double param_tol, bool param_abs) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", extra[256], err[2048], line[1024];
-    cr_assert(mkdtemp(dir));
+    char extra[256], err[2048], line[1024];
     Plan pc, pg;
-    tiny_plan(dir, "cpu.plan", "--imgsz 64 --batch 2 --precision fp32 --target cpu", &pc);
+    tiny_plan("--imgsz 64 --batch 2 --precision fp32 --target cpu", &pc);
     snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
-    tiny_plan(dir, "cuda.plan", extra, &pg);
-    rmdir(dir);
+    tiny_plan(extra, &pg);
     cr_assert(pc.g.n_tensors == pg.g.n_tensors && pc.g.n_ops == pg.g.n_ops, "both targets compile the same step");
     for (int o = 0; o < pc.g.n_ops; o++) cr_assert_eq(pc.g.ops[o].kind, pg.g.ops[o].kind, "op %d", o);
     TrainStep ts;
@@ -592,11 +581,9 @@ Test(cuda_step, tiny_step_matches_the_cpu_bf16) { step_vs_cpu("bf16", 1, 5e-2, 1
 Test(cuda_step, device_peak_equals_the_plan) {
     CudaDevice d;
     open_gpu_or_skip(&d);
-    char dir[] = "/tmp/yolocc-cstep-XXXXXX", err[2048];
-    cr_assert(mkdtemp(dir));
+    char err[2048];
     Plan p;
-    tiny_plan(dir, "b16.plan", "--imgsz 128 --batch 16 --target cuda --arch sm_80,sm_90", &p);
-    rmdir(dir);
+    tiny_plan("--imgsz 128 --batch 16 --target cuda --arch sm_80,sm_90", &p);
     size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
     CudaStep cs;
@@ -604,10 +591,12 @@ Test(cuda_step, device_peak_equals_the_plan) {
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free1, &total), "reading free memory", err, sizeof err), "%s", err);
     CudaLayout l;
     cr_assert(cuda_layout_build(&p, &l, err, sizeof err), "%s", err);
-    int64_t workspace = memplan_align(cudnn_conv_workspace_bytes(&cs.conv)), planned = p.arena_bytes + l.persistent_bytes + workspace;
+    int64_t workspace = memplan_align(cuda_step_workspace_need(&cs)), planned = p.arena_bytes + l.persistent_bytes + workspace;
+    cr_expect_geq(cuda_step_workspace_need(&cs), cudnn_conv_workspace_bytes(&cs.conv), "cuDNN's plans fit the workspace");
+    for (int o = 0; o < p.g.n_ops; o++) cr_expect_geq(cuda_step_workspace_need(&cs), cuda_detloss_op_scratch_bytes(&p.g, &p.g.ops[o]), "so does the loss's scratch");
     cr_expect_eq(cs.mem.layout.arena_bytes, p.arena_bytes, "the step arena is the plan's");
     cr_expect_eq(cs.mem.layout.persistent_bytes, l.persistent_bytes);
-    cr_expect_eq(cs.mem.workspace_bytes, workspace, "the workspace is what cuDNN's plans need");
+    cr_expect_eq(cs.mem.workspace_bytes, workspace, "the workspace is what cuDNN's plans and the library kernels need");
     cr_expect_eq(cuda_step_device_bytes(&cs), planned);
     cr_expect(cs.mem.arena && cs.mem.persistent, "both regions are allocated");
     int64_t drop = (int64_t)free0 - (int64_t)free1;

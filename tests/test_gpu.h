@@ -11,16 +11,18 @@
 #include "../runtime/plan_read.h"
 #include "test_util.h"
 
-/* Compiles `yolocc models/tiny.yaml EXTRA -o DIR/NAME` and reads the plan. */
-static inline void tiny_plan(const char *dir, const char *name, const char *extra, Plan *p) {
-    char args[1024], path[512], err[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+/* Compiles `yolocc models/tiny.yaml EXTRA` into a temporary file and reads the plan. */
+static inline void tiny_plan(const char *extra, Plan *p) {
+    char dir[] = "/tmp/yolocc-tiny-XXXXXX", args[1024], path[64], err[512];
+    cr_assert(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.plan", dir);
     snprintf(args, sizeof args, "models/tiny.yaml %s -o %s", extra, path);
     CliResult r = tu_run(args);
     cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
     tu_free(&r);
     cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
     unlink(path);
+    rmdir(dir);
 }
 
 /* Renders library kernel k and expects NVRTC to compile it for sm_80. */

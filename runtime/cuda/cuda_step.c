@@ -211,7 +211,7 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
 /* cuDNN's workspace, the detection loss's scratch and the library kernels'
  * (attention_bwd's statistics) take turns on the main stream, so they share
  * one allocation of the largest size. */
-static int64_t workspace_bytes(const CudaStep *cs) {
+int64_t cuda_step_workspace_need(const CudaStep *cs) {
     const Graph *g = &cs->plan->g;
     int64_t w = cudnn_conv_workspace_bytes(&cs->conv);
     if (cs->kern.scratch_bytes > w) w = cs->kern.scratch_bytes;
@@ -251,7 +251,7 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
               (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) &&
-              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, workspace_bytes(cs), 0, err, errcap));
+              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
         cs->kern.scratch = cs->mem.workspace;

@@ -165,6 +165,11 @@ bool cuda_step_pin(CudaStep *cs, void *host, size_t bytes, char *err, int errcap
 /* Whether runs should replay CUDA graphs: yes unless YOLOCC_CUDA_GRAPHS=0
  * or YOLOCC_CUDA_SYNC (whose per-launch synchronisation cannot be captured). */
 bool cuda_step_graphs_wanted(const CudaStep *cs);
+/* The workspace the step needs (before rounding): the largest of cuDNN's
+ * plans' workspace, the detection loss's scratch and the library kernels'
+ * scratch, which take turns on the main stream. Needs the kernels and the
+ * cuDNN plans (cuda_step_open computes it before allocating). */
+int64_t cuda_step_workspace_need(const CudaStep *cs);
 /* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
 
