@@ -99,8 +99,8 @@ bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int err
     /* BN running statistics moved with the forward */
     ts->host_stale = ts->dev_pending = true;
     ts->n_acc_batches++;
-    if (!cuda_step_download(cs, ts->items, ts->it.buf[ts->items], err, errcap) || !cuda_step_download(cs, ts->loss, ts->it.buf[ts->loss], err, errcap))
-        return false;
+    const int outs[] = {ts->items, ts->loss};
+    if (!download_into_buf(ts, outs, 2, err, errcap)) return false;
     const float *items = ts->it.buf[ts->items];
     *out = (StepResult){items[0], items[1], items[2], *(const float *)ts->it.buf[ts->loss], 0};
     return true;
