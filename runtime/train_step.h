@@ -11,6 +11,7 @@
 #include "plan_read.h"
 
 struct CudaStep;
+struct CudaRunHook;
 
 typedef struct TrainStep {
     Plan *plan;
@@ -29,10 +30,11 @@ typedef struct TrainStep {
      * train_step_update calls it on acc before anything else; it must leave
      * every rank holding the same sums */
     bool (*reduce_grads)(void *ctx, struct TrainStep *ts, char *err, int errcap);
-    /* CUDA plans: sums the gradients in device memory instead (NCCL), after
-     * any host accumulation went back up and before the clip */
-    bool (*reduce_device)(void *ctx, struct TrainStep *ts, char *err, int errcap);
     void *reduce_ctx;
+    /* CUDA plans on several ranks: work put between the backward's launches
+     * (dp_cuda.c: each gradient bucket summed over the ranks in device memory
+     * as soon as backward has produced it); NULL for one process */
+    const struct CudaRunHook *backward_hook;
     /* a CUDA plan's device step, else NULL. it.buf then holds host copies of
      * the inputs, outputs, gradients and state only (no arena); the device
      * holds the state that counts, and the flags say which side is newer */

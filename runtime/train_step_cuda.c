@@ -95,7 +95,10 @@ bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int err
         if (!cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)) return false;
     char why[1024];
     if (!cuda_step_seed(cs, err, errcap)) return false;
-    if (!cuda_step_run(cs, 0, ts->clip_op, why, sizeof why)) return errf(err, errcap, "forward and backward on the GPU: %s", why);
+    cs->hook = ts->backward_hook;
+    bool ran = cuda_step_run(cs, 0, ts->clip_op, why, sizeof why);
+    cs->hook = NULL;
+    if (!ran) return errf(err, errcap, "forward and backward on the GPU: %s", why);
     /* BN running statistics moved with the forward */
     ts->host_stale = ts->dev_pending = true;
     ts->n_acc_batches++;
@@ -130,7 +133,6 @@ bool train_step_cuda_update(TrainStep *ts, const double lr[3], double momentum, 
     }
     ts->dev_pending = false;
     ts->n_acc_batches = 0;
-    if (ts->reduce_device && !ts->reduce_device(ts->reduce_ctx, ts, err, errcap)) return false;
     const float lrf[3] = {(float)lr[0], (float)lr[1], (float)lr[2]};
     CudaStepOutcome o;
     cs->frozen = skip;

@@ -12,6 +12,7 @@
 #include "../runtime/cuda/cuda_abi.h"
 #include "../runtime/dist/comm_nccl.h"
 #include "../runtime/dist/dp_train.h"
+#include "test_cuda_host.h"
 #include "test_gpu.h"
 
 /* ---- fakes: what each entry point was asked, and what it answers ---- */
@@ -24,7 +25,9 @@ static struct {
     int queries, aborts, destroys, inits, events_created, events_destroyed, stream_waits;
     int init_nranks, init_rank;
     NcclUniqueId init_id;
-    char log[1024];
+    char log[8192];
+    struct { uintptr_t ptr, stream; size_t count; } ar[1024]; /* every ncclAllReduce */
+    int n_ar;
 } F;
 
 static void logf_(const char *s) { strncat(F.log, s, sizeof F.log - strlen(F.log) - 1); }
@@ -53,7 +56,12 @@ static CuResult f_ev_query(CuEvent e) {
     if (F.not_ready > 0) return F.not_ready--, CU_RESULT_NOT_READY;
     return F.event_error;
 }
-static CuResult f_stream_wait(CuStream s, CuEvent e, unsigned flags) { return (void)s, (void)e, (void)flags, F.stream_waits++, 0; }
+static CuResult f_stream_wait(CuStream s, CuEvent e, unsigned flags) {
+    char b[64];
+    snprintf(b, sizeof b, "WAIT(%lx,%lx) ", (unsigned long)(uintptr_t)s, (unsigned long)(uintptr_t)e);
+    logf_(b);
+    return (void)flags, F.stream_waits++, 0;
+}
 static const char *f_nccl_text(NcclResult r) { return r == 2 ? "fake unhandled system error" : "fake NCCL error"; }
 static NcclResult f_unique_id(NcclUniqueId *id) {
     for (int i = 0; i < 128; i++) id->internal[i] = (char)(i * 7 + 3);
@@ -72,6 +80,7 @@ static NcclResult f_allreduce(const void *s, void *r, size_t n, NcclDataType t, 
     (void)c;
     snprintf(b, sizeof b, "AR(%lx,%zu,%s,%d,%d,%lx) ", (unsigned long)(uintptr_t)s, n, s == r ? "in-place" : "copy", t, op, (unsigned long)(uintptr_t)st);
     logf_(b);
+    if (F.n_ar < (int)(sizeof F.ar / sizeof F.ar[0])) F.ar[F.n_ar].ptr = (uintptr_t)s, F.ar[F.n_ar].stream = (uintptr_t)st, F.ar[F.n_ar++].count = n;
     return F.allreduce_result;
 }
 static NcclResult f_broadcast(const void *s, void *r, size_t n, NcclDataType t, int root, NcclComm c, CuStream st) {
@@ -397,6 +406,125 @@ Test(comm_nccl, close_with_work_in_flight_aborts) {
     cr_assert(dist_nccl_allreduce_sum(&c, 0, &b, 1, NULL, err, sizeof err), "%s", err);
     dist_nccl_close(&c);
     cr_expect(F.aborts == 1 && F.destroys == 0, "destroying could wait on ranks that left");
+}
+
+/* ---- the data-parallel backward hook (dp_cuda.c) ---- */
+
+/* Whether [p, p + 4n) lies inside the gradients of bucket b (one run may
+ * span gradients that follow each other in device memory). */
+static bool inside_bucket(const BucketLayout *l, const CudaStep *cs, const int *grads, int b, uintptr_t p, size_t n) {
+    const Bucket *bk = &l->buckets[b];
+    uintptr_t covered = 0, e = p + 4 * n;
+    for (int k = bk->first; k <= bk->last; k++) {
+        int i = l->order[k];
+        uintptr_t g0 = (uintptr_t)cs->ptr[grads[i]], g1 = g0 + 4 * (uintptr_t)shape_numel(&cs->plan->g.tensors[grads[i]].shape);
+        uintptr_t a = p > g0 ? p : g0, z = e < g1 ? e : g1;
+        covered += z > a ? z - a : 0;
+    }
+    return covered == 4 * n;
+}
+
+/* The last op before the clip that reads or writes tensor t. */
+static int last_touch(const Graph *g, int t, int clip) {
+    int last = -1;
+    for (int o = 0; o < clip; o++)
+        for (int i = 0; i < g->ops[o].n_in + g->ops[o].n_out; i++)
+            if ((i < g->ops[o].n_in ? g->ops[o].in[i] : g->ops[o].out[i - g->ops[o].n_in]) == t) last = o;
+    return last;
+}
+
+/* The tiny plan's backward, driven launch by launch as CudaStep drives it
+ * (cuda_step_ops_done): each gradient bucket is summed as soon as every op
+ * touching its gradients has all its launches enqueued, and not before: an
+ * event recorded on main, the side stream waiting for it, then one NCCL
+ * group of in-place fp32 sums on the side stream covering exactly the
+ * bucket's bytes; at the end main waits for every bucket and the watchdog
+ * sees them done. Twice (the second backward starts from bucket 0 again); a
+ * backward that ends early is an error. */
+Test(comm_nccl, backward_hook_sums_each_bucket_once_backward_has_produced_it) {
+    char err[1024] = "";
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2", &p);
+    const Graph *g = &p.g;
+    HostStep h;
+    host_step_setup(&h, &p);
+    CudaStep *cs = &h.cs;
+    cs->dev.L = fake_libs();
+    cs->dev.main = (CuStream)(uintptr_t)0xA, cs->dev.side = (CuStream)(uintptr_t)0xB;
+    int clip = -1;
+    for (int o = 0; o < g->n_ops && clip < 0; o++)
+        if (g->ops[o].kind == OP_GRAD_CLIP) clip = o;
+    cr_assert_geq(clip, 0);
+    const int *grads = g->ops[clip].in, n = g->ops[clip].n_in;
+    DataParallel dp;
+    memset(&dp, 0, sizeof dp);
+    dp.comm.ranks = rank_of(1, 2, 1, 2, 0);
+    cr_assert(bucket_layout_from_graph(g, grads, n, 64 * 1024, &dp.layout, err, sizeof err), "%s", err);
+    const BucketLayout *l = &dp.layout;
+    cr_assert_gt(l->n_buckets, 3, "several buckets at a 64 KiB cap");
+    cr_assert(dist_nccl_adopt(&dp.nccl, &cs->dev.L, &dp.comm.ranks, (NcclComm)(uintptr_t)0xC0FFEE, l->n_buckets, 5, err, sizeof err), "%s", err);
+    cr_assert(dp_cuda_hook(&dp, cs, grads, n, err, sizeof err), "%s", err);
+    const CudaRunHook *hk = dp.hook;
+    const KProgram *kp = &cs->kern.kp;
+    for (int round = 0; round < 2; round++) {
+        int next = 0, prev_done = -1, points = 0;
+        for (int ln = 0; ln < kp->n_launches && kp->launches[ln].op_hi < clip; ln++) {
+            int done = cuda_step_ops_done(kp, ln);
+            bool point = false;
+            for (int o = prev_done + 1; o <= done; o++) point |= hk->at_op[o];
+            if (!point) continue;
+            F.log[0] = 0, F.n_ar = 0;
+            cr_assert(hk->after(hk->ctx, done, err, sizeof err), "%s", err);
+            /* the buckets whose gradients were last touched in (prev_done, done], in order */
+            char want[8192], one[96];
+            snprintf(want, sizeof want, "REC(%lx,a) WAIT(b,%lx) ", (unsigned long)(uintptr_t)dp.ready_ev, (unsigned long)(uintptr_t)dp.ready_ev);
+            int ar = 0;
+            for (; next < l->n_buckets && l->buckets[next].ready_op <= done; next++) {
+                const Bucket *bk = &l->buckets[next];
+                int last = -1;
+                for (int k = bk->first; k <= bk->last; k++) {
+                    int t = last_touch(g, grads[l->order[k]], clip);
+                    last = t > last ? t : last;
+                }
+                cr_expect(last > prev_done && last <= done, "bucket %d: its gradients are last touched by op %d, summed when ops %d-%d were done", next, last,
+                          prev_done + 1, done);
+                strncat(want, "GS ", sizeof want - strlen(want) - 1);
+                size_t elems = 0;
+                for (; ar < F.n_ar && elems < (size_t)(bk->bytes / 4); ar++) {
+                    cr_expect(inside_bucket(l, cs, grads, next, F.ar[ar].ptr, F.ar[ar].count), "bucket %d: a sum outside its gradients", next);
+                    cr_expect_eq(F.ar[ar].stream, 0xB, "on the side stream");
+                    elems += F.ar[ar].count;
+                    snprintf(one, sizeof one, "AR(%lx,%zu,in-place,7,0,b) ", (unsigned long)F.ar[ar].ptr, F.ar[ar].count);
+                    strncat(want, one, sizeof want - strlen(want) - 1);
+                }
+                cr_expect_eq(elems, (size_t)(bk->bytes / 4), "bucket %d: exactly its bytes", next);
+                snprintf(one, sizeof one, "GE REC(%lx,b) ", (unsigned long)(uintptr_t)dp.nccl.done[next]);
+                strncat(want, one, sizeof want - strlen(want) - 1);
+            }
+            cr_expect_eq(ar, F.n_ar);
+            cr_expect_str_eq(F.log, want, "ops done through %d", done);
+            prev_done = done, points++;
+        }
+        cr_expect_eq(next, l->n_buckets, "every bucket summed by the end of backward");
+        F.log[0] = 0, F.stream_waits = 0, F.queries = 0;
+        cr_assert(hk->before_wait(hk->ctx, err, sizeof err), "%s", err);
+        cr_expect_eq(F.stream_waits, l->n_buckets, "main waits for every bucket before the clip");
+        cr_expect(strncmp(F.log, "WAIT(a,", 7) == 0, "%s", F.log);
+        cr_expect_eq(F.queries, l->n_buckets, "the watchdog saw each bucket done");
+        cr_log_info("round %d: %d buckets summed at %d points of backward (ops 0-%d)", round, l->n_buckets, points, clip - 1);
+    }
+    /* a backward that stopped before its last bucket */
+    cr_assert(hk->after(hk->ctx, l->buckets[0].ready_op, err, sizeof err), "%s", err);
+    cr_expect(!hk->before_wait(hk->ctx, err, sizeof err) && strstr(err, "rank 1 of 2: backward ended with") && strstr(err, "gradient buckets summed"), "%s", err);
+    cr_expect_eq(dp.next_bucket, 0, "the next backward starts from bucket 0");
+    dist_nccl_close(&dp.nccl);
+    int destroyed = F.events_destroyed;
+    dp_detach(&dp);
+    cr_expect_eq(F.events_destroyed, destroyed + 1, "the ready event");
+    cr_expect(!dp.hook && !dp.runs && !dp.ready_at);
+    bucket_layout_free(&dp.layout);
+    host_step_close(&h);
+    plan_free(&p);
 }
 
 /* ---- on a GPU: a real one-rank communicator sums in place (identity) ---- */

@@ -1,8 +1,8 @@
-/* tests/test_cuda_step2.c — CudaStep's training step: fp16 dynamic loss scaling around the
- * optimizer (the decision, and the unscale / clip / skipped updates on a host-memory stand-in for
- * the driver) and CUDA-graph capture and replay (the segmentation, and capture / replay
- * bookkeeping on the stand-in); on a GPU, a step with an injected inf is skipped and graph replay
- * equals eager launch bit for bit (`SKIP: no CUDA device` without one). Owns no runtime code. */
+/* tests/test_cuda_step2.c — CudaStep's training step on a host-memory stand-in for the driver:
+ * fp16 dynamic loss scaling around the optimizer (the decision, the unscale / clip / skipped
+ * updates), CUDA-graph capture and replay (the segmentation, capture / replay bookkeeping), and
+ * the run hook that data parallelism puts between launches. The same on a GPU is
+ * test_cuda_step_gpu.c's. Owns no runtime code. */
 #include <math.h>
 
 #include "../compiler/kernel_ir.h"
@@ -10,9 +10,6 @@
 #include "../compiler/model_cfg.h"
 #include "../compiler/train_compile.h"
 #include "../runtime/cuda/cuda_step.h"
-#include "../runtime/synthetic.h"
-#include "../runtime/train_step.h"
-#include "../runtime/weights.h"
 #include "test_cuda_host.h"
 #include "test_gpu.h"
 
@@ -47,15 +44,15 @@ Test(cuda_step, graph_segments_split_at_host_ops) {
     const CudaRoute K = CUDA_ROUTE_KERNEL, L = CUDA_ROUTE_LIBRARY, C = CUDA_ROUTE_CUDNN, H = CUDA_ROUTE_HOST;
     CudaRoute r[] = {K, C, L, H, H, K, C, H};
     CudaSegment seg[8];
-    int n = cuda_graph_segments(r, 8, seg);
+    int n = cuda_graph_segments(r, NULL, 8, seg);
     cr_assert_eq(n, 5);
     const CudaSegment want[] = {{0, 3, false}, {3, 4, true}, {4, 5, true}, {5, 7, false}, {7, 8, true}};
     for (int i = 0; i < n; i++)
         cr_expect(seg[i].lo == want[i].lo && seg[i].hi == want[i].hi && seg[i].host == want[i].host, "segment %d: [%d, %d) %s", i, seg[i].lo, seg[i].hi,
                   seg[i].host ? "host" : "graph");
     CudaRoute only_host[] = {H};
-    cr_expect(cuda_graph_segments(only_host, 1, seg) == 1 && seg[0].host && seg[0].hi == 1);
-    cr_expect_eq(cuda_graph_segments(r, 0, seg), 0, "an empty run has no segment");
+    cr_expect(cuda_graph_segments(only_host, NULL, 1, seg) == 1 && seg[0].host && seg[0].hi == 1);
+    cr_expect_eq(cuda_graph_segments(r, NULL, 0, seg), 0, "an empty run has no segment");
 }
 
 /* The tiny plan's step: no op runs on the host (the detection loss has its
@@ -72,15 +69,15 @@ Test(cuda_step, graph_segments_of_the_tiny_plan) {
     int n = kp.n_launches, hosts = 0, runs = 0;
     CudaRoute *r = malloc(sizeof *r * (size_t)n);
     CudaSegment *seg = malloc(sizeof *seg * (size_t)n);
-    cr_assert_eq(cuda_graph_segments((const CudaRoute[]){CUDA_ROUTE_KERNEL}, 1, seg), 1);
+    cr_assert_eq(cuda_graph_segments((const CudaRoute[]){CUDA_ROUTE_KERNEL}, NULL, 1, seg), 1);
     for (int l = 0; l < n; l++) r[l] = cuda_step_route(&p.g, &kp.launches[l]);
-    cr_expect_eq(cuda_graph_segments(r, n, seg), 1, "the whole step is one graph");
+    cr_expect_eq(cuda_graph_segments(r, NULL, n, seg), 1, "the whole step is one graph");
     for (int l = 0; l < n; l++) {
         if (r[l] == CUDA_ROUTE_DETLOSS) r[l] = CUDA_ROUTE_HOST;
         hosts += r[l] == CUDA_ROUTE_HOST;
         runs += r[l] != CUDA_ROUTE_HOST && (l == 0 || r[l - 1] == CUDA_ROUTE_HOST);
     }
-    int k = cuda_graph_segments(r, n, seg);
+    int k = cuda_graph_segments(r, NULL, n, seg);
     cr_expect_eq(hosts, 2, "detect_loss and detect_loss_bwd");
     cr_expect_eq(k, hosts + runs);
     int at = 0, graphs = 0;
@@ -161,7 +158,7 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
  * graph launch runs what was recorded: a replay reads device memory when it
  * runs, as a CUDA graph does. */
 
-enum { MAX_REC = 4096, MAX_GRAPHS = 4 }; /* the stand-in tests capture two graphs */
+enum { MAX_REC = 4096, MAX_GRAPHS = 16 }; /* the stand-in tests capture a few graphs */
 typedef struct Rec {
     CuFunction f;
     YlArgs a;
@@ -170,6 +167,7 @@ static Rec rec[MAX_GRAPHS][MAX_REC];
 static int rec_n[MAX_GRAPHS], n_graphs_made, captures, graph_launches;
 static bool capturing;
 static int host_kernels, host_casts, host_unscales;
+static long executed, syncs; /* launches run (eagerly or replayed), stream waits */
 static CuFunction const CAST_FN = (CuFunction)(uintptr_t)0xca57, UNSCALE_FN = (CuFunction)(uintptr_t)0x5ca1e, LIB_FN = (CuFunction)(uintptr_t)0x11b;
 
 static CuResult sh_htod(CuDevicePtr dst, const void *src, size_t n, CuStream s) {
@@ -187,9 +185,11 @@ static CuResult sh_dtoh(void *dst, CuDevicePtr src, size_t n, CuStream s) {
 static CuResult sh_sync(CuStream s) {
     (void)s;
     cr_assert(!capturing, "no synchronisation inside a capture");
+    syncs++;
     return 0;
 }
 static void execute(CuFunction f, const YlArgs *a) {
+    executed++;
     if (f == CAST_FN) {
         cuda_f32_to_storage(DT_F16, a->t[0], a->t[1], (int64_t)a->total);
         host_casts++;
@@ -393,169 +393,123 @@ Test(cuda_step, bf16_plans_do_not_scale_the_loss) {
     plan_free(&p);
 }
 
-/* ---- on a GPU ---- */
+/* ---- the run hook (dp_cuda.c's all-reduce points) on the stand-in ---- */
 
-/* The tiny model's state (parameters, buffers, optimizer state) as the CPU
- * would start it, and one synthetic batch. */
-typedef struct Start {
-    void **state;
-    float *images, *boxes;
-    int64_t *counts;
-    int t_images, t_boxes, t_counts;
-} Start;
+typedef struct HookLog {
+    const KProgram *kp;
+    const bool *at;
+    int lo, hi;             /* the op range run */
+    long executed0;         /* executed before the run */
+    int afters, waits, fail_at;
+    int reported;           /* the last op done at the previous call */
+    long syncs_at_wait;
+} HookLog;
+static HookLog HK;
 
-static void start_make(const Plan *p, Start *s) {
-    char err[512];
-    const Graph *g = &p->g;
-    s->state = calloc((size_t)g->n_tensors, sizeof *s->state);
-    for (int t = 0; t < g->n_tensors; t++) {
-        TensorKind k = g->tensors[t].kind;
-        if (k == TK_PARAM || k == TK_BUFFER || k == TK_OPTIM) s->state[t] = calloc((size_t)shape_numel(&g->tensors[t].shape) + 1, 8);
+/* Launches of ops [HK.lo, HK.hi) that start at or before op `upto`. */
+static long launches_through(int upto) {
+    long n = 0;
+    for (int l = 0; l < HK.kp->n_launches; l++) n += HK.kp->launches[l].op_lo >= HK.lo && HK.kp->launches[l].op_hi < HK.hi && HK.kp->launches[l].op_lo <= upto;
+    return n;
+}
+
+static bool hk_after(void *ctx, int done, char *err, int errcap) {
+    (void)ctx;
+    cr_expect(!capturing, "the hook runs outside captures (a graph ends at its point)");
+    bool marked = false;
+    for (int o = HK.reported + 1; o <= done; o++) marked |= HK.at[o];
+    cr_expect(marked, "called when ops %d-%d were done, none of them marked", HK.reported + 1, done);
+    HK.reported = done;
+    /* every launch of the ops done has run (eagerly or its graph replayed), and nothing after them */
+    cr_expect_eq(executed - HK.executed0, launches_through(done), "done through op %d", done);
+    HK.afters++;
+    if (HK.afters == HK.fail_at) return snprintf(err, (size_t)errcap, "the hook failed here"), false;
+    return true;
+}
+
+static bool hk_wait(void *ctx, char *err, int errcap) {
+    (void)ctx, (void)err, (void)errcap;
+    cr_expect(!capturing);
+    cr_expect_eq(executed - HK.executed0, launches_through(HK.hi), "before_wait follows every launch of the run");
+    HK.waits++;
+    HK.syncs_at_wait = syncs;
+    return true;
+}
+
+/* Runs ops [lo, hi) twice with a hook at the ops at[] marks (`marked` of
+ * them, the last op of the range among them): `after` once per marked op,
+ * outside any capture, once every launch of the ops done has run and nothing
+ * later; before_wait once, after every launch and before the host's wait.
+ * With graphs, each run of launches ends at a marked op's last launch; the
+ * second run replays them all. */
+static void check_hook_runs(CudaStep *cs, int lo, int hi, const bool *at, int marked, bool graphs) {
+    char err[2048];
+    CudaRunHook hook = {at, hk_after, hk_wait, NULL};
+    HK = (HookLog){.kp = &cs->kern.kp, .at = at, .lo = lo, .hi = hi};
+    cs->hook = &hook;
+    for (int run = 0; run < 2; run++) {
+        int captures0 = captures, replays0 = graph_launches;
+        HK.executed0 = executed, HK.afters = HK.waits = 0, HK.reported = lo - 1;
+        long syncs0 = syncs;
+        cr_assert(cuda_step_run(cs, lo, hi, err, sizeof err), "ops [%d, %d) run %d: %s", lo, hi, run, err);
+        cr_expect_eq(HK.afters, marked, "ops [%d, %d) run %d: once per marked op", lo, hi, run);
+        cr_expect_eq(HK.waits, 1);
+        cr_expect(HK.syncs_at_wait == syncs0 && syncs > syncs0, "run %d: before_wait comes before the host waits", run);
+        cr_expect_eq(captures - captures0, graphs && run == 0 ? marked : 0, "ops [%d, %d) run %d: one graph per marked op, captured once", lo, hi, run);
+        cr_expect_eq(graph_launches - replays0, graphs ? marked : 0);
     }
-    cr_assert(weights_init(g, s->state, 20250101, err, sizeof err), "%s", err);
-    s->t_images = plan_meta_tensor(p, "inputs", "images"), s->t_boxes = plan_meta_tensor(p, "inputs", "boxes"), s->t_counts = plan_meta_tensor(p, "inputs", "counts");
-    const Shape *img = &g->tensors[s->t_images].shape, *bx = &g->tensors[s->t_boxes].shape;
-    s->images = malloc(sizeof(float) * (size_t)shape_numel(img));
-    s->boxes = malloc(sizeof(float) * (size_t)shape_numel(bx));
-    s->counts = malloc(sizeof(int64_t) * (size_t)img->d[0]);
-    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(p->meta, "nc");
-    synthetic_batch(7, (int)img->d[0], (int)img->d[2], (int)nc->valuedouble, (int)bx->d[1], s->images, s->boxes, s->counts);
+    cs->hook = NULL;
 }
 
-static void start_free(const Plan *p, Start *s) {
-    for (int t = 0; t < p->g.n_tensors; t++) free(s->state[t]);
-    free(s->state), free(s->images), free(s->boxes), free(s->counts);
-}
-
-static void start_upload(CudaStep *cs, const Start *s) {
-    char err[2048];
-    cr_assert(cuda_step_upload_state(cs, s->state, err, sizeof err), "%s", err);
-    cr_assert(cuda_step_set_input(cs, s->t_images, s->images, err, sizeof err), "%s", err);
-    cr_assert(cuda_step_set_input(cs, s->t_boxes, s->boxes, err, sizeof err), "%s", err);
-    cr_assert(cuda_step_set_input(cs, s->t_counts, s->counts, err, sizeof err), "%s", err);
-}
-
-/* Every tensor of the given kinds, downloaded as fp32 into one buffer in tensor order. */
-static float *snapshot(CudaStep *cs, bool params, bool optim, int64_t *n_out) {
-    const Graph *g = &cs->plan->g;
-    char err[2048];
-    int64_t n = 0;
-    for (int t = 0; t < g->n_tensors; t++)
-        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) n += shape_numel(&g->tensors[t].shape);
-    float *v = malloc(sizeof(float) * (size_t)n + 1), *at = v;
-    for (int t = 0; t < g->n_tensors; t++)
-        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) {
-            cr_assert(cuda_step_download(cs, t, at, err, sizeof err), "%s", err);
-            at += shape_numel(&g->tensors[t].shape);
-        }
-    *n_out = n;
-    return v;
-}
-
-/* fp16: steps from 65536 until one is applied (an early overflow is a skip
- * that halves the scale, as GradScaler's first steps often are), then a batch
- * with an inf pixel: every gradient goes non-finite, the step is skipped, the
- * scale halves, and parameters and optimizer state are bit for bit what they
- * were before it. */
-Test(cuda_step, fp16_step_with_an_inf_is_skipped) {
-    CudaDevice probe;
-    open_gpu_or_skip(&probe);
-    char err[2048];
-    Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --precision fp16 --target cuda --arch sm_80,sm_90", &p);
-    Start s;
-    start_make(&p, &s);
-    CudaStep cs;
-    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
-    start_upload(&cs, &s);
-    const float lr[3] = {0.01f, 0.01f, 0.01f};
-    CudaStepOutcome out = {0};
-    int step = 0;
-    for (; step < 20; step++) {
-        float before = cs.ls.scale;
-        cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 1), &out, err, sizeof err), "step %d: %s", step, err);
-        cr_log_info("step %d: loss %g, scale %g -> %g, norm %g, %s", step, out.loss, out.loss_scale, out.next_scale, out.grad_norm, out.skipped ? "skipped" : "applied");
-        cr_expect_eq(out.loss_scale, before);
-        cr_expect_eq(out.next_scale, out.skipped ? before / 2 : before);
-        cr_expect(isfinite(out.loss), "the loss of a clean batch is finite");
-        if (!out.skipped) break;
-    }
-    cr_assert(!out.skipped, "no step applied in 20 from scale 65536");
-    cr_expect(isfinite(out.grad_norm) && out.grad_norm > 0);
-    float scale = cs.ls.scale;
-    int64_t n_state, n_after;
-    float *before = snapshot(&cs, true, true, &n_state);
-    long refreshes = cs.copy_refreshes;
-    /* an inf pixel */
-    const Shape *img = &p.g.tensors[s.t_images].shape;
-    float *bad = malloc(sizeof(float) * (size_t)shape_numel(img));
-    memcpy(bad, s.images, sizeof(float) * (size_t)shape_numel(img));
-    bad[shape_numel(img) / 3] = INFINITY;
-    cr_assert(cuda_step_set_input(&cs, s.t_images, bad, err, sizeof err), "%s", err);
-    cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 2), &out, err, sizeof err), "%s", err);
-    cr_log_info("inf step: loss %g, scale %g -> %g, norm %g", out.loss, out.loss_scale, out.next_scale, out.grad_norm);
-    cr_expect(out.skipped, "a non-finite gradient skips the step");
-    cr_expect(!isfinite(out.grad_norm));
-    cr_expect_eq(out.loss_scale, scale);
-    cr_expect_eq(out.next_scale, scale / 2, "the scale halves");
-    cr_expect_eq(cs.ls.skipped, step + 1, "the early skips and this one");
-    float *after = snapshot(&cs, true, true, &n_after);
-    cr_assert_eq(n_after, n_state);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < n_state; i++) differ += memcmp(&before[i], &after[i], 4) != 0;
-    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values changed in a skipped step", (long long)differ, (long long)n_state);
-    cr_expect_eq(cs.copy_refreshes, refreshes, "no compute copy refreshed");
-    free(before), free(after), free(bad);
-    cuda_step_close(&cs);
-    start_free(&p, &s);
-    plan_free(&p);
-    cuda_device_close(&probe);
-}
-
-/* fp32: two steps launched eagerly and two replayed from CUDA graphs, from the
- * same start: every launch is deterministic (cuDNN plans refuse
- * nondeterministic engines), so losses, norms, parameters and optimizer
- * state agree bit for bit. */
-Test(cuda_step, graph_replay_equals_eager_launch) {
-    CudaDevice probe;
-    open_gpu_or_skip(&probe);
+/* On the tiny plan: the clip and the optimizer updates with a hook at the
+ * clip, every 12th update and the last; and the first op with several
+ * launches (a reduction's passes) off cuDNN's and the loss's routes, marked
+ * once: the hook comes after its last launch. A failing hook fails the run
+ * with its message, and before_wait does not run. */
+static void hook_on_stand_in(bool graphs) {
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --precision fp32 --target cuda --arch sm_80,sm_90", &p);
-    Start s;
-    start_make(&p, &s);
-    CudaStep cs;
-    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
-    const float lr[3] = {0.01f, 0.01f, 0.01f};
-    CudaStepOutcome eager[2], replay[2];
-    float *state[2];
-    int64_t n[2];
-    for (int mode = 0; mode < 2; mode++) {
-        cr_assert(cuda_step_use_graphs(&cs, mode == 1, err, sizeof err), "%s", err);
-        start_upload(&cs, &s);
-        for (int k = 0; k < 2; k++)
-            cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(k + 1), mode ? &replay[k] : &eager[k], err, sizeof err), "%s step %d: %s", mode ? "graph" : "eager", k, err);
-        state[mode] = snapshot(&cs, true, true, &n[mode]);
+    tiny_plan("--imgsz 64 --batch 2 --precision fp16", &p);
+    const Graph *g = &p.g;
+    HostStep h;
+    host_step_open(&h, &p);
+    CudaStep *cs = &h.cs;
+    cr_assert(cuda_step_train_init(cs, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_use_graphs(cs, graphs, err, sizeof err), "%s", err);
+    const KProgram *kp = &cs->kern.kp;
+    int multi_lo = -1, multi_hi = -1;
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *a = &kp->launches[l], *b = l > 0 ? &kp->launches[l - 1] : NULL;
+        cr_assert(!b || (a->op_lo >= b->op_lo && a->op_hi >= b->op_hi), "launch %d: launches run in op order", l);
+        if (multi_lo >= 0 || (b && a->op_lo <= b->op_hi)) continue;
+        /* l starts an op range; it has several launches when the next launch shares an op */
+        int e = l;
+        bool device = true;
+        while (e + 1 < kp->n_launches && kp->launches[e + 1].op_lo <= kp->launches[e].op_hi) e++;
+        for (int k = l; k <= e; k++) device &= cuda_step_route(g, &kp->launches[k]) <= CUDA_ROUTE_LIBRARY;
+        if (e > l && device) multi_lo = a->op_lo, multi_hi = kp->launches[e].op_hi + 1;
     }
-    for (int k = 0; k < 2; k++) {
-        cr_log_info("step %d: loss eager %.9g graph %.9g, norm eager %.9g graph %.9g", k, eager[k].loss, replay[k].loss, eager[k].grad_norm, replay[k].grad_norm);
-        cr_expect(memcmp(&eager[k].loss, &replay[k].loss, 4) == 0, "step %d: loss", k);
-        cr_expect(memcmp(&eager[k].grad_norm, &replay[k].grad_norm, 4) == 0, "step %d: gradient norm", k);
-        cr_expect(!eager[k].skipped && !replay[k].skipped && eager[k].loss_scale == 1.0f);
-    }
-    cr_assert_eq(n[0], n[1]);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < n[0]; i++) differ += memcmp(&state[0][i], &state[1][i], 4) != 0;
-    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values differ", (long long)differ, (long long)n[0]);
-    /* each run captured once: the three graphs of [0, clip_op) around the two
-     * host ops (graph_segments_of_the_tiny_plan), the clip, the updates */
-    cr_expect_eq(cs.n_graphs, 5);
-    cr_expect_eq(cs.graph_replays, 2 * cs.n_graphs, "every graph replayed once a step");
-    cr_expect_eq(cs.eager_host_ops, 2 * cs.host_ops, "the host ops ran between the graphs");
-    cr_log_info("%d graphs, %ld replays, %ld host ops between them", cs.n_graphs, cs.graph_replays, cs.eager_host_ops);
-    free(state[0]), free(state[1]);
-    cuda_step_close(&cs);
-    start_free(&p, &s);
+    cr_assert_geq(multi_lo, 0, "the tiny plan has an op with several generated launches");
+    bool *at = calloc((size_t)g->n_ops, sizeof *at);
+    at[multi_lo] = true;
+    check_hook_runs(cs, multi_lo, multi_hi, at, 1, graphs);
+    memset(at, 0, sizeof *at * (size_t)g->n_ops);
+    int marked = 0;
+    for (int o = cs->clip_op; o < g->n_ops; o += 12) at[o] = true, marked++;
+    if (!at[g->n_ops - 1]) at[g->n_ops - 1] = true, marked++;
+    check_hook_runs(cs, cs->clip_op, g->n_ops, at, marked, graphs);
+    cr_log_info("ops [%d, %d) with several launches, marked once; clip and updates with %d hook points; %s", multi_lo, multi_hi, marked, graphs ? "graphs" : "eager");
+    CudaRunHook hook = {at, hk_after, hk_wait, NULL};
+    cs->hook = &hook;
+    HK.executed0 = executed, HK.afters = HK.waits = 0, HK.reported = cs->clip_op - 1, HK.fail_at = 2;
+    cr_expect(!cuda_step_run(cs, cs->clip_op, g->n_ops, err, sizeof err) && strstr(err, "the hook failed here"), "%s", err);
+    cr_expect(HK.afters == 2 && HK.waits == 0);
+    cs->hook = NULL;
+    free(at);
+    host_step_close(&h);
     plan_free(&p);
-    cuda_device_close(&probe);
 }
+
+Test(cuda_step, run_hook_points_eager) { hook_on_stand_in(false); }
+Test(cuda_step, run_hook_points_end_graphs) { hook_on_stand_in(true); }
+

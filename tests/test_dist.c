@@ -300,6 +300,36 @@ static void remove_dir(const char *dir) {
     cr_expect_eq(system(cmd), 0);
 }
 
+/* A gradient that a later op of backward reads is ready after that reader,
+ * not after its producer: the all-reduce sums in place beside backward, and
+ * must not change it under the reader. Ops after the clip do not count. */
+Test(dist, buckets_wait_for_the_last_reader_before_the_clip) {
+    Arena a;
+    arena_init(&a, 0);
+    Graph g;
+    graph_init(&g, &a);
+    int x = graph_add_input(&g, "x", shape1(16), DT_F32);
+    int op_a = graph_add_op(&g, OP_SILU, &x, 1, &(OpAttrs){0}, 1, 0, NULL);
+    int op_b = graph_add_op(&g, OP_SILU, &x, 1, &(OpAttrs){0}, 1, 0, NULL);
+    cr_assert(op_a >= 0 && op_b >= 0, "%s", g.err);
+    int ga = g.ops[op_a].out[0], gb = g.ops[op_b].out[0];
+    int reader = graph_add_op(&g, OP_ADD, (const int[]){ga, x}, 2, &(OpAttrs){0}, 1, 0, NULL);
+    int clip = graph_add_op(&g, OP_GRAD_CLIP, (const int[]){ga, gb}, 2, &(OpAttrs){.max_norm = 10}, 2, 0, NULL);
+    int after_clip = graph_add_op(&g, OP_ADD, (const int[]){gb, gb}, 2, &(OpAttrs){0}, 1, 0, NULL);
+    cr_assert(reader >= 0 && clip >= 0 && after_clip >= 0, "%s", g.err);
+    char err[256];
+    BucketLayout l;
+    const int grads[] = {ga, gb};
+    cr_assert(bucket_layout_from_graph(&g, grads, 2, 64, &l, err, sizeof err), "%s", err);
+    cr_assert_eq(l.n_buckets, 2, "64-byte gradients at a 64-byte cap");
+    /* region order is ready order: b (ready at its producer) first, then a (ready at its reader) */
+    cr_expect(l.order[0] == 1 && l.order[1] == 0, "order %d %d", l.order[0], l.order[1]);
+    cr_expect_eq(l.buckets[0].ready_op, op_b, "b: nothing reads it before the clip");
+    cr_expect_eq(l.buckets[1].ready_op, reader, "a: ready after op %d that reads it, not after its producer %d", reader, op_a);
+    bucket_layout_free(&l);
+    arena_free(&a);
+}
+
 /* models/tiny.yaml at 64 px, batch b, into dir/tiny.plan */
 static void compile_tiny(const char *dir, int batch) {
     char args[512];

@@ -4,6 +4,7 @@
  * training run with validation on the device. Without a device every test
  * prints `SKIP: no CUDA device`. */
 #include "../runtime/cuda/cuda_step.h"
+#include "../runtime/dist/dp_train.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/train/report.h"
 #include "../runtime/train_step.h"
@@ -150,6 +151,82 @@ static const char *yolort_bin(void) {
 /* `yolort train` on a bf16 CUDA plan, validation on the device: two epochs
  * finish, results.csv has their rows with finite losses, the console names
  * the device and its memory, and the run can be resumed from its state. */
+/* Downloads every gradient of ts's device into host buffers (hosts[i] of gradient i). */
+static void download_grads(TrainStep *ts, float **hosts) {
+    char err[1024];
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    cr_assert(cuda_step_download_many(ts->cuda, n, grads, (void *const *)hosts, err, sizeof err), "%s", err);
+}
+
+/* Data parallelism's backward hook (dp_cuda.c) on a real one-rank NCCL
+ * communicator: each gradient bucket's ncclAllReduce on the side stream
+ * between the backward's CUDA graphs (cut at the buckets' ready points), main
+ * joined to them before the clip, the watchdog watching them. Over one rank a
+ * sum is the gradient itself, so the items and every gradient equal the
+ * backward without the hook bit for bit: the same weights and batch, twice
+ * (captured, then replayed). */
+Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
+    TrainStep ts;
+    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
+    cr_assert(ts.cuda != NULL);
+    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
+    train_step_host_changed(&ts);
+    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    int n;
+    const int *grads = train_step_grads(&ts, &n);
+    float **want = calloc((size_t)n, sizeof *want), **got = calloc((size_t)n, sizeof *got);
+    for (int i = 0; i < n; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
+        got[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
+    }
+    StepResult r0, r;
+    cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
+    download_grads(&ts, want);
+
+    DataParallel dp;
+    memset(&dp, 0, sizeof dp);
+    dp.comm.ranks = (Ranks){.source = RANKS_SINGLE, .rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    cr_assert(bucket_layout_from_graph(&p.g, grads, n, 64 * 1024, &dp.layout, err, sizeof err), "%s", err);
+    if (!(dp.nccl_libs_open = cuda_libs_open(&dp.nccl_libs, NULL, true, err, sizeof err))) {
+        printf("SKIP: no NCCL\n");
+        fflush(stdout);
+        cr_skip_test("%s", err);
+    }
+    NcclUniqueId id;
+    NcclComm comm = NULL;
+    cr_assert_eq(dp.nccl_libs.ncclGetUniqueId(&id), 0);
+    cr_assert_eq(dp.nccl_libs.ncclCommInitRank(&comm, 1, id, 0), 0);
+    cr_assert(dist_nccl_adopt(&dp.nccl, &dp.nccl_libs, &dp.comm.ranks, comm, dp.layout.n_buckets, 30, err, sizeof err), "%s", err);
+    dp.nccl_open = true;
+    cr_assert(dp_cuda_hook(&dp, ts.cuda, grads, n, err, sizeof err), "%s", err);
+    ts.backward_hook = dp.hook;
+    int graphs0 = ts.cuda->n_graphs;
+    for (int k = 0; k < 2; k++) {
+        cr_assert(train_step_backward(&ts, &r, err, sizeof err), "hooked backward %d: %s", k, err);
+        cr_expect(r.total == r0.total && r.box == r0.box && r.cls == r0.cls && r.dfl == r0.dfl, "backward %d: the loss %.9g, without the hook %.9g", k, r.total, r0.total);
+        download_grads(&ts, got);
+        int differ = 0;
+        for (int i = 0; i < n; i++) differ += memcmp(got[i], want[i], sizeof(float) * (size_t)n_of(&p.g, grads[i])) != 0;
+        cr_expect_eq(differ, 0, "backward %d: %d of %d gradients changed by a one-rank sum", k, differ, n);
+    }
+    if (ts.cuda->use_graphs) cr_expect_gt(ts.cuda->n_graphs - graphs0, 1, "the hooked backward runs as several graphs, cut at %d buckets' ready points", dp.layout.n_buckets);
+    cr_log_info("%d buckets, %d graphs for the hooked backward", dp.layout.n_buckets, ts.cuda->n_graphs - graphs0);
+    ts.backward_hook = NULL;
+    dp_detach(&dp);
+    bucket_layout_free(&dp.layout);
+    for (int i = 0; i < n; i++) free(want[i]), free(got[i]);
+    free(want), free(got);
+    train_step_free(&ts);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
 Test(train_cuda, yolort_train_runs_on_the_gpu) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);

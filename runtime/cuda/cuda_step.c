@@ -1,11 +1,10 @@
-/* runtime/cuda/cuda_step.c — routes each launch of a step to its generated kernel, a library
- * kernel (pooling, resize, pad/crop), cuDNN or the reference kernel on the host; moves tensors
- * between host fp32 and device storage (conversions in cuda_convert.c); fp16 loss scaling and CUDA
- * graphs. Must not include CUDA headers, hold trainer logic, or change what the plan computes. */
+/* runtime/cuda/cuda_step.c — runs each launch of a step by its route (cuda_routes.c): its
+ * generated kernel, a library kernel, cuDNN, the loss's phases or the reference kernel on the host;
+ * moves tensors between host fp32 and device storage (conversions in cuda_convert.c); fp16 loss
+ * scaling, CUDA graphs and the run hook. Must not include CUDA headers, hold trainer logic, or change what the plan computes. */
 #include "cuda_step.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,73 +17,6 @@
 #include "cuda_detloss.h"
 
 enum { WHY = 1536 };
-
-
-
-static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
-static bool is_loss(OpKind k) { return k == OP_DETECT_LOSS || k == OP_DETECT_LOSS_BWD; }
-
-CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
-    if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
-    OpKind k = g->ops[ln->op_lo].kind;
-    return is_conv(k) ? CUDA_ROUTE_CUDNN : is_loss(k) ? CUDA_ROUTE_DETLOSS : lib_entry_of(k) >= 0 ? CUDA_ROUTE_LIBRARY : CUDA_ROUTE_HOST;
-}
-
-/* The route cs takes: library-kernel and loss ops go to the host under lib_host. */
-static CudaRoute route(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
-    CudaRoute r = cuda_step_route(g, ln);
-    return (r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host ? CUDA_ROUTE_HOST : r;
-}
-
-void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
-    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = 0;
-    memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
-    for (int l = 0; l < kp->n_launches; l++) {
-        const KLaunch *ln = &kp->launches[l];
-        switch (route(cs, g, ln)) {
-        case CUDA_ROUTE_KERNEL: cs->kernel_launches++; break;
-        case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
-        case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
-        case CUDA_ROUTE_DETLOSS: cs->loss_ops++; break;
-        case CUDA_ROUTE_HOST:
-            cs->host_ops++;
-            cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
-            break;
-        }
-    }
-}
-
-static void append(char *buf, int cap, int *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void append(char *buf, int cap, int *used, const char *fmt, ...) {
-    if (*used >= cap - 1) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf + *used, (size_t)(cap - *used), fmt, ap);
-    va_end(ap);
-    if (n > 0) *used = *used + n < cap - 1 ? *used + n : cap - 1;
-}
-
-void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
-    if (cap <= 0) return;
-    buf[0] = 0;
-    int used = 0;
-    if (!cs->host_ops) {
-        append(buf, cap, &used,
-               "no library op runs on the host: %d generated launches, %d library kernel launches, %d cuDNN convolutions and %d detection-loss ops each step",
-               cs->kernel_launches, cs->lib_launches, cs->cudnn_ops, cs->loss_ops);
-        return;
-    }
-    append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
-    bool done[OP_COUNT] = {0};
-    for (const char *sep = " ";; sep = ", ") {
-        int best = -1;
-        for (int k = 0; k < OP_COUNT; k++)
-            if (!done[k] && cs->host_op_kinds[k] && (best < 0 || cs->host_op_kinds[k] > cs->host_op_kinds[best])) best = k;
-        if (best < 0) break;
-        done[best] = true;
-        append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
-    }
-}
 
 /* ---- device transfers ---- */
 
@@ -186,7 +118,7 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
         const KLaunch *ln = &kp->launches[l];
         const Op *op = &g->ops[ln->op_lo];
         char what[128];
-        CudaRoute r = route(cs, g, ln);
+        CudaRoute r = cuda_step_route_for(cs, g, ln);
         if (r == CUDA_ROUTE_LIBRARY && (l >= cs->kern.lp.n_launches || cs->kern.lp.launch_kernel[l] < 0))
             return errf(err, errcap, "op %d (%s) has no library kernel in the plan (recompile the plan)", op->id, op_def(op->kind)->name);
         if (r == CUDA_ROUTE_KERNEL) {
@@ -430,7 +362,7 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     const KLaunch *ln = &kp->launches[l];
     const Op *op = &g->ops[ln->op_lo];
     char why[WHY];
-    CudaRoute r = route(cs, g, ln);
+    CudaRoute r = cuda_step_route_for(cs, g, ln);
     mark_updates(cs, ln->op_lo, ln->op_hi);
     bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
@@ -448,6 +380,29 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
 
 /* ---- runs: eager, or CUDA graphs between host ops ---- */
 
+int cuda_step_ops_done(const KProgram *kp, int l) {
+    int done = kp->launches[l].op_hi;
+    if (l + 1 < kp->n_launches && kp->launches[l + 1].op_lo <= done) done = kp->launches[l + 1].op_lo - 1;
+    return done;
+}
+
+/* Whether cs's hook runs after launch l: an op it marks is done with l and was not before. */
+static bool hook_point(const CudaStep *cs, int l) {
+    if (!cs->hook || !cs->hook->at_op || !cs->hook->after) return false;
+    const KProgram *kp = &cs->kern.kp;
+    for (int o = l > 0 ? cuda_step_ops_done(kp, l - 1) + 1 : 0, done = cuda_step_ops_done(kp, l); o <= done; o++)
+        if (cs->hook->at_op[o]) return true;
+    return false;
+}
+
+static bool hook_after(CudaStep *cs, int l, char *err, int errcap) { return cs->hook->after(cs->hook->ctx, cuda_step_ops_done(&cs->kern.kp, l), err, errcap); }
+
+/* kernel_run_range's visitor for eager runs: the launch, then the hook where it wants to run. */
+static bool run_launch_eager(void *ctx, int l, int gi, char *err, int errcap) {
+    CudaStep *cs = ctx;
+    return run_launch(cs, l, gi, err, errcap) && (!hook_point(cs, l) || hook_after(cs, l, err, errcap));
+}
+
 bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, int *update_lo, int *update_hi) {
     bool apply = loss_scale_update(ls, isfinite(grad_norm));
     *update_lo = apply ? clip_op + 1 : n_ops;
@@ -455,12 +410,12 @@ bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, in
     return apply;
 }
 
-int cuda_graph_segments(const CudaRoute *routes, int n, CudaSegment *seg) {
+int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, CudaSegment *seg) {
     int k = 0;
     for (int i = 0; i < n;) {
         bool host = routes[i] == CUDA_ROUTE_HOST;
         int j = i + 1;
-        while (!host && j < n && routes[j] != CUDA_ROUTE_HOST) j++;
+        while (!host && j < n && routes[j] != CUDA_ROUTE_HOST && !(cut_after && cut_after[j - 1])) j++;
         seg[k++] = (CudaSegment){i, j, host};
         i = j;
     }
@@ -547,18 +502,22 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
     if (first_op < 0 || last_op > g->n_ops || first_op > last_op)
         return errf(err, errcap, "ops [%d, %d) are not a range of the step's %d ops", first_op, last_op, g->n_ops);
     if (!cs->use_graphs) {
-        if ((unscale && !unscale_grads(cs, err, errcap)) || !kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, run_launch, NULL, cs, err, errcap))
+        if ((unscale && !unscale_grads(cs, err, errcap)) || !kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, run_launch_eager, NULL, cs, err, errcap))
             return false;
     } else {
         int n = cs->kern.kp.n_launches;
         LaunchList ll = {malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)n + 1)), 0};
         CudaRoute *routes = malloc(sizeof *routes * ((size_t)n + 1));
         CudaSegment *seg = malloc(sizeof *seg * ((size_t)n + 1));
-        bool ok = ll.l && ll.g && routes && seg;
+        bool *cut = malloc(sizeof *cut * ((size_t)n + 1));
+        bool ok = ll.l && ll.g && routes && seg && cut;
         if (!ok) errf(err, errcap, "out of memory");
         ok = ok && kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, collect_launch, NULL, &ll, err, errcap);
-        for (int i = 0; ok && i < ll.n; i++) routes[i] = route(cs, g, &cs->kern.kp.launches[ll.l[i]]);
-        int n_seg = ok ? cuda_graph_segments(routes, ll.n, seg) : 0;
+        for (int i = 0; ok && i < ll.n; i++) {
+            routes[i] = cuda_step_route_for(cs, g, &cs->kern.kp.launches[ll.l[i]]);
+            cut[i] = hook_point(cs, ll.l[i]);
+        }
+        int n_seg = ok ? cuda_graph_segments(routes, cut, ll.n, seg) : 0;
         /* the unscale joins the first graph; before a host op (or nothing) it runs eagerly */
         bool pending = unscale;
         if (ok && pending && (n_seg == 0 || seg[0].host)) ok = unscale_grads(cs, err, errcap), pending = false;
@@ -570,10 +529,13 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
                 ok = run_graph(cs, &ll, seg[k].lo, seg[k].hi, pending, err, errcap);
                 pending = false;
             }
+            /* a segment ends at a hook point: its work is enqueued, the capture (if any) over */
+            if (ok && cut[seg[k].hi - 1]) ok = hook_after(cs, ll.l[seg[k].hi - 1], err, errcap);
         }
-        free(ll.l), free(ll.g), free(routes), free(seg);
+        free(ll.l), free(ll.g), free(routes), free(seg), free(cut);
         if (!ok) return false;
     }
+    if (cs->hook && cs->hook->before_wait && !cs->hook->before_wait(cs->hook->ctx, err, errcap)) return false;
     char doing[256];
     snprintf(doing, sizeof doing, "running ops [%d, %d) of the step (set YOLOCC_CUDA_SYNC=1 to find the failing launch)", first_op, last_op);
     return cuda_step_refresh_copies(cs, err, errcap) && sync_main(cs, doing, err, errcap);

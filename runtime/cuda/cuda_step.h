@@ -33,6 +33,22 @@ typedef struct CudaGraphSeg {
     CuGraphExec exec;
 } CudaGraphSeg;
 
+/* Work a caller puts between the launches of a run: dp_cuda.c enqueues a
+ * gradient bucket's all-reduce on the side stream as soon as backward has
+ * produced it. `after` runs once the last launch of an op o with at_op[o]
+ * is enqueued on the main stream (eager, or its graph launched: graphs end
+ * after such a launch, so `after` never runs inside a capture, and runs on
+ * every replay), with done_through = cuda_step_ops_done of that launch;
+ * before_wait runs at the end of the run, before the host waits for the
+ * main stream (make main wait for the side work, and watch it there, so a
+ * stuck collective fails instead of hanging the wait). */
+typedef struct CudaRunHook {
+    const bool *at_op;  /* per op of the plan */
+    bool (*after)(void *ctx, int done_through, char *err, int errcap);
+    bool (*before_wait)(void *ctx, char *err, int errcap);
+    void *ctx;
+} CudaRunHook;
+
 /* What cuda_step_train did. */
 typedef struct CudaStepOutcome {
     float loss;         /* the plan's loss output (never scaled: the scale seeds the backward only) */
@@ -82,6 +98,9 @@ typedef struct CudaStep {
     CudaGraphSeg *graphs;
     int n_graphs, cap_graphs;
     long graph_replays;         /* graph launches since open */
+    /* called around the launches of every run while set (TrainStep sets it
+     * for the backward of a data-parallel step); NULL: none */
+    const CudaRunHook *hook;
     long eager_host_ops;        /* host ops run between graphs since open */
 } CudaStep;
 
@@ -123,8 +142,8 @@ bool cuda_step_seed(CudaStep *cs, char *err, int errcap);
 /* Runs ops [first_op, last_op) of the step on the main stream and waits for
  * them; the range must not cut a launch in two (as interp_run). Compute
  * copies of parameters the range updated are refreshed before it returns.
- * With cuda_step_use_graphs on, the range's runs between host ops are
- * replayed from graphs captured on their first run. */
+ * With cuda_step_use_graphs on, the range's runs between host ops (and
+ * cs->hook's points) are replayed from graphs captured on their first run. */
 bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap);
 /* Converts every dirty parameter's fp32 master into its compute copy with the
  * plan's cast library kernel (a no-op in fp32 plans). cuda_step_upload_state and cuda_step_run call it. */
@@ -193,12 +212,21 @@ bool cuda_step_ema_download(CudaStep *cs, void *const *host, char *err, int errc
  * Returns whether it is applied. */
 bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, int *update_lo, int *update_hi);
 /* Splits a run of n launches with routes routes[0..n) into segments in order:
- * maximal runs of non-host launches, and each host launch alone. Writes at
- * most n segments to seg and returns how many. */
-int cuda_graph_segments(const CudaRoute *routes, int n, CudaSegment *seg);
+ * maximal runs of non-host launches that end early after a launch i with
+ * cut_after[i] (a CudaRunHook's point; cut_after may be NULL), and each host
+ * launch alone. Writes at most n segments to seg and returns how many. */
+int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, CudaSegment *seg);
+
+/* The last op all of whose launches are enqueued once launch l is (launches
+ * run in op order; an op may have several, a reduction's passes): l's last
+ * op, unless the next launch still works on it. */
+int cuda_step_ops_done(const KProgram *kp, int l);
+/* ---- routes (cuda_routes.c; pure) ---- */
 
 /* The route of launch ln of graph g. */
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);
+/* The route cs takes: library-kernel and loss ops go to the host under cs->lib_host. */
+CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln);
 /* Fills cs's route counts (kernel_launches, lib_launches, cudnn_ops,
  * loss_ops, host_ops, host_op_kinds) from a lowered program, library and
  * loss ops counted on the host when cs->lib_host; nothing else of cs is

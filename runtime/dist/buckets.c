@@ -110,6 +110,19 @@ static int dtype_bytes(DType dt) {
     return 0;
 }
 
+/* The last op before the optimizer's clip that reads or writes tensor t:
+ * from there on nothing but the all-reduce touches it, which sums in place
+ * (on a side stream, beside the rest of backward). Normally its producer. */
+static int last_use_before_clip(const Graph *g, int t) {
+    int last = g->tensors[t].producer;
+    for (int o = last + 1; o < g->n_ops && g->ops[o].kind != OP_GRAD_CLIP; o++) {
+        const Op *op = &g->ops[o];
+        for (int i = 0; i < op->n_in + op->n_out; i++)
+            if ((i < op->n_in ? op->in[i] : op->out[i - op->n_in]) == t) last = o;
+    }
+    return last;
+}
+
 bool bucket_layout_from_graph(const Graph *g, const int *grads, int n, int64_t cap_bytes, BucketLayout *out, char *err, int errcap) {
     memset(out, 0, sizeof *out);
     if (n < 0) return errf(err, errcap, "bucket layout: bad gradient count %d", n);
@@ -127,7 +140,7 @@ bool bucket_layout_from_graph(const Graph *g, const int *grads, int n, int64_t c
         if (ten->producer < 0 || ten->producer >= g->n_ops) return free(bg), errf(err, errcap, "bucket layout: gradient tensor %d has no producing op", t);
         int64_t numel = shape_numel(&ten->shape);
         if (numel <= 0 || numel > INT64_MAX / eb) return free(bg), errf(err, errcap, "bucket layout: gradient tensor %d has a bad size", t);
-        bg[i] = (BucketGrad){t, numel * eb, ten->producer};
+        bg[i] = (BucketGrad){t, numel * eb, last_use_before_clip(g, t)};
     }
     bool ok = bucket_layout_build(bg, n, cap_bytes, elem ? elem : 4, out, err, errcap);
     free(bg);

@@ -16,7 +16,7 @@
 typedef struct BucketGrad {
     int id;             /* the caller's name for it (a tensor id); only copied */
     int64_t bytes;      /* > 0, a multiple of elem_bytes */
-    int ready_op;       /* the op after which the gradient is final (its producer) */
+    int ready_op;       /* the op after which nothing before the optimizer touches it (normally its producer) */
 } BucketGrad;
 
 /* A contiguous byte slice [offset, offset + bytes) of the gradient region. */
@@ -47,7 +47,8 @@ typedef struct BucketLayout {
 bool bucket_layout_build(const BucketGrad *grads, int n, int64_t cap_bytes, int elem_bytes, BucketLayout *out, char *err, int errcap);
 
 /* From a graph: grads[i] are gradient tensor ids (one dtype); bytes from
- * their shape and dtype, ready_op from their producer op. */
+ * their shape and dtype, ready_op the last op before the optimizer's clip
+ * that reads or writes it (its producer unless a later op reads it). */
 bool bucket_layout_from_graph(const Graph *g, const int *grads, int n, int64_t cap_bytes, BucketLayout *out, char *err, int errcap);
 
 void bucket_layout_free(BucketLayout *l);

@@ -14,11 +14,12 @@
  *   3. dist_nccl_open(&c, &dev.L, &ranks, mpi_or_NULL, n_buckets, timeout_s):
  *      timeout_s from dist_timeout_from_env (YOLOCC_COLLECTIVE_TIMEOUT_S).
  *   4. Each step, for each bucket b in ready order (buckets.h): when backward
- *      has produced the bucket on the main stream, record an event E_b on
- *      main, cuStreamWaitEvent(dev.side, E_b), then
+ *      has produced the bucket on the main stream, record an event on main,
+ *      cuStreamWaitEvent(dev.side, it), then
  *      dist_nccl_allreduce_sum(&c, b, bufs, n, dev.side) with bufs from
  *      dist_nccl_bucket_bufs. The reduction runs on the side stream beside
- *      the rest of backward.
+ *      the rest of backward (dp_cuda.c does this from CudaStep's run hook,
+ *      between the backward's CUDA graphs, never inside a capture).
  *   5. Before the optimizer reads the gradients: dist_nccl_stream_wait(&c,
  *      dev.main) (the GPU waits; the host does not).
  *   6. Where the host would block on the step (reading the loss, the end of

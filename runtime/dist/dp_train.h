@@ -23,6 +23,8 @@
 #include "comm_mpi.h"
 #include "comm_nccl.h"
 
+struct CudaRunHook;
+
 typedef struct DataParallel {
     DistComm comm;          /* MPI: every CPU job, and CUDA jobs under mpirun (inactive under torchrun) */
     BucketLayout layout;    /* over the TrainStep's gradients (fp32) */
@@ -32,8 +34,13 @@ typedef struct DataParallel {
     CudaLibs nccl_libs;     /* the libraries with NCCL (the step's own table has none) */
     bool nccl_libs_open, nccl_open;
     DistNccl nccl;
-    CuDevicePtr *grad_ptr;  /* per gradient (clip-op input order): its device address */
-    NcclBuf *bufs;          /* room for one bucket's device runs */
+    NcclBuf *runs;          /* every bucket's device runs, bucket by bucket (dist_nccl_bucket_bufs) */
+    int *run_lo;            /* per bucket b: its runs are runs[run_lo[b] .. run_lo[b + 1]) */
+    bool *ready_at;         /* per op: a bucket's gradients are final after it */
+    struct CudaRunHook *hook;   /* ts->backward_hook while attached */
+    struct CudaStep *cuda;  /* the step whose streams the hook uses */
+    CuEvent ready_ev;       /* recorded on the step's main stream at a ready point; the side stream waits for it */
+    int next_bucket;        /* the first bucket of the running backward not yet enqueued */
 } DataParallel;
 
 /* Discovers the ranks from the environment and, when there is more than
@@ -60,12 +67,20 @@ bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap);
 
 /* CUDA plans (dp_cuda.c), from dp_attach: the NCCL communicator on the
  * step's device, rank 0's state to every rank (through MPI on the host when
- * MPI runs, else NCCL on the device), and ts->reduce_device, which sums each
- * bucket of the device gradients in place on the step's stream under the
- * watchdog. dp_detach closes NCCL, and must run before the TrainStep is
- * freed (NCCL needs the device's context). */
+ * MPI runs, else NCCL on the device), and ts->backward_hook, which sums each
+ * bucket of the device gradients in place on the side stream as soon as
+ * backward has produced it (DDP's overlap), makes the main stream wait for
+ * the sums before anything after backward, and watches them (the watchdog)
+ * before the host waits for the step. Every backward is summed, accumulated
+ * batches too (as DDP without no_sync: the sums add up to the same).
+ * dp_detach closes NCCL, and must run before the TrainStep is freed (NCCL
+ * needs the device's context). */
 bool dp_cuda_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
-bool dp_cuda_reduce(void *ctx, TrainStep *ts, char *err, int errcap);
+/* The hook alone (dp_cuda_attach's second half; tests give it a one-rank or
+ * stand-in communicator in dp->nccl and a layout in dp->layout over grads):
+ * each bucket's device runs from cs's gradient addresses, the ready points,
+ * the event, and dp->hook for cs->hook / ts->backward_hook. */
+bool dp_cuda_hook(DataParallel *dp, struct CudaStep *cs, const int *grads, int n, char *err, int errcap);
 void dp_detach(DataParallel *dp);
 
 /* True when every rank holds bit-identical parameters and buffers (checked

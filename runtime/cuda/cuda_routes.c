@@ -1,0 +1,74 @@
+/* runtime/cuda/cuda_routes.c — where each launch of a plan runs (its generated kernel, a library
+ * kernel, cuDNN, the detection loss's phases, or the reference kernel on the host), the per-step
+ * census of those routes and its one-line description. Pure: no device calls; must not run
+ * anything. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../compiler/lib_kernels.h"
+#include "cuda_step.h"
+
+static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+static bool is_loss(OpKind k) { return k == OP_DETECT_LOSS || k == OP_DETECT_LOSS_BWD; }
+
+CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
+    if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
+    OpKind k = g->ops[ln->op_lo].kind;
+    return is_conv(k) ? CUDA_ROUTE_CUDNN : is_loss(k) ? CUDA_ROUTE_DETLOSS : lib_entry_of(k) >= 0 ? CUDA_ROUTE_LIBRARY : CUDA_ROUTE_HOST;
+}
+
+CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
+    CudaRoute r = cuda_step_route(g, ln);
+    return (r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host ? CUDA_ROUTE_HOST : r;
+}
+
+void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
+    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = 0;
+    memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        switch (cuda_step_route_for(cs, g, ln)) {
+        case CUDA_ROUTE_KERNEL: cs->kernel_launches++; break;
+        case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
+        case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
+        case CUDA_ROUTE_DETLOSS: cs->loss_ops++; break;
+        case CUDA_ROUTE_HOST:
+            cs->host_ops++;
+            cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
+            break;
+        }
+    }
+}
+
+static void append(char *buf, int cap, int *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, int cap, int *used, const char *fmt, ...) {
+    if (*used >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, (size_t)(cap - *used), fmt, ap);
+    va_end(ap);
+    if (n > 0) *used = *used + n < cap - 1 ? *used + n : cap - 1;
+}
+
+void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
+    if (cap <= 0) return;
+    buf[0] = 0;
+    int used = 0;
+    if (!cs->host_ops) {
+        append(buf, cap, &used,
+               "no library op runs on the host: %d generated launches, %d library kernel launches, %d cuDNN convolutions and %d detection-loss ops each step",
+               cs->kernel_launches, cs->lib_launches, cs->cudnn_ops, cs->loss_ops);
+        return;
+    }
+    append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
+    bool done[OP_COUNT] = {0};
+    for (const char *sep = " ";; sep = ", ") {
+        int best = -1;
+        for (int k = 0; k < OP_COUNT; k++)
+            if (!done[k] && cs->host_op_kinds[k] && (best < 0 || cs->host_op_kinds[k] > cs->host_op_kinds[best])) best = k;
+        if (best < 0) break;
+        done[best] = true;
+        append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
+    }
+}

@@ -1,0 +1,175 @@
+/* tests/test_cuda_step_gpu.c — CudaStep's training step on a GPU: a fp16 step
+ * with an injected inf is skipped (scale halved, parameters unchanged) and
+ * CUDA-graph replay equals eager launch bit for bit. `SKIP: no CUDA device`
+ * without one; the same logic on a host-memory stand-in is test_cuda_step2.c's. */
+#include <math.h>
+
+#include "../runtime/cuda/cuda_step.h"
+#include "../runtime/synthetic.h"
+#include "../runtime/weights.h"
+#include "test_gpu.h"
+
+/* The tiny model's state (parameters, buffers, optimizer state) as the CPU
+ * would start it, and one synthetic batch. */
+typedef struct Start {
+    void **state;
+    float *images, *boxes;
+    int64_t *counts;
+    int t_images, t_boxes, t_counts;
+} Start;
+
+static void start_make(const Plan *p, Start *s) {
+    char err[512];
+    const Graph *g = &p->g;
+    s->state = calloc((size_t)g->n_tensors, sizeof *s->state);
+    for (int t = 0; t < g->n_tensors; t++) {
+        TensorKind k = g->tensors[t].kind;
+        if (k == TK_PARAM || k == TK_BUFFER || k == TK_OPTIM) s->state[t] = calloc((size_t)shape_numel(&g->tensors[t].shape) + 1, 8);
+    }
+    cr_assert(weights_init(g, s->state, 20250101, err, sizeof err), "%s", err);
+    s->t_images = plan_meta_tensor(p, "inputs", "images"), s->t_boxes = plan_meta_tensor(p, "inputs", "boxes"), s->t_counts = plan_meta_tensor(p, "inputs", "counts");
+    const Shape *img = &g->tensors[s->t_images].shape, *bx = &g->tensors[s->t_boxes].shape;
+    s->images = malloc(sizeof(float) * (size_t)shape_numel(img));
+    s->boxes = malloc(sizeof(float) * (size_t)shape_numel(bx));
+    s->counts = malloc(sizeof(int64_t) * (size_t)img->d[0]);
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(p->meta, "nc");
+    synthetic_batch(7, (int)img->d[0], (int)img->d[2], (int)nc->valuedouble, (int)bx->d[1], s->images, s->boxes, s->counts);
+}
+
+static void start_free(const Plan *p, Start *s) {
+    for (int t = 0; t < p->g.n_tensors; t++) free(s->state[t]);
+    free(s->state), free(s->images), free(s->boxes), free(s->counts);
+}
+
+static void start_upload(CudaStep *cs, const Start *s) {
+    char err[2048];
+    cr_assert(cuda_step_upload_state(cs, s->state, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_images, s->images, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_boxes, s->boxes, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_set_input(cs, s->t_counts, s->counts, err, sizeof err), "%s", err);
+}
+
+/* Every tensor of the given kinds, downloaded as fp32 into one buffer in tensor order. */
+static float *snapshot(CudaStep *cs, bool params, bool optim, int64_t *n_out) {
+    const Graph *g = &cs->plan->g;
+    char err[2048];
+    int64_t n = 0;
+    for (int t = 0; t < g->n_tensors; t++)
+        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) n += shape_numel(&g->tensors[t].shape);
+    float *v = malloc(sizeof(float) * (size_t)n + 1), *at = v;
+    for (int t = 0; t < g->n_tensors; t++)
+        if ((params && g->tensors[t].kind == TK_PARAM) || (optim && g->tensors[t].kind == TK_OPTIM)) {
+            cr_assert(cuda_step_download(cs, t, at, err, sizeof err), "%s", err);
+            at += shape_numel(&g->tensors[t].shape);
+        }
+    *n_out = n;
+    return v;
+}
+
+/* fp16: steps from 65536 until one is applied (an early overflow is a skip
+ * that halves the scale, as GradScaler's first steps often are), then a batch
+ * with an inf pixel: every gradient goes non-finite, the step is skipped, the
+ * scale halves, and parameters and optimizer state are bit for bit what they
+ * were before it. */
+Test(cuda_step, fp16_step_with_an_inf_is_skipped) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision fp16 --target cuda --arch sm_80,sm_90", &p);
+    Start s;
+    start_make(&p, &s);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    start_upload(&cs, &s);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    CudaStepOutcome out = {0};
+    int step = 0;
+    for (; step < 20; step++) {
+        float before = cs.ls.scale;
+        cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 1), &out, err, sizeof err), "step %d: %s", step, err);
+        cr_log_info("step %d: loss %g, scale %g -> %g, norm %g, %s", step, out.loss, out.loss_scale, out.next_scale, out.grad_norm, out.skipped ? "skipped" : "applied");
+        cr_expect_eq(out.loss_scale, before);
+        cr_expect_eq(out.next_scale, out.skipped ? before / 2 : before);
+        cr_expect(isfinite(out.loss), "the loss of a clean batch is finite");
+        if (!out.skipped) break;
+    }
+    cr_assert(!out.skipped, "no step applied in 20 from scale 65536");
+    cr_expect(isfinite(out.grad_norm) && out.grad_norm > 0);
+    float scale = cs.ls.scale;
+    int64_t n_state, n_after;
+    float *before = snapshot(&cs, true, true, &n_state);
+    long refreshes = cs.copy_refreshes;
+    /* an inf pixel */
+    const Shape *img = &p.g.tensors[s.t_images].shape;
+    float *bad = malloc(sizeof(float) * (size_t)shape_numel(img));
+    memcpy(bad, s.images, sizeof(float) * (size_t)shape_numel(img));
+    bad[shape_numel(img) / 3] = INFINITY;
+    cr_assert(cuda_step_set_input(&cs, s.t_images, bad, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(step + 2), &out, err, sizeof err), "%s", err);
+    cr_log_info("inf step: loss %g, scale %g -> %g, norm %g", out.loss, out.loss_scale, out.next_scale, out.grad_norm);
+    cr_expect(out.skipped, "a non-finite gradient skips the step");
+    cr_expect(!isfinite(out.grad_norm));
+    cr_expect_eq(out.loss_scale, scale);
+    cr_expect_eq(out.next_scale, scale / 2, "the scale halves");
+    cr_expect_eq(cs.ls.skipped, step + 1, "the early skips and this one");
+    float *after = snapshot(&cs, true, true, &n_after);
+    cr_assert_eq(n_after, n_state);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n_state; i++) differ += memcmp(&before[i], &after[i], 4) != 0;
+    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values changed in a skipped step", (long long)differ, (long long)n_state);
+    cr_expect_eq(cs.copy_refreshes, refreshes, "no compute copy refreshed");
+    free(before), free(after), free(bad);
+    cuda_step_close(&cs);
+    start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
+/* fp32: two steps launched eagerly and two replayed from CUDA graphs, from the
+ * same start: every launch is deterministic (cuDNN plans refuse
+ * nondeterministic engines), so losses, norms, parameters and optimizer
+ * state agree bit for bit. */
+Test(cuda_step, graph_replay_equals_eager_launch) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision fp32 --target cuda --arch sm_80,sm_90", &p);
+    Start s;
+    start_make(&p, &s);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    CudaStepOutcome eager[2], replay[2];
+    float *state[2];
+    int64_t n[2];
+    for (int mode = 0; mode < 2; mode++) {
+        cr_assert(cuda_step_use_graphs(&cs, mode == 1, err, sizeof err), "%s", err);
+        start_upload(&cs, &s);
+        for (int k = 0; k < 2; k++)
+            cr_assert(cuda_step_train(&cs, lr, 0.9f, (float)(k + 1), mode ? &replay[k] : &eager[k], err, sizeof err), "%s step %d: %s", mode ? "graph" : "eager", k, err);
+        state[mode] = snapshot(&cs, true, true, &n[mode]);
+    }
+    for (int k = 0; k < 2; k++) {
+        cr_log_info("step %d: loss eager %.9g graph %.9g, norm eager %.9g graph %.9g", k, eager[k].loss, replay[k].loss, eager[k].grad_norm, replay[k].grad_norm);
+        cr_expect(memcmp(&eager[k].loss, &replay[k].loss, 4) == 0, "step %d: loss", k);
+        cr_expect(memcmp(&eager[k].grad_norm, &replay[k].grad_norm, 4) == 0, "step %d: gradient norm", k);
+        cr_expect(!eager[k].skipped && !replay[k].skipped && eager[k].loss_scale == 1.0f);
+    }
+    cr_assert_eq(n[0], n[1]);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n[0]; i++) differ += memcmp(&state[0][i], &state[1][i], 4) != 0;
+    cr_expect_eq(differ, 0, "%lld of %lld parameter and optimizer-state values differ", (long long)differ, (long long)n[0]);
+    /* each run captured once: the three graphs of [0, clip_op) around the two
+     * host ops (graph_segments_of_the_tiny_plan), the clip, the updates */
+    cr_expect_eq(cs.n_graphs, 5);
+    cr_expect_eq(cs.graph_replays, 2 * cs.n_graphs, "every graph replayed once a step");
+    cr_expect_eq(cs.eager_host_ops, 2 * cs.host_ops, "the host ops ran between the graphs");
+    cr_log_info("%d graphs, %ld replays, %ld host ops between them", cs.n_graphs, cs.graph_replays, cs.eager_host_ops);
+    free(state[0]), free(state[1]);
+    cuda_step_close(&cs);
+    start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
