@@ -33,6 +33,7 @@ static const struct {
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
     [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
     [LK_EMA] = {"ema", "ema", OP_COUNT},
+    [LK_IMAGES_U8] = {"images_u8", "cast", OP_COUNT},
     [LK_DETLOSS_DECODE] = {"detloss_decode", "detloss", OP_COUNT},
     [LK_DETLOSS_ASSIGN] = {"detloss_assign", "detloss", OP_COUNT},
     [LK_DETLOSS_RESOLVE] = {"detloss_resolve", "detloss", OP_COUNT},
@@ -125,7 +126,7 @@ static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *p
 
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = lp->ema = -1;
+    lp->cast = lp->unscale = lp->ema = lp->images_u8 = -1;
     int cap = 0;
     bool trains = false;
     for (int o = 0; o < g->n_ops && !trains; o++) trains = g->ops[o].kind == OP_GRAD_CLIP;
@@ -168,6 +169,13 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         DType dt[2] = {DT_F32, DT_F32};
         ok = (lp->ema = intern(lp, &cap, LK_EMA, 2, dt)) >= 0;
     }
+    int images = -1;
+    for (int i = 0; i < g->n_inputs && images < 0; i++)
+        if (g->tensors[g->inputs[i]].name && strcmp(g->tensors[g->inputs[i]].name, "images") == 0) images = g->inputs[i];
+    if (ok && images >= 0) {
+        DType dt[1] = {memplan_storage_dtype(g, images, persistent[images], p)};
+        ok = (lp->images_u8 = intern(lp, &cap, LK_IMAGES_U8, 1, dt)) >= 0;
+    }
     if (ok && p == PREC_FP16) {
         /* the gradients (fp32, persistent) and the scale (the fp32 grad_seed input) */
         DType dt[2] = {DT_F32, DT_F32};
@@ -189,7 +197,7 @@ void lib_program_free(LibProgram *lp) {
     free(lp->kernels);
     free(lp->launch_kernel);
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = lp->ema = -1;
+    lp->cast = lp->unscale = lp->ema = lp->images_u8 = -1;
 }
 
 /* Writes template text with each @KEY@ of kv replaced by its value. */

@@ -19,6 +19,9 @@ typedef enum {
      * YlArgs.ws), same operands and arguments as LK_ATTENTION_BWD's */
     LK_ATTENTION_STATS,
     LK_EMA,     /* training plans: ModelEMA's update of one fp32 state tensor on the device */
+    /* plans with an images input: a batch's pixels uploaded as bytes, value / 255 into the
+     * images' storage type (what the loader computes on the host, a quarter of the traffic) */
+    LK_IMAGES_U8,
     /* the detection loss (templates/cuda/lib/detloss.cu, launched by runtime/cuda/cuda_detloss.c),
      * in launch order; their argument block is YlDetLossArgs, not YlArgs */
     LK_DETLOSS_DECODE, LK_DETLOSS_ASSIGN, LK_DETLOSS_RESOLVE, LK_DETLOSS_NORMALISE,
@@ -48,6 +51,7 @@ typedef struct LibProgram {
     int cast;                       /* the compute-copy cast, or -1 (fp32 plans have no copies) */
     int unscale;                    /* the loss-scale unscale, or -1 (only fp16 plans scale their loss) */
     int ema;                        /* the EMA update, or -1 (a plan without an optimizer) */
+    int images_u8;                  /* bytes -> the images input's storage type, or -1 (no images input) */
 } LibProgram;
 
 /* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
@@ -58,7 +62,8 @@ int lib_entry_of(OpKind k);
 /* The library kernels of a lowered program's library launches and of its
  * detect_loss / detect_loss_bwd launches (their phases, in order of first
  * use; attention_bwd's statistics kernel just before its own), then the
- * EMA update (training plans), the unscale (fp16 plans), the cast last. */
+ * EMA update (training plans), the images' byte conversion (graphs with an
+ * "images" input), the unscale (fp16 plans), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
 /* The operand storage types of detection-loss phase e (LK_DETLOSS_*) into dt:
  * the levels' type (decode, assign, resolve, terms), nothing (normalise,

@@ -51,9 +51,22 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
 
 void train_step_cuda_close(TrainStep *ts) {
     if (!ts->cuda) return;
-    cuda_step_close(ts->cuda);
+    cuda_step_close(ts->cuda); /* unpins images_u8 too */
     free(ts->cuda);
     ts->cuda = NULL;
+    free(ts->images_u8);
+    ts->images_u8 = NULL;
+}
+
+uint8_t *train_step_images_u8(TrainStep *ts, char *err, int errcap) {
+    if (errcap > 0) err[0] = 0;
+    if (!ts->cuda || ts->images_u8) return ts->images_u8;
+    if (ts->cuda->kern.lp.images_u8 < 0) return errf(err, errcap, "the plan has no kernel for images uploaded as bytes (recompile the plan)"), NULL;
+    size_t n = (size_t)shape_numel(&ts->plan->g.tensors[ts->images].shape);
+    uint8_t *b = malloc(n);
+    if (!b) return errf(err, errcap, "out of memory for a batch of pixels (%zu bytes)", n), NULL;
+    if (!cuda_step_pin(ts->cuda, b, n, err, errcap)) return free(b), NULL;
+    return ts->images_u8 = b;
 }
 
 bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap) {
@@ -91,8 +104,11 @@ bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int err
     CudaStep *cs = ts->cuda;
     const int inputs[] = {ts->images, ts->boxes, ts->counts};
     if (!train_step_cuda_sync_device(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
-    for (int i = 0; i < 3; i++)
-        if (!cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)) return false;
+    for (int i = 0; i < 3; i++) {
+        bool bytes = i == 0 && ts->images_u8;
+        if (!(bytes ? cuda_step_set_images_u8(cs, inputs[i], ts->images_u8, err, errcap) : cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)))
+            return false;
+    }
     char why[1024];
     if (!cuda_step_seed(cs, err, errcap)) return false;
     cs->hook = ts->backward_hook;

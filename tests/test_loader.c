@@ -85,7 +85,11 @@ static void snap(Snap *d, const Batch *b, int max_boxes) {
     d->images = malloc(IMG_FLOATS * sizeof(float));
     d->boxes = malloc((size_t)4 * (max_boxes ? max_boxes : 1) * 5 * sizeof(float));
     cr_assert(d->images && d->boxes);
-    memcpy(d->images, b->images, IMG_FLOATS * sizeof(float));
+    /* a batch of bytes as a GPU divides it: value / 255 in fp32 */
+    cr_assert((b->images == NULL) != (b->bytes == NULL), "a batch holds its pixels one way");
+    if (b->bytes)
+        for (size_t i = 0; i < IMG_FLOATS; i++) d->images[i] = (float)b->bytes[i] / 255.0f;
+    else memcpy(d->images, b->images, IMG_FLOATS * sizeof(float));
     memcpy(d->boxes, b->boxes, (size_t)4 * max_boxes * 5 * sizeof(float));
     memcpy(d->counts, b->counts, sizeof d->counts);
     memcpy(d->info, b->info, sizeof d->info);
@@ -192,6 +196,24 @@ Test(loader, identical_for_any_worker_count) {
     cr_assert(memcmp(ref[0][0].images, ref[1][0].images, IMG_FLOATS * sizeof(float)) != 0);
     for (int e = 0; e < 2; e++)
         for (int k = 0; k < 2; k++) snap_free(&ref[e][k]);
+    fixture_close(&f);
+}
+
+/* Batches of bytes (a CUDA plan's training) are the float batches' pixels
+ * before the division: value / 255 of each equals them bit for bit, with the
+ * same boxes, counts and info, mosaic and augmentation included. */
+Test(loader, bytes_are_the_same_pixels) {
+    Fixture f;
+    fixture_open(&f);
+    Snap a[NIMG], b[NIMG];
+    LoaderOptions o = opts(true, 2);
+    int na = run_epoch(&f.split, &o, 1, true, 0, a, NIMG);
+    o.bytes = true;
+    int nb = run_epoch(&f.split, &o, 1, true, 0, b, NIMG);
+    cr_assert_eq(na, nb);
+    cr_assert_gt(na, 0);
+    for (int i = 0; i < na; i++) cr_expect(snap_eq(&a[i], &b[i], o.max_boxes), "batch %d", i);
+    for (int i = 0; i < na; i++) snap_free(&a[i]), snap_free(&b[i]);
     fixture_close(&f);
 }
 

@@ -227,6 +227,50 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     cuda_device_close(&probe);
 }
 
+/* A batch's pixels as bytes (train_step_images_u8, what `yolort train` uploads
+ * for CUDA plans), divided by 255 on the device, give the loss and every
+ * gradient bit for bit as the loader's value / 255 uploaded as floats. */
+Test(train_cuda, bytes_upload_equals_the_float_upload) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
+    TrainStep ts;
+    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
+    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
+    train_step_host_changed(&ts);
+    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    int64_t npx = n_of(&p.g, ts.images);
+    uint8_t *px = malloc((size_t)npx);
+    float *images = train_step_images(&ts);
+    for (int64_t i = 0; i < npx; i++) px[i] = (uint8_t)(images[i] * 255.0f + 0.5f), images[i] = (float)px[i] / 255.0f;
+    int n;
+    const int *grads = train_step_grads(&ts, &n);
+    float **want = calloc((size_t)n, sizeof *want), **got = calloc((size_t)n, sizeof *got);
+    for (int i = 0; i < n; i++) {
+        want[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
+        got[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
+    }
+    StepResult r0, r;
+    cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
+    download_grads(&ts, want);
+    uint8_t *bytes = train_step_images_u8(&ts, err, sizeof err);
+    cr_assert_not_null(bytes, "%s", err);
+    memcpy(bytes, px, (size_t)npx);
+    cr_assert(train_step_backward(&ts, &r, err, sizeof err), "%s", err);
+    download_grads(&ts, got);
+    cr_expect(r.total == r0.total && r.box == r0.box && r.cls == r0.cls && r.dfl == r0.dfl, "loss from bytes %.9g, from floats %.9g", r.total, r0.total);
+    int differ = 0;
+    for (int i = 0; i < n; i++) differ += memcmp(got[i], want[i], sizeof(float) * (size_t)n_of(&p.g, grads[i])) != 0;
+    cr_expect_eq(differ, 0, "%d of %d gradients differ", differ, n);
+    for (int i = 0; i < n; i++) free(want[i]), free(got[i]);
+    free(want), free(got), free(px);
+    train_step_free(&ts);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
 Test(train_cuda, yolort_train_runs_on_the_gpu) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);

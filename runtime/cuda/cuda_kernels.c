@@ -283,6 +283,14 @@ bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr s
     return launch_lib(ck, d, ck->lp.cast, &a, s, "a compute copy", err, errcap);
 }
 
+bool cuda_kernels_images_u8(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr dst, CuDevicePtr bytes, int64_t n, CuStream s, char *err, int errcap) {
+    if (ck->lp.images_u8 < 0) return errf(err, errcap, "the plan has no kernel for images uploaded as bytes (recompile the plan)");
+    YlArgs a;
+    memset(&a, 0, sizeof a);
+    a.t[0] = (void *)(uintptr_t)dst, a.t[1] = (void *)(uintptr_t)bytes, a.total = n;
+    return launch_lib(ck, d, ck->lp.images_u8, &a, s, "the images' conversion from bytes", err, errcap);
+}
+
 bool cuda_kernels_ema(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr ema, CuDevicePtr model, int64_t n, float decay_d, float decay_e, CuStream s, char *err,
                       int errcap) {
     if (ck->lp.ema < 0) return errf(err, errcap, "the plan has no EMA kernel (recompile the plan)");

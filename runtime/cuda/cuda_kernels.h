@@ -76,6 +76,9 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
 /* Rounds n fp32 elements at src into the compute-copy type of the plan at
  * dst, on stream s (the cast library kernel; none in fp32 plans). */
 bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
+/* n bytes at device address bytes (a batch's pixels) / 255 into the images
+ * input's storage type at dst, on stream s (the images_u8 library kernel). */
+bool cuda_kernels_images_u8(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr dst, CuDevicePtr bytes, int64_t n, CuStream s, char *err, int errcap);
 /* Divides n fp32 elements at grad in place by the fp32 scale at device
  * address scale, on stream s (the unscale library kernel of fp16 plans). */
 /* ModelEMA on the device: ema[i] = ema[i] * decay_d + decay_e * model[i]

@@ -151,6 +151,9 @@ int64_t cuda_step_workspace_need(const CudaStep *cs) {
         int64_t l = cuda_detloss_op_scratch_bytes(g, &g->ops[o]);
         if (l > w) w = l;
     }
+    /* a batch's pixels as bytes land there before their conversion */
+    int images = plan_meta_tensor(cs->plan, "inputs", "images");
+    if (cs->kern.lp.images_u8 >= 0 && images >= 0 && shape_numel(&g->tensors[images].shape) > w) w = shape_numel(&g->tensors[images].shape);
     return w;
 }
 
@@ -268,6 +271,22 @@ bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, 
     if (tensor < 0 || tensor >= cs->plan->g.n_tensors || cs->plan->g.tensors[tensor].kind != TK_INPUT)
         return errf(err, errcap, "tensor %d is not an input of the plan", tensor);
     return to_device(cs, tensor, host, err, errcap);
+}
+
+bool cuda_step_set_images_u8(CudaStep *cs, int tensor, const uint8_t *host, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    if (tensor < 0 || tensor >= g->n_tensors || g->tensors[tensor].kind != TK_INPUT) return errf(err, errcap, "tensor %d is not an input of the plan", tensor);
+    if (!has_memory(cs, tensor, "uploading", err, errcap)) return false;
+    int64_t images, row, stride;
+    geometry(cs, tensor, &images, &row, &stride);
+    int64_t n = images * row;
+    if ((stride && stride != row) || n > cs->mem.workspace_bytes)
+        return errf(err, errcap, "tensor %d cannot take bytes: %s", tensor, n > cs->mem.workspace_bytes ? "the workspace is smaller than a batch of pixels" : "it is a view");
+    /* the conversion reads the workspace before anything of the step can reuse it (the main stream orders them) */
+    const char *doing = "uploading a batch's pixels as bytes";
+    return CUDA_CALL(&cs->dev.L, cuMemcpyHtoDAsync, (cs->mem.workspace, host, (size_t)n, cs->dev.main), doing, err, errcap) &&
+           cuda_kernels_images_u8(&cs->kern, &cs->dev, cs->ptr[tensor], cs->mem.workspace, n, cs->dev.main, err, errcap) &&
+           sync_main(cs, doing, err, errcap); /* the caller may refill host at once */
 }
 
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap) { return to_host(cs, tensor, host, err, errcap); }

@@ -121,6 +121,12 @@ bool cuda_step_upload_state(CudaStep *cs, void *const *host, char *err, int errc
 /* Uploads one plan input (images, boxes, counts, grad_seed, lr, momentum,
  * opt_step: see plan_meta_tensor) from fp32 / int64 host memory. */
 bool cuda_step_set_input(CudaStep *cs, int tensor, const void *host, char *err, int errcap);
+/* The images input `tensor` from a batch's pixels as bytes (host: as many
+ * bytes as it has elements, [batch, 3, h, w]): copied into the workspace and
+ * divided by 255 into its storage type on the device (the images_u8 library
+ * kernel), equal to cuda_step_set_input of the loader's value / 255 and a
+ * quarter of its traffic. Waits, so host may be refilled at once. */
+bool cuda_step_set_images_u8(CudaStep *cs, int tensor, const uint8_t *host, char *err, int errcap);
 /* Copies tensor t to host (fp32, or int64 for DT_I64), converting bf16/fp16
  * storage and packing a zero-copy view. Waits for the main stream first. */
 bool cuda_step_download(CudaStep *cs, int tensor, void *host, char *err, int errcap);

@@ -209,16 +209,22 @@ static bool val_sample(Loader *l, int idx, Image *im, Boxes *bx, ImageInfo *info
 static void emit(Loader *l, Slot *s, int j, const Image *im, const Boxes *bx, const ImageInfo *info, int *kept, int *dropped) {
     int S = l->o.imgsz, mb = l->o.max_boxes;
     size_t plane = (size_t)S * S;
-    float *dst = s->b.images + (size_t)j * 3 * plane;
-    if (im) {
-        for (size_t i = 0; i < plane; i++) {
+    if (s->b.bytes) {
+        uint8_t *dst = s->b.bytes + (size_t)j * 3 * plane;
+        if (!im) memset(dst, 0, 3 * plane);
+        for (size_t i = 0; im && i < plane; i++) {
+            const uint8_t *p = im->px + 3 * i;
+            dst[i] = p[0], dst[plane + i] = p[1], dst[2 * plane + i] = p[2];
+        }
+    } else {
+        float *dst = s->b.images + (size_t)j * 3 * plane;
+        if (!im) memset(dst, 0, 3 * plane * sizeof *dst);
+        for (size_t i = 0; im && i < plane; i++) {
             const uint8_t *p = im->px + 3 * i;
             dst[i] = l->lut255[p[0]];
             dst[plane + i] = l->lut255[p[1]];
             dst[2 * plane + i] = l->lut255[p[2]];
         }
-    } else {
-        memset(dst, 0, 3 * plane * sizeof *dst);
     }
     float *o = s->b.boxes + (size_t)j * mb * 5;
     memset(o, 0, (size_t)mb * 5 * sizeof *o);
@@ -340,6 +346,7 @@ static void *worker_main(void *arg) {
 static void free_slots(Loader *l) {
     for (int i = 0; i < RING; i++) {
         free(l->slot[i].b.images);
+        free(l->slot[i].b.bytes);
         free(l->slot[i].b.boxes);
         free(l->slot[i].b.counts);
         free(l->slot[i].b.info);
@@ -387,11 +394,12 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
     for (int i = 0; ok && i < RING; i++) {
         Batch *b = &l->slot[i].b;
         l->slot[i].batch = -1;
-        b->images = malloc(px * sizeof *b->images);
+        if (o->bytes) b->bytes = malloc(px);
+        else b->images = malloc(px * sizeof *b->images);
         b->boxes = calloc(nbox, sizeof *b->boxes);
         b->counts = calloc((size_t)o->batch, sizeof *b->counts);
         b->info = calloc((size_t)o->batch, sizeof *b->info);
-        ok = b->images && b->boxes && b->counts && b->info;
+        ok = (b->images || b->bytes) && b->boxes && b->counts && b->info;
     }
     if (ok && o->cache_ram) ok = (l->cache = calloc((size_t)split->n, sizeof *l->cache)) != NULL;
     if (!ok) {

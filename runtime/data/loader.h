@@ -22,6 +22,9 @@ typedef struct LoaderOptions {
     uint64_t seed;
     int workers;        /* threads; 0 = decode on the caller's thread */
     bool cache_ram;     /* keep decoded images resized to imgsz (long side) in memory */
+    /* batches carry the pixels as bytes (Batch.bytes) instead of value / 255
+     * (Batch.images, then NULL): a GPU divides them itself, as Ultralytics does */
+    bool bytes;
 } LoaderOptions;
 
 /* Per image of a batch, what validation needs to map boxes back to the
@@ -34,7 +37,8 @@ typedef struct ImageInfo {
 } ImageInfo;
 
 typedef struct Batch {
-    float *images;      /* [batch, 3, imgsz, imgsz], RGB, value / 255 */
+    float *images;      /* [batch, 3, imgsz, imgsz], RGB, value / 255; NULL with LoaderOptions.bytes */
+    uint8_t *bytes;     /* the same pixels as bytes (LoaderOptions.bytes), else NULL */
     float *boxes;       /* [batch, max_boxes, 5]: cls, cx, cy, w, h normalised to imgsz */
     int64_t *counts;    /* [batch] boxes per image */
     ImageInfo *info;    /* [batch] */

@@ -202,7 +202,8 @@ static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errca
 
 static void bind_batch(Trainer *t, const Batch *b) {
     size_t img = (size_t)t->ts.batch * 3 * (size_t)t->ts.imgsz * (size_t)t->ts.imgsz, box = (size_t)t->ts.batch * (size_t)t->ts.max_boxes * 5;
-    memcpy(train_step_images(&t->ts), b->images, img * sizeof(float));
+    if (b->bytes) memcpy(t->ts.images_u8, b->bytes, img);
+    else memcpy(train_step_images(&t->ts), b->images, img * sizeof(float));
     memcpy(train_step_boxes(&t->ts), b->boxes, box * sizeof(float));
     memcpy(train_step_counts(&t->ts), b->counts, (size_t)t->ts.batch * sizeof(int64_t));
 }
@@ -320,9 +321,12 @@ static bool setup(Trainer *t, char *err, int errcap) {
     printf("%s\n", line);
     LoaderOptions lo = {.batch = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .train = true, .hyp = a->hyp, .seed = (uint64_t)a->seed,
                         .workers = a->workers, .cache_ram = a->cache_ram};
+    /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
+    if (t->ts.cuda && !train_step_images_u8(&t->ts, err, errcap)) return false;
+    lo.bytes = t->ts.images_u8 != NULL;
     if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap))) return false;
     const Plan *ep = t->plan.eval;
-    lo.train = false;
+    lo.train = false, lo.bytes = false;
     lo.batch = (int)meta_num(ep->meta, "batch", 0);
     lo.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
     if (!(t->val_loader = loader_open(&t->ds.val, &lo, err, errcap))) return false;
