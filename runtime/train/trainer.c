@@ -285,6 +285,13 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
     return true;
 }
 
+/* Letterboxed validation batches of the validation plan's size, as bytes
+ * when the validation graph runs on a device that divides them itself. */
+static bool open_val_loader(Trainer *t, LoaderOptions o, char *err, int errcap) {
+    o.bytes = t->evcuda && t->evcuda->kern.lp.images_u8 >= 0;
+    return (t->val_loader = loader_open(&t->ds.val, &o, err, errcap)) != NULL;
+}
+
 static bool setup(Trainer *t, char *err, int errcap) {
     TrainArgs *a = &t->a;
     if (!plan_read(a->plan, &t->plan, err, errcap)) return false;
@@ -326,10 +333,11 @@ static bool setup(Trainer *t, char *err, int errcap) {
     lo.bytes = t->ts.images_u8 != NULL;
     if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap))) return false;
     const Plan *ep = t->plan.eval;
-    lo.train = false, lo.bytes = false;
-    lo.batch = (int)meta_num(ep->meta, "batch", 0);
-    lo.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
-    if (!(t->val_loader = loader_open(&t->ds.val, &lo, err, errcap))) return false;
+    /* the validation loader opens once the validation graph's device is known (open_val_loader) */
+    LoaderOptions val = lo;
+    val.train = false;
+    val.batch = (int)meta_num(ep->meta, "batch", 0);
+    val.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
     t->nb = loader_batches_per_epoch(t->train_loader);
     if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch), false;
     t->nw = warmup_iterations(a->warmup_epochs, t->nb);
@@ -359,7 +367,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (t->ts.cuda) {
         for (int id = 0; id < ep->g.n_tensors; id++)
             if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        if (!open_eval_cuda(t, err, errcap)) return false;
+        if (!open_eval_cuda(t, err, errcap) || !open_val_loader(t, val, err, errcap)) return false;
         print_optimizer(t, opt ? opt : "?");
         return true;
     }
@@ -372,6 +380,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
         t->has_evgen = true;
         interp_use_generated(&t->ev, &t->evgen);
     }
+    if (!open_val_loader(t, val, err, errcap)) return false;
     print_optimizer(t, opt ? opt : "?");
     return true;
 }

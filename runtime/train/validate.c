@@ -50,7 +50,8 @@ static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, int B, int 
     const Plan *ep = t->plan.eval;
     if (t->evcuda) {
         char why[1024];
-        bool ok = cuda_step_set_input(t->evcuda, io->images, b->images, err, errcap) && cuda_step_set_input(t->evcuda, io->boxes, b->boxes, err, errcap) &&
+        bool ok = (b->bytes ? cuda_step_set_images_u8(t->evcuda, io->images, b->bytes, err, errcap) : cuda_step_set_input(t->evcuda, io->images, b->images, err, errcap)) &&
+                  cuda_step_set_input(t->evcuda, io->boxes, b->boxes, err, errcap) &&
                   cuda_step_set_input(t->evcuda, io->counts, b->counts, err, errcap);
         if (ok && !cuda_step_run(t->evcuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "validation on the GPU: %s", why);
         ok = ok && cuda_step_download(t->evcuda, io->pred, t->evpred, err, errcap) && cuda_step_download(t->evcuda, io->items, t->evitems, err, errcap);
