@@ -47,6 +47,10 @@ bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const D
     if (cfg->topk < 1 || cfg->topk > anchors) return errf(err, errcap, "detloss: topk %d outside 1..%ld anchors", cfg->topk, anchors);
     if (!isfinite(cfg->alpha) || !isfinite(cfg->beta) || !isfinite(cfg->gain_box) || !isfinite(cfg->gain_cls) || !isfinite(cfg->gain_dfl))
         return errf(err, errcap, "detloss: alpha, beta and gains must be finite");
+    return detloss_check_targets(t, cfg->nc, err, errcap);
+}
+
+bool detloss_check_targets(const DetTargets *t, int nc, char *err, int errcap) {
     if (t->batch < 1) return errf(err, errcap, "detloss: batch %d must be >= 1", t->batch);
     if (t->max_boxes < 0) return errf(err, errcap, "detloss: max_boxes %d must be >= 0", t->max_boxes);
     if (t->max_boxes > 0 && (!t->count || !t->boxes)) return errf(err, errcap, "detloss: NULL count or boxes");
@@ -58,8 +62,8 @@ bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const D
             for (int k = 0; k < 5; k++)
                 if (!isfinite(row[k])) return errf(err, errcap, "detloss: image %d box %d: field %d is not finite", b, g, k);
             /* upstream indexes scores with long(cls): a fraction or out-of-range id is a data error */
-            if (row[0] < 0 || row[0] >= (float)cfg->nc || row[0] != floorf(row[0]))
-                return errf(err, errcap, "detloss: image %d box %d: class id %g outside 0..%d", b, g, (double)row[0], cfg->nc - 1);
+            if (row[0] < 0 || row[0] >= (float)nc || row[0] != floorf(row[0]))
+                return errf(err, errcap, "detloss: image %d box %d: class id %g outside 0..%d", b, g, (double)row[0], nc - 1);
         }
     }
     return true;

@@ -77,6 +77,10 @@ void detloss_loss_assigned_ex(const DetLossConfig *cfg, const float *const *leve
 
 /* Validates cfg, levels and targets; the error names the offending field. */
 bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const DetTargets *t, char *err, int errcap);
+/* Its targets half (counts within 0..max_boxes, finite rows, whole class ids
+ * in 0..nc-1): the CUDA step checks a batch with it before the device loss,
+ * which would only turn a bad row into NaN. */
+bool detloss_check_targets(const DetTargets *t, int nc, char *err, int errcap);
 
 /* CIoU of xyxy boxes (Ultralytics bbox_iou, eps 1e-7, alpha constant);
  * grad_box1 (may be NULL) receives d CIoU / d box1. */

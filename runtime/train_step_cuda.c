@@ -10,6 +10,7 @@
 
 #include "../ir/diag.h"
 #include "cuda/cuda_step.h"
+#include "detloss.h"
 #include "dist/ranks.h"
 
 bool plan_targets_cuda(const Plan *p) {
@@ -100,10 +101,25 @@ static bool pending_to_acc(TrainStep *ts, char *err, int errcap) {
     return true;
 }
 
+/* The batch's targets as the host loss checks them: the device loss would
+ * turn a bad row into NaN, where this names it. */
+static bool check_targets(TrainStep *ts, char *err, int errcap) {
+    const int64_t *c64 = ts->it.buf[ts->counts];
+    int *counts = malloc(sizeof *counts * ((size_t)ts->batch + 1));
+    if (!counts) return errf(err, errcap, "out of memory");
+    /* a count beyond max_boxes (or negative) is refused below either way */
+    for (int b = 0; b < ts->batch; b++) counts[b] = c64[b] < 0 ? -1 : c64[b] > ts->max_boxes ? ts->max_boxes + 1 : (int)c64[b];
+    DetTargets t = {ts->batch, ts->max_boxes, counts, ts->it.buf[ts->boxes]};
+    char why[256];
+    bool ok = detloss_check_targets(&t, ts->nc, why, sizeof why) || errf(err, errcap, "the batch's targets: %s", why);
+    free(counts);
+    return ok;
+}
+
 bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
     CudaStep *cs = ts->cuda;
     const int inputs[] = {ts->images, ts->boxes, ts->counts};
-    if (!train_step_cuda_sync_device(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
+    if (!check_targets(ts, err, errcap) || !train_step_cuda_sync_device(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
     for (int i = 0; i < 3; i++) {
         bool bytes = i == 0 && ts->images_u8;
         if (!(bytes ? cuda_step_set_images_u8(cs, inputs[i], ts->images_u8, err, errcap) : cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)))

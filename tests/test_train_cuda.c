@@ -271,6 +271,37 @@ Test(train_cuda, bytes_upload_equals_the_float_upload) {
     cuda_device_close(&probe);
 }
 
+/* A target row the host loss refuses (a class id beyond nc, a non-finite
+ * box) stops a CUDA backward with the host's message naming the row, before
+ * the device loss could turn it into NaN. */
+Test(train_cuda, bad_target_row_is_named_before_the_device_loss) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
+    TrainStep ts;
+    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
+    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
+    train_step_host_changed(&ts);
+    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    float *row = train_step_boxes(&ts) + (size_t)ts.max_boxes * 5; /* image 1, box 0 */
+    if (train_step_counts(&ts)[1] < 1) train_step_counts(&ts)[1] = 1, row[1] = row[2] = 0.5f, row[3] = row[4] = 0.25f;
+    row[0] = (float)ts.nc;
+    StepResult r;
+    cr_expect(!train_step_backward(&ts, &r, err, sizeof err), "a class id of nc is refused");
+    char want[128];
+    snprintf(want, sizeof want, "image 1 box 0: class id %d outside 0..%d", ts.nc, ts.nc - 1);
+    cr_expect(strstr(err, "the batch's targets") && strstr(err, want), "%s", err);
+    row[0] = 0, row[3] = NAN;
+    cr_expect(!train_step_backward(&ts, &r, err, sizeof err) && strstr(err, "image 1 box 0: field 3 is not finite"), "%s", err);
+    row[3] = 0.25f;
+    cr_expect(train_step_backward(&ts, &r, err, sizeof err) && isfinite(r.total), "%s", err);
+    train_step_free(&ts);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
 Test(train_cuda, yolort_train_runs_on_the_gpu) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);

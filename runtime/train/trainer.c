@@ -250,9 +250,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
             t->last_opt_step = ni;
         }
         if (!isfinite(r.total))
-            return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)%s", epoch + 1, i + 1, r.total,
-                            t->ts.cuda ? "; on the GPU the detection loss is NaN too when a target row is invalid (a class id outside 0..nc-1, a non-finite box)" : ""),
-                   false;
+            return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
         progress_update(&pb, i + 1, mem_gb(t), tl, b.instances, t->ts.imgsz, monotonic_seconds());
     }
     progress_end(&pb);
