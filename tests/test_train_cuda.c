@@ -151,13 +151,49 @@ static const char *yolort_bin(void) {
 /* `yolort train` on a bf16 CUDA plan, validation on the device: two epochs
  * finish, results.csv has their rows with finite losses, the console names
  * the device and its memory, and the run can be resumed from its state. */
-/* Downloads every gradient of ts's device into host buffers (hosts[i] of gradient i). */
-static void download_grads(TrainStep *ts, float **hosts) {
-    char err[1024];
-    int n;
-    const int *grads = train_step_grads(ts, &n);
-    cr_assert(cuda_step_download_many(ts->cuda, n, grads, (void *const *)hosts, err, sizeof err), "%s", err);
+/* The tiny CUDA plan (bf16) as a TrainStep from seed-11 weights, synthetic batch 7 bound. */
+static void tiny_cuda_step(Plan *p, TrainStep *ts) {
+    char err[2048];
+    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", p);
+    cr_assert(train_step_init(ts, p, err, sizeof err), "%s", err);
+    cr_assert(ts->cuda != NULL);
+    cr_assert(weights_init(&p->g, ts->it.buf, 11, err, sizeof err), "%s", err);
+    train_step_host_changed(ts);
+    synthetic_batch(7, ts->batch, ts->imgsz, ts->nc, ts->max_boxes, train_step_images(ts), train_step_boxes(ts), train_step_counts(ts));
 }
+
+/* Every gradient of ts's device, downloaded (one host buffer per gradient). */
+typedef struct Grads {
+    float **g;
+    int n;
+} Grads;
+
+static Grads grads_now(TrainStep *ts) {
+    char err[1024];
+    Grads r = {NULL, 0};
+    const int *ids = train_step_grads(ts, &r.n);
+    r.g = calloc((size_t)r.n, sizeof *r.g);
+    for (int i = 0; i < r.n; i++) r.g[i] = malloc(sizeof(float) * (size_t)n_of(&ts->plan->g, ids[i]));
+    cr_assert(cuda_step_download_many(ts->cuda, r.n, ids, (void *const *)r.g, err, sizeof err), "%s", err);
+    return r;
+}
+
+static void grads_free(Grads *g) {
+    for (int i = 0; i < g->n; i++) free(g->g[i]);
+    free(g->g);
+}
+
+/* How many of ts's gradients differ in any bit between a and the device's now. */
+static int grads_differ_now(TrainStep *ts, const Grads *a) {
+    Grads b = grads_now(ts);
+    int n, differ = 0;
+    const int *ids = train_step_grads(ts, &n);
+    for (int i = 0; i < n; i++) differ += memcmp(a->g[i], b.g[i], sizeof(float) * (size_t)n_of(&ts->plan->g, ids[i])) != 0;
+    grads_free(&b);
+    return differ;
+}
+
+static bool same_items(const StepResult *a, const StepResult *b) { return a->total == b->total && a->box == b->box && a->cls == b->cls && a->dfl == b->dfl; }
 
 /* Data parallelism's backward hook (dp_cuda.c) on a real one-rank NCCL
  * communicator: each gradient bucket's ncclAllReduce on the side stream
@@ -171,24 +207,14 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
     TrainStep ts;
-    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
-    cr_assert(ts.cuda != NULL);
-    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
-    train_step_host_changed(&ts);
-    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
-    int n;
-    const int *grads = train_step_grads(&ts, &n);
-    float **want = calloc((size_t)n, sizeof *want), **got = calloc((size_t)n, sizeof *got);
-    for (int i = 0; i < n; i++) {
-        want[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
-        got[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
-    }
+    tiny_cuda_step(&p, &ts);
     StepResult r0, r;
     cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
-    download_grads(&ts, want);
+    Grads want = grads_now(&ts);
 
+    int n;
+    const int *grads = train_step_grads(&ts, &n);
     DataParallel dp;
     memset(&dp, 0, sizeof dp);
     dp.comm.ranks = (Ranks){.source = RANKS_SINGLE, .rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
@@ -209,10 +235,8 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     int graphs0 = ts.cuda->n_graphs;
     for (int k = 0; k < 2; k++) {
         cr_assert(train_step_backward(&ts, &r, err, sizeof err), "hooked backward %d: %s", k, err);
-        cr_expect(r.total == r0.total && r.box == r0.box && r.cls == r0.cls && r.dfl == r0.dfl, "backward %d: the loss %.9g, without the hook %.9g", k, r.total, r0.total);
-        download_grads(&ts, got);
-        int differ = 0;
-        for (int i = 0; i < n; i++) differ += memcmp(got[i], want[i], sizeof(float) * (size_t)n_of(&p.g, grads[i])) != 0;
+        cr_expect(same_items(&r, &r0), "backward %d: the loss %.9g, without the hook %.9g", k, r.total, r0.total);
+        int differ = grads_differ_now(&ts, &want);
         cr_expect_eq(differ, 0, "backward %d: %d of %d gradients changed by a one-rank sum", k, differ, n);
     }
     if (ts.cuda->use_graphs) cr_expect_gt(ts.cuda->n_graphs - graphs0, 1, "the hooked backward runs as several graphs, cut at %d buckets' ready points", dp.layout.n_buckets);
@@ -220,8 +244,7 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     ts.backward_hook = NULL;
     dp_detach(&dp);
     bucket_layout_free(&dp.layout);
-    for (int i = 0; i < n; i++) free(want[i]), free(got[i]);
-    free(want), free(got);
+    grads_free(&want);
     train_step_free(&ts);
     plan_free(&p);
     cuda_device_close(&probe);
@@ -235,37 +258,24 @@ Test(train_cuda, bytes_upload_equals_the_float_upload) {
     open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
     TrainStep ts;
-    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
-    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
-    train_step_host_changed(&ts);
-    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    tiny_cuda_step(&p, &ts);
     int64_t npx = n_of(&p.g, ts.images);
     uint8_t *px = malloc((size_t)npx);
     float *images = train_step_images(&ts);
     for (int64_t i = 0; i < npx; i++) px[i] = (uint8_t)(images[i] * 255.0f + 0.5f), images[i] = (float)px[i] / 255.0f;
-    int n;
-    const int *grads = train_step_grads(&ts, &n);
-    float **want = calloc((size_t)n, sizeof *want), **got = calloc((size_t)n, sizeof *got);
-    for (int i = 0; i < n; i++) {
-        want[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
-        got[i] = malloc(sizeof(float) * (size_t)n_of(&p.g, grads[i]));
-    }
     StepResult r0, r;
     cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
-    download_grads(&ts, want);
+    Grads want = grads_now(&ts);
     uint8_t *bytes = train_step_images_u8(&ts, err, sizeof err);
     cr_assert_not_null(bytes, "%s", err);
     memcpy(bytes, px, (size_t)npx);
     cr_assert(train_step_backward(&ts, &r, err, sizeof err), "%s", err);
-    download_grads(&ts, got);
-    cr_expect(r.total == r0.total && r.box == r0.box && r.cls == r0.cls && r.dfl == r0.dfl, "loss from bytes %.9g, from floats %.9g", r.total, r0.total);
-    int differ = 0;
-    for (int i = 0; i < n; i++) differ += memcmp(got[i], want[i], sizeof(float) * (size_t)n_of(&p.g, grads[i])) != 0;
-    cr_expect_eq(differ, 0, "%d of %d gradients differ", differ, n);
-    for (int i = 0; i < n; i++) free(want[i]), free(got[i]);
-    free(want), free(got), free(px);
+    cr_expect(same_items(&r, &r0), "loss from bytes %.9g, from floats %.9g", r.total, r0.total);
+    int differ = grads_differ_now(&ts, &want);
+    cr_expect_eq(differ, 0, "%d of %d gradients differ", differ, want.n);
+    grads_free(&want);
+    free(px);
     train_step_free(&ts);
     plan_free(&p);
     cuda_device_close(&probe);
@@ -279,12 +289,8 @@ Test(train_cuda, bad_target_row_is_named_before_the_device_loss) {
     open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
     TrainStep ts;
-    cr_assert(train_step_init(&ts, &p, err, sizeof err), "%s", err);
-    cr_assert(weights_init(&p.g, ts.it.buf, 11, err, sizeof err), "%s", err);
-    train_step_host_changed(&ts);
-    synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
+    tiny_cuda_step(&p, &ts);
     float *row = train_step_boxes(&ts) + (size_t)ts.max_boxes * 5; /* image 1, box 0 */
     if (train_step_counts(&ts)[1] < 1) train_step_counts(&ts)[1] = 1, row[1] = row[2] = 0.5f, row[3] = row[4] = 0.25f;
     row[0] = (float)ts.nc;

@@ -1,10 +1,10 @@
 /* runtime/cuda/cuda_step.c — runs each launch of a step by its route (cuda_routes.c): its
  * generated kernel, a library kernel, cuDNN, the loss's phases or the reference kernel on the host;
- * moves tensors between host fp32 and device storage (conversions in cuda_convert.c); fp16 loss
- * scaling, CUDA graphs and the run hook. Must not include CUDA headers, hold trainer logic, or change what the plan computes. */
+ * moves tensors between host fp32 and device storage (conversions in cuda_convert.c); CUDA graphs
+ * and the run hook. The training step around the optimizer is cuda_train_step.c's. Must not
+ * include CUDA headers, hold trainer logic, or change what the plan computes. */
 #include "cuda_step.h"
 
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ enum { WHY = 1536 };
 
 /* ---- device transfers ---- */
 
-static void tensor_label(const Graph *g, int t, char *buf, size_t cap) {
+void cuda_step_tensor_label(const Graph *g, int t, char *buf, size_t cap) {
     const Tensor *x = &g->tensors[t];
     if (x->name) snprintf(buf, cap, "%%%d (%s)", t, x->name);
     else if (x->producer >= 0) snprintf(buf, cap, "%%%d (output of op %d, %s)", t, x->producer, op_def(g->ops[x->producer].kind)->name);
@@ -44,7 +44,7 @@ static void geometry(const CudaStep *cs, int t, int64_t *images, int64_t *row, i
 static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, int errcap) {
     if (t >= 0 && t < cs->plan->g.n_tensors && cs->ptr[t]) return true;
     char label[160] = "?";
-    if (t >= 0 && t < cs->plan->g.n_tensors) tensor_label(&cs->plan->g, t, label, sizeof label);
+    if (t >= 0 && t < cs->plan->g.n_tensors) cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     return errf(err, errcap, "%s tensor %s, which has no device memory (internal to its fusion group, or no such tensor)", what, label);
 }
 
@@ -67,7 +67,7 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     geometry(cs, t, &images, &row, &stride);
     int64_t n = images * row, span = cuda_view_span(images, row, stride);
     char label[160], doing[224];
-    tensor_label(&cs->plan->g, t, label, sizeof label);
+    cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "downloading tensor %s", label);
     bool direct = copies_directly(cs, t);
     unsigned char *raw = direct ? host : malloc((size_t)span * es + 1), *packed = stride ? malloc((size_t)n * es + 1) : raw;
@@ -92,7 +92,7 @@ static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errc
     geometry(cs, t, &images, &row, &stride);
     int64_t n = images * row;
     char label[160], doing[224];
-    tensor_label(&cs->plan->g, t, label, sizeof label);
+    cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "uploading tensor %s", label);
     unsigned char *stage = st == DT_F32 || st == DT_I64 ? (unsigned char *)(uintptr_t)host : malloc((size_t)n * es + 1);
     if (!stage) return errf(err, errcap, "out of memory while %s", doing);
@@ -247,7 +247,7 @@ bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap) {
         CuDevicePtr src = cuda_mem_ptr(&cs->mem, t), dst = cuda_mem_compute_ptr(&cs->mem, t);
         if (cs->kern.lp.cast < 0 || dst == src) continue;
         char label[160], doing[224], why[WHY];
-        tensor_label(g, t, label, sizeof label);
+        cuda_step_tensor_label(g, t, label, sizeof label);
         snprintf(doing, sizeof doing, "refreshing the compute copy of parameter %s", label);
         if (!cuda_kernels_cast(&cs->kern, &cs->dev, src, dst, shape_numel(&g->tensors[t].shape), cs->dev.main, why, sizeof why) ||
             (cs->sync_each && !sync_main(cs, doing, why, sizeof why)))
@@ -302,7 +302,7 @@ bool cuda_step_download_many(CudaStep *cs, int n, const int *tensors, void *cons
         if (!(ok = has_memory(cs, t, "downloading", err, errcap))) break;
         if (!(direct[i] = copies_directly(cs, t))) continue;
         char label[160], doing[224];
-        tensor_label(g, t, label, sizeof label);
+        cuda_step_tensor_label(g, t, label, sizeof label);
         snprintf(doing, sizeof doing, "downloading tensor %s", label);
         ok = CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (hosts[i], cs->ptr[t], (size_t)shape_numel(&g->tensors[t].shape) * dtype_size((DType)cs->stype[t]), cs->dev.main), doing, err, errcap);
     }
@@ -422,13 +422,6 @@ static bool run_launch_eager(void *ctx, int l, int gi, char *err, int errcap) {
     return run_launch(cs, l, gi, err, errcap) && (!hook_point(cs, l) || hook_after(cs, l, err, errcap));
 }
 
-bool cuda_step_decide(LossScale *ls, float grad_norm, int clip_op, int n_ops, int *update_lo, int *update_hi) {
-    bool apply = loss_scale_update(ls, isfinite(grad_norm));
-    *update_lo = apply ? clip_op + 1 : n_ops;
-    *update_hi = n_ops;
-    return apply;
-}
-
 int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, CudaSegment *seg) {
     int k = 0;
     for (int i = 0; i < n;) {
@@ -463,7 +456,7 @@ static bool unscale_grads(CudaStep *cs, char *err, int errcap) {
         int t = clip->in[i];
         if (!cuda_kernels_unscale(&cs->kern, &cs->dev, cs->ptr[t], shape_numel(&g->tensors[t].shape), cs->ptr[cs->t_grad_seed], cs->dev.main, why, sizeof why) ||
             (cs->sync_each && !sync_main(cs, "unscaling it (YOLOCC_CUDA_SYNC)", why, sizeof why))) {
-            tensor_label(g, t, label, sizeof label);
+            cuda_step_tensor_label(g, t, label, sizeof label);
             return errf(err, errcap, "unscaling gradient %s: %s", label, why);
         }
     }
@@ -562,86 +555,10 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
 
 bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap) { return run_ops(cs, first_op, last_op, false, err, errcap); }
 
+bool cuda_step_run_unscaled(CudaStep *cs, int first_op, int last_op, char *err, int errcap) { return run_ops(cs, first_op, last_op, true, err, errcap); }
+
 bool cuda_step_use_graphs(CudaStep *cs, bool on, char *err, int errcap) {
     if (on && cs->sync_each) return errf(err, errcap, "CUDA graphs cannot capture YOLOCC_CUDA_SYNC's synchronisation after every launch (unset it)");
     cs->use_graphs = on;
     return true;
-}
-
-/* ---- the training step ---- */
-
-bool cuda_step_train_init(CudaStep *cs, char *err, int errcap) {
-    const Plan *p = cs->plan;
-    const Graph *g = &p->g;
-    cs->clip_op = -1;
-    for (int o = 0; o < g->n_ops && cs->clip_op < 0; o++)
-        if (g->ops[o].kind == OP_GRAD_CLIP) cs->clip_op = o;
-    if (cs->clip_op < 0) return errf(err, errcap, "the plan has no optimizer step (no grad_clip op)");
-    for (int o = cs->clip_op + 1; o < g->n_ops; o++) {
-        OpKind k = g->ops[o].kind;
-        if (k != OP_SGD_STEP && k != OP_ADAMW_STEP) return errf(err, errcap, "op %d (%s) follows the optimizer's clip", o, op_def(k)->name);
-    }
-    struct { int *dst; const char *group, *key; int64_t numel; } binds[] = {
-        {&cs->t_grad_seed, "inputs", "grad_seed", 1}, {&cs->t_lr, "inputs", "lr", 3}, {&cs->t_momentum, "inputs", "momentum", 1},
-        {&cs->t_opt_step, "inputs", "opt_step", 1},   {&cs->t_loss, "outputs", "loss", 1}, {&cs->t_grad_norm, "outputs", "grad_norm", 1},
-    };
-    for (size_t i = 0; i < sizeof binds / sizeof binds[0]; i++) {
-        int t = plan_meta_tensor(p, binds[i].group, binds[i].key);
-        if (t < 0 || shape_numel(&g->tensors[t].shape) != binds[i].numel || !cs->ptr || !cs->ptr[t])
-            return errf(err, errcap, "plan META: %s.%s does not name a %lld-element tensor with device memory", binds[i].group, binds[i].key, (long long)binds[i].numel);
-        *binds[i].dst = t;
-    }
-    bool scaled = p->precision == PREC_FP16;
-    if (scaled && cs->kern.lp.unscale < 0) return errf(err, errcap, "the fp16 plan has no unscale kernel (recompile the plan)");
-    /* the unscale kernel reads the scale and the gradients as fp32 */
-    const Op *clip = &g->ops[cs->clip_op];
-    for (int i = -1; scaled && i < clip->n_in; i++) {
-        int t = i < 0 ? cs->t_grad_seed : clip->in[i];
-        char label[160];
-        tensor_label(g, t, label, sizeof label);
-        if (cs->stype[t] != DT_F32 || !cs->ptr[t]) return errf(err, errcap, "tensor %s is not fp32 in device memory; the unscale needs it so", label);
-    }
-    loss_scale_init(&cs->ls, scaled);
-    cs->train_bound = true;
-    return true;
-}
-
-bool cuda_step_bind_step(CudaStep *cs, const float lr[3], float momentum, float step_no, char *err, int errcap) {
-    if (!cs->train_bound && !cuda_step_train_init(cs, err, errcap)) return false;
-    return to_device(cs, cs->t_lr, lr, err, errcap) && to_device(cs, cs->t_momentum, &momentum, err, errcap) &&
-           to_device(cs, cs->t_opt_step, &step_no, err, errcap) && to_device(cs, cs->t_grad_seed, &cs->ls.scale, err, errcap);
-}
-
-bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errcap) {
-    if (!cs->train_bound) return errf(err, errcap, "cuda_step_optimize before cuda_step_bind_step");
-    const Graph *g = &cs->plan->g;
-    memset(out, 0, sizeof *out);
-    out->loss_scale = cs->ls.scale;
-    int lo, hi;
-    char why[WHY];
-    if (!run_ops(cs, cs->clip_op, cs->clip_op + 1, cs->ls.enabled, why, sizeof why)) return errf(err, errcap, "unscale and clip: %s", why);
-    if (!to_host(cs, cs->t_grad_norm, &out->grad_norm, err, errcap) || !to_host(cs, cs->t_loss, &out->loss, err, errcap)) return false;
-    out->skipped = !cuda_step_decide(&cs->ls, out->grad_norm, cs->clip_op, g->n_ops, &lo, &hi);
-    out->next_scale = cs->ls.scale;
-    /* frozen parameters: their update ops do not run at all (weight decay and momentum would still move them) */
-    for (int o = lo; o < hi; o++) {
-        int end = o + 1;
-        if (cs->frozen && cs->frozen[g->ops[o].in[0]]) continue;
-        while (end < hi && !(cs->frozen && cs->frozen[g->ops[end].in[0]])) end++;
-        if (!run_ops(cs, o, end, false, why, sizeof why)) return errf(err, errcap, "optimizer updates: %s", why);
-        o = end - 1;
-    }
-    return true;
-}
-
-bool cuda_step_seed(CudaStep *cs, char *err, int errcap) {
-    if (!cs->train_bound && !cuda_step_train_init(cs, err, errcap)) return false;
-    return to_device(cs, cs->t_grad_seed, &cs->ls.scale, err, errcap);
-}
-
-bool cuda_step_train(CudaStep *cs, const float lr[3], float momentum, float step_no, CudaStepOutcome *out, char *err, int errcap) {
-    char why[WHY];
-    if (!cuda_step_bind_step(cs, lr, momentum, step_no, err, errcap)) return false;
-    if (!run_ops(cs, 0, cs->clip_op, false, why, sizeof why)) return errf(err, errcap, "forward and backward: %s", why);
-    return cuda_step_optimize(cs, out, err, errcap);
 }

@@ -151,6 +151,10 @@ bool cuda_step_seed(CudaStep *cs, char *err, int errcap);
  * With cuda_step_use_graphs on, the range's runs between host ops (and
  * cs->hook's points) are replayed from graphs captured on their first run. */
 bool cuda_step_run(CudaStep *cs, int first_op, int last_op, char *err, int errcap);
+/* cuda_step_run after dividing every gradient (the clip op's inputs) by the
+ * fp16 loss scale in grad_seed's device memory (in the first graph when
+ * graphs are on). */
+bool cuda_step_run_unscaled(CudaStep *cs, int first_op, int last_op, char *err, int errcap);
 /* Converts every dirty parameter's fp32 master into its compute copy with the
  * plan's cast library kernel (a no-op in fp32 plans). cuda_step_upload_state and cuda_step_run call it. */
 bool cuda_step_refresh_copies(CudaStep *cs, char *err, int errcap);
@@ -227,6 +231,9 @@ int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, C
  * run in op order; an op may have several, a reduction's passes): l's last
  * op, unless the next launch still works on it. */
 int cuda_step_ops_done(const KProgram *kp, int l);
+/* "%12 (name)", or "%12 (output of op 3, conv2d)": tensor t for messages. */
+void cuda_step_tensor_label(const Graph *g, int t, char *buf, size_t cap);
+
 /* ---- routes (cuda_routes.c; pure) ---- */
 
 /* The route of launch ln of graph g. */
