@@ -144,7 +144,7 @@ Test(comm_nccl, bucket_runs_follow_the_device_addresses) {
     BucketGrad g[3] = {{10, 16, 1}, {11, 8, 2}, {12, 40, 3}};
     BucketLayout l;
     char err[512] = "";
-    cr_assert(bucket_layout_build(g, 3, 32, 4, &l, err, sizeof err), "%s", err);
+    cr_assert(bucket_layout_build(g, 3, 32, 32, 4, &l, err, sizeof err), "%s", err);
     cr_assert_eq(l.n_buckets, 3);
     NcclBuf out[4];
     int n = 0;
@@ -178,7 +178,7 @@ Test(comm_nccl, bucket_runs_cover_every_gradient_once) {
         }
         BucketLayout l;
         char err[512] = "";
-        cr_assert(bucket_layout_build(g, n, 4 * (1 + rand_r(&seed) % 30), 4, &l, err, sizeof err), "%s", err);
+        cr_assert(bucket_layout_build(g, n, 4 * (1 + rand_r(&seed) % 30), 4 * (1 + rand_r(&seed) % 30), 4, &l, err, sizeof err), "%s", err);
         for (int b = 0; b < l.n_buckets; b++) {
             NcclBuf out[12];
             int k = 0;

@@ -149,7 +149,7 @@ Test(dist, buckets_by_hand) {
     BucketGrad g[] = {{100, 40, 10}, {101, 8, 5}, {102, 16, 5}, {103, 24, 7}};
     BucketLayout l;
     char err[256];
-    cr_assert(bucket_layout_build(g, 4, 32, 4, &l, err, sizeof err), "%s", err);
+    cr_assert(bucket_layout_build(g, 4, 32, 32, 4, &l, err, sizeof err), "%s", err);
     /* backward order: ready 5 (ties in reverse input order: 102, 101), 7, 10 */
     int order[] = {2, 1, 3, 0};
     int64_t offset[] = {48, 16, 0, 24};
@@ -166,11 +166,27 @@ Test(dist, buckets_by_hand) {
     }
     bucket_layout_free(&l);
     /* the cap is rounded down to whole elements; one bucket when it all fits */
-    cr_assert(bucket_layout_build(g, 4, 1 << 20, 4, &l, err, sizeof err));
+    cr_assert(bucket_layout_build(g, 4, 1 << 20, 1 << 20, 4, &l, err, sizeof err));
     cr_expect(l.n_buckets == 1 && l.buckets[0].bytes == 88 && l.buckets[0].ready_op == 10);
     bucket_layout_free(&l);
-    cr_assert(bucket_layout_build(g, 0, 32, 4, &l, err, sizeof err));
+    cr_assert(bucket_layout_build(g, 0, 32, 32, 4, &l, err, sizeof err));
     cr_expect(l.n_buckets == 0 && l.total_bytes == 0);
+    bucket_layout_free(&l);
+    /* DDP's small first bucket (cap 16 there, 64 after): 102 alone (16 B), then 101+103 (32 B),
+     * 100 joining them would pass 64 (72 B): its own */
+    cr_assert(bucket_layout_build(g, 4, 16, 64, 4, &l, err, sizeof err), "%s", err);
+    Bucket first[] = {{0, 16, 0, 0, 5}, {16, 32, 1, 2, 7}, {48, 40, 3, 3, 10}};
+    cr_assert_eq(l.n_buckets, 3);
+    for (int b = 0; b < 3; b++) {
+        const Bucket *x = &l.buckets[b];
+        cr_expect(x->offset == first[b].offset && x->bytes == first[b].bytes && x->first == first[b].first && x->last == first[b].last && x->ready_op == first[b].ready_op,
+                  "bucket %d: [%lld, +%lld) grads %d..%d ready %d", b, (long long)x->offset, (long long)x->bytes, x->first, x->last, x->ready_op);
+    }
+    bucket_layout_free(&l);
+    /* a first gradient larger than the first cap is cut at it, then at the cap */
+    BucketGrad big[] = {{7, 40, 1}};
+    cr_assert(bucket_layout_build(big, 1, 8, 16, 4, &l, err, sizeof err), "%s", err);
+    cr_expect(l.n_buckets == 3 && l.buckets[0].bytes == 8 && l.buckets[1].bytes == 16 && l.buckets[2].bytes == 16, "%d buckets", l.n_buckets);
     bucket_layout_free(&l);
 }
 
@@ -178,13 +194,13 @@ Test(dist, buckets_reject_bad_input) {
     BucketLayout l;
     char err[256];
     BucketGrad odd[] = {{7, 6, 0}};
-    cr_expect(!bucket_layout_build(odd, 1, 64, 4, &l, err, sizeof err));
+    cr_expect(!bucket_layout_build(odd, 1, 64, 64, 4, &l, err, sizeof err));
     cr_expect(strstr(err, "gradient 7") && strstr(err, "6 bytes"), "%s", err);
     BucketGrad ok[] = {{1, 8, 0}};
-    cr_expect(!bucket_layout_build(ok, 1, 3, 4, &l, err, sizeof err));
+    cr_expect(!bucket_layout_build(ok, 1, 3, 3, 4, &l, err, sizeof err));
     cr_expect(strstr(err, "cap"), "%s", err);
     BucketGrad zero[] = {{1, 0, 0}};
-    cr_expect(!bucket_layout_build(zero, 1, 64, 4, &l, err, sizeof err));
+    cr_expect(!bucket_layout_build(zero, 1, 64, 64, 4, &l, err, sizeof err));
     int64_t cap;
     cr_expect(bucket_cap_from_env(NULL, &cap, err, sizeof err) && cap == 25 * 1024 * 1024, "DDP's 25 MiB by default");
     cr_expect(bucket_cap_from_env("0.5", &cap, err, sizeof err) && cap == 512 * 1024);
@@ -197,7 +213,9 @@ Test(dist, buckets_reject_bad_input) {
 }
 
 /* Every rule of buckets.h over one layout. */
-static void check_layout(const BucketGrad *g, int n, int64_t cap, const BucketLayout *l) {
+/* The layout's invariants, bucket 0 capped at first_cap (DDP's small first
+ * bucket), the others at cap (both whole elements, first_cap <= cap). */
+static void check_layout(const BucketGrad *g, int n, int64_t first_cap, int64_t cap, const BucketLayout *l) {
     cr_assert_eq(l->n_grads, n);
     bool *seen = calloc((size_t)n + 1, 1);
     int64_t pos = 0;
@@ -219,7 +237,8 @@ static void check_layout(const BucketGrad *g, int n, int64_t cap, const BucketLa
     for (int b = 0; b < l->n_buckets; b++) {
         const Bucket *x = &l->buckets[b];
         cr_assert_eq(x->offset, at, "bucket %d leaves a gap or overlaps", b);
-        cr_assert(x->bytes > 0 && x->bytes <= cap && x->bytes % 4 == 0, "bucket %d has %lld bytes (cap %lld)", b, (long long)x->bytes, (long long)cap);
+        int64_t lim = b == 0 ? first_cap : cap;
+        cr_assert(x->bytes > 0 && x->bytes <= lim && x->bytes % 4 == 0, "bucket %d has %lld bytes (cap %lld)", b, (long long)x->bytes, (long long)lim);
         at += x->bytes;
         /* the gradients it touches, and its ready point */
         int first = INT_MAX, last = -1, ready = -1;
@@ -238,16 +257,19 @@ static void check_layout(const BucketGrad *g, int n, int64_t cap, const BucketLa
          * gradient (or piece) would have taken it past the cap */
         if (b > 0) {
             const Bucket *p = &l->buckets[b - 1];
+            int64_t plim = b == 1 ? first_cap : cap;
             int i = l->order[x->first];
             bool starts_tensor = l->offset[i] == x->offset;
-            if (starts_tensor) cr_assert(p->bytes + g[i].bytes > cap, "bucket %d closed early", b - 1);
-            else cr_assert_eq(p->bytes, cap, "a cut tensor's pieces are cap-sized");
+            if (starts_tensor) cr_assert(p->bytes + g[i].bytes > plim, "bucket %d closed early", b - 1);
+            else cr_assert_eq(p->bytes, plim, "a cut tensor's pieces fill their bucket's cap");
         }
     }
     cr_assert_eq(at, l->total_bytes, "buckets do not cover the region");
-    /* a gradient is cut only when it alone exceeds the cap */
+    /* a gradient is cut only when it alone exceeds the cap of the bucket it starts in */
     for (int i = 0; i < n; i++) {
-        if (g[i].bytes > cap) continue;
+        int b0 = 0;
+        while (b0 + 1 < l->n_buckets && l->buckets[b0 + 1].offset <= l->offset[i]) b0++;
+        if (g[i].bytes > (b0 == 0 ? first_cap : cap)) continue;
         bool inside = false;
         for (int b = 0; b < l->n_buckets && !inside; b++)
             inside = l->buckets[b].offset <= l->offset[i] && l->offset[i] + g[i].bytes <= l->buckets[b].offset + l->buckets[b].bytes;
@@ -258,12 +280,12 @@ static void check_layout(const BucketGrad *g, int n, int64_t cap, const BucketLa
 Test(dist, buckets_property_random_layouts) {
     uint64_t s = 99;
     const int64_t caps[] = {4, 12, 64, 100, 1000, 1 << 20};
-    int cases = 0, cut = 0;
+    int cases = 0, cut = 0, smaller_first = 0;
     for (int round = 0; round < 400; round++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         int n = 1 + (int)((s >> 33) % 60);
-        int64_t cap = caps[(s >> 20) % 6];
-        int64_t capr = cap - cap % 4;
+        int64_t cap = caps[(s >> 20) % 6], first = caps[(s >> 40) % 6];
+        int64_t capr = cap - cap % 4, firstr = first < capr ? first - first % 4 : capr;
         BucketGrad *g = malloc((size_t)n * sizeof *g);
         for (int i = 0; i < n; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -272,14 +294,17 @@ Test(dist, buckets_property_random_layouts) {
         }
         BucketLayout l;
         char err[256];
-        cr_assert(bucket_layout_build(g, n, cap, 4, &l, err, sizeof err), "%s", err);
-        check_layout(g, n, capr, &l);
+        cr_assert(bucket_layout_build(g, n, first, cap, 4, &l, err, sizeof err), "%s", err);
+        cr_assert(l.cap_bytes == capr && l.first_cap_bytes == firstr);
+        check_layout(g, n, firstr, capr, &l);
+        smaller_first += firstr < capr && l.n_buckets > 1;
         bucket_layout_free(&l);
         free(g);
         cases++;
     }
     cr_log_info("bucket layouts checked: %d (%d gradients larger than their cap)", cases, cut);
     cr_expect(cut > 100, "the random layouts must include gradients larger than the cap");
+    cr_expect(smaller_first > 50, "and first buckets smaller than the others (%d)", smaller_first);
 }
 
 static const char *yolocc_bin(void) { return tu_bin(); }
@@ -361,7 +386,7 @@ Test(dist, buckets_over_a_real_plan) {
     }
     BucketGrad *bg = malloc((size_t)n * sizeof *bg);
     for (int i = 0; i < n; i++) bg[i] = (BucketGrad){grads[i], 4 * shape_numel(&plan.g.tensors[grads[i]].shape), plan.g.tensors[grads[i]].producer};
-    check_layout(bg, n, 64 * 1024, &l);
+    check_layout(bg, n, 64 * 1024, 64 * 1024, &l);
     cr_expect(l.n_buckets > 3, "tiny at a 64 KiB cap needs several buckets, got %d", l.n_buckets);
     /* early reduction is possible: the first bucket is final well before backward ends */
     cr_expect(l.buckets[0].ready_op < l.buckets[l.n_buckets - 1].ready_op);

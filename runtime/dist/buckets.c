@@ -35,13 +35,18 @@ static bool push(BucketLayout *l, int *cap, Bucket b, char *err, int errcap) {
     return true;
 }
 
-bool bucket_layout_build(const BucketGrad *grads, int n, int64_t cap_bytes, int elem_bytes, BucketLayout *out, char *err, int errcap) {
+/* The cap of the bucket being filled: DDP's first one is smaller. */
+static int64_t filling_cap(const BucketLayout *l) { return l->n_buckets == 0 ? l->first_cap_bytes : l->cap_bytes; }
+
+bool bucket_layout_build(const BucketGrad *grads, int n, int64_t first_cap_bytes, int64_t cap_bytes, int elem_bytes, BucketLayout *out, char *err, int errcap) {
     memset(out, 0, sizeof *out);
     if (n < 0 || (n > 0 && !grads)) return errf(err, errcap, "bucket layout: bad gradient list");
     if (elem_bytes <= 0) return errf(err, errcap, "bucket layout: element size %d", elem_bytes);
     cap_bytes -= cap_bytes % elem_bytes;
-    if (cap_bytes < elem_bytes) return errf(err, errcap, "bucket layout: the cap must hold at least one %d-byte element", elem_bytes);
-    out->cap_bytes = cap_bytes;
+    if (first_cap_bytes > cap_bytes) first_cap_bytes = cap_bytes;
+    first_cap_bytes -= first_cap_bytes % elem_bytes;
+    if (first_cap_bytes < elem_bytes) return errf(err, errcap, "bucket layout: the cap must hold at least one %d-byte element", elem_bytes);
+    out->cap_bytes = cap_bytes, out->first_cap_bytes = first_cap_bytes;
     out->n_grads = n;
     if (n == 0) return true;
     OrderKey *keys = malloc((size_t)n * sizeof *keys);
@@ -81,15 +86,16 @@ bool bucket_layout_build(const BucketGrad *grads, int n, int64_t cap_bytes, int 
     for (int k = 0; k < n; k++) {
         const BucketGrad *g = &grads[out->order[k]];
         int64_t at = out->offset[out->order[k]], left = g->bytes;
-        if (cur.bytes > 0 && (left > cap_bytes || cur.bytes + left > cap_bytes)) {
+        if (cur.bytes > 0 && (left > filling_cap(out) || cur.bytes + left > filling_cap(out))) {
             if (!push(out, &cap, cur, err, errcap)) return bucket_layout_free(out), false;
             cur.bytes = 0;
         }
         /* a gradient larger than the cap: full cap-sized pieces of its own */
-        while (left > cap_bytes) {
-            if (!push(out, &cap, (Bucket){at, cap_bytes, k, k, g->ready_op}, err, errcap)) return bucket_layout_free(out), false;
-            at += cap_bytes;
-            left -= cap_bytes;
+        while (left > filling_cap(out)) {
+            int64_t piece = filling_cap(out);
+            if (!push(out, &cap, (Bucket){at, piece, k, k, g->ready_op}, err, errcap)) return bucket_layout_free(out), false;
+            at += piece;
+            left -= piece;
         }
         if (cur.bytes == 0) cur = (Bucket){at, 0, k, k, g->ready_op};
         cur.bytes += left;
@@ -142,7 +148,7 @@ bool bucket_layout_from_graph(const Graph *g, const int *grads, int n, int64_t c
         if (numel <= 0 || numel > INT64_MAX / eb) return free(bg), errf(err, errcap, "bucket layout: gradient tensor %d has a bad size", t);
         bg[i] = (BucketGrad){t, numel * eb, last_use_before_clip(g, t)};
     }
-    bool ok = bucket_layout_build(bg, n, cap_bytes, elem ? elem : 4, out, err, errcap);
+    bool ok = bucket_layout_build(bg, n, BUCKET_FIRST_CAP_DEFAULT, cap_bytes, elem ? elem : 4, out, err, errcap);
     free(bg);
     return ok;
 }

@@ -9,8 +9,11 @@
 
 #include "../../ir/ir.h"
 
-/* DDP's default bucket_cap_mb = 25 (MiB). */
+/* DDP's default bucket_cap_mb = 25 (MiB), and its first bucket's cap
+ * (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): the gradients
+ * backward finishes first go out early instead of waiting in a full bucket. */
 #define BUCKET_CAP_DEFAULT ((int64_t)25 * 1024 * 1024)
+#define BUCKET_FIRST_CAP_DEFAULT ((int64_t)1024 * 1024)
 
 /* One gradient tensor as the layout sees it. */
 typedef struct BucketGrad {
@@ -31,7 +34,7 @@ typedef struct BucketLayout {
     int *order;         /* region order: order[k] = input index of the k-th gradient */
     int64_t *offset;    /* per input index: byte offset of that gradient in the region */
     int64_t total_bytes;
-    int64_t cap_bytes;
+    int64_t cap_bytes, first_cap_bytes;    /* after rounding to whole elements */
     int n_buckets;
     Bucket *buckets;    /* in region order, which is also ready order */
 } BucketLayout;
@@ -40,15 +43,20 @@ typedef struct BucketLayout {
  * gradients); ties (one op producing several gradients) in reverse input
  * order, i.e. reverse-topological like DDP's reversed parameter order.
  * Buckets: walk the region in order and close the current bucket when the
- * next gradient would take it past cap_bytes; a gradient is cut only when it
- * alone exceeds cap_bytes, into cap-sized pieces (at element boundaries;
- * the last piece may share a bucket with what follows). Buckets cover the
- * region exactly, without gaps or overlap. cap_bytes >= elem_bytes. */
-bool bucket_layout_build(const BucketGrad *grads, int n, int64_t cap_bytes, int elem_bytes, BucketLayout *out, char *err, int errcap);
+ * next gradient would take it past its cap (first_cap_bytes for bucket 0,
+ * cap_bytes after: DDP's small first bucket); a gradient is cut only when it
+ * alone exceeds the cap of the bucket it starts in, into pieces of that
+ * bucket's cap (at element boundaries; the last piece may share a bucket
+ * with what follows). Buckets cover the region exactly, without gaps or
+ * overlap. elem_bytes <= first_cap_bytes; a first cap above cap_bytes is
+ * cap_bytes. */
+bool bucket_layout_build(const BucketGrad *grads, int n, int64_t first_cap_bytes, int64_t cap_bytes, int elem_bytes, BucketLayout *out, char *err, int errcap);
 
 /* From a graph: grads[i] are gradient tensor ids (one dtype); bytes from
  * their shape and dtype, ready_op the last op before the optimizer's clip
- * that reads or writes it (its producer unless a later op reads it). */
+ * that reads or writes it (its producer unless a later op reads it); the
+ * first bucket's cap DDP's (BUCKET_FIRST_CAP_DEFAULT, or cap_bytes when
+ * smaller). */
 bool bucket_layout_from_graph(const Graph *g, const int *grads, int n, int64_t cap_bytes, BucketLayout *out, char *err, int errcap);
 
 void bucket_layout_free(BucketLayout *l);

@@ -50,7 +50,7 @@ typedef struct DataParallel {
 bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap);
 
 /* More than one rank: checks that every rank runs the same graph, lays out
- * the gradient buckets (YOLOCC_BUCKET_CAP_MB, default 25), copies rank 0's
+ * the gradient buckets (YOLOCC_BUCKET_CAP_MB, default 25; the first 1 MiB as DDP's), copies rank 0's
  * parameters and buffers to all ranks (as DDP does at construction), and
  * installs the reduce hook in ts. One rank: does nothing. Call after the
  * weights are initialised or loaded. */
