@@ -44,7 +44,7 @@ typedef struct TrainStep {
     bool optim_stale;   /* the device's optimizer state moved */
     bool dev_pending;   /* the device's gradients hold a batch that acc does not */
     long skipped_steps; /* fp16: updates skipped for an inf/NaN gradient */
-    uint8_t *images_u8; /* train_step_images_u8's buffer (pinned), once asked for; else NULL */
+    const uint8_t *images_u8;   /* train_step_use_bytes: the next backward's pixels as bytes (borrowed), or NULL */
 } TrainStep;
 
 typedef struct StepResult {
@@ -58,13 +58,19 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap);
 float *train_step_images(TrainStep *ts);    /* [batch, ch, imgsz, imgsz], 0..1 */
 float *train_step_boxes(TrainStep *ts);     /* [batch, max_boxes, 5]: cls, cx, cy, w, h (normalised) */
 int64_t *train_step_counts(TrainStep *ts);  /* [batch] */
-/* CUDA plans: a host buffer (pinned) for a batch's pixels as bytes, [batch,
- * 3, imgsz, imgsz]; once asked for, every backward uploads it instead of
- * train_step_images and the device divides by 255 (a quarter of the
- * traffic, no conversion on the host). NULL for CPU plans: fill
- * train_step_images. err says why on a failure (out of memory, a plan
- * compiled without the kernel). */
-uint8_t *train_step_images_u8(TrainStep *ts, char *err, int errcap);
+/* Whether the step takes a batch's pixels as bytes (a CUDA plan with the
+ * images_u8 kernel); err says why not. */
+bool train_step_takes_bytes(const TrainStep *ts, char *err, int errcap);
+/* The backwards from now on upload bytes ([batch, 3, imgsz, imgsz], read
+ * when the backward runs, so it must stay valid until then) instead of
+ * train_step_images, and the device divides them by 255: a quarter of the
+ * traffic and no conversion on the host. NULL: floats again. Needs
+ * train_step_takes_bytes. */
+void train_step_use_bytes(TrainStep *ts, const uint8_t *bytes);
+/* CUDA plans: pins host memory the step uploads from (a loader's slots), so
+ * the copies run at the bus's speed, until train_step_free; CPU plans:
+ * nothing. */
+bool train_step_pin(TrainStep *ts, void *host, size_t bytes, char *err, int errcap);
 /* fast (the default): run the plan's generated kernels when it carries them,
  * and the fast CPU library kernels (cpu_conv.h) where they exist; false: the
  * reference oracle op by op. Returns the previous setting. */

@@ -52,23 +52,21 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
 
 void train_step_cuda_close(TrainStep *ts) {
     if (!ts->cuda) return;
-    cuda_step_close(ts->cuda); /* unpins images_u8 too */
+    cuda_step_close(ts->cuda); /* unpins what train_step_pin pinned */
     free(ts->cuda);
     ts->cuda = NULL;
-    free(ts->images_u8);
     ts->images_u8 = NULL;
 }
 
-uint8_t *train_step_images_u8(TrainStep *ts, char *err, int errcap) {
-    if (errcap > 0) err[0] = 0;
-    if (!ts->cuda || ts->images_u8) return ts->images_u8;
-    if (ts->cuda->kern.lp.images_u8 < 0) return errf(err, errcap, "the plan has no kernel for images uploaded as bytes (recompile the plan)"), NULL;
-    size_t n = (size_t)shape_numel(&ts->plan->g.tensors[ts->images].shape);
-    uint8_t *b = malloc(n);
-    if (!b) return errf(err, errcap, "out of memory for a batch of pixels (%zu bytes)", n), NULL;
-    if (!cuda_step_pin(ts->cuda, b, n, err, errcap)) return free(b), NULL;
-    return ts->images_u8 = b;
+bool train_step_takes_bytes(const TrainStep *ts, char *err, int errcap) {
+    if (!ts->cuda) return errf(err, errcap, "a CPU plan takes its pixels as floats");
+    if (ts->cuda->kern.lp.images_u8 < 0) return errf(err, errcap, "the plan has no kernel for images uploaded as bytes (recompile the plan)");
+    return true;
 }
+
+void train_step_use_bytes(TrainStep *ts, const uint8_t *bytes) { ts->images_u8 = bytes; }
+
+bool train_step_pin(TrainStep *ts, void *host, size_t bytes, char *err, int errcap) { return !ts->cuda || cuda_step_pin(ts->cuda, host, bytes, err, errcap); }
 
 bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap) {
     if (!ts->device_stale) return true;

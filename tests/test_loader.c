@@ -217,6 +217,41 @@ Test(loader, bytes_are_the_same_pixels) {
     fixture_close(&f);
 }
 
+/* The slots a GPU pins: LOADER_SLOTS distinct buffers of a batch's pixels
+ * (page-aligned bytes in bytes mode), and every batch lies in one of them. */
+Test(loader, batches_lie_in_the_pixel_slots) {
+    Fixture f;
+    fixture_open(&f);
+    for (int bytes = 0; bytes < 2; bytes++) {
+        LoaderOptions o = opts(true, 2);
+        o.bytes = bytes;
+        char err[512];
+        Loader *l = loader_open(&f.split, &o, err, sizeof err);
+        cr_assert(l, "%s", err);
+        void *bufs[LOADER_SLOTS];
+        size_t each = 0;
+        cr_assert_eq(loader_pixel_buffers(l, bufs, &each), LOADER_SLOTS);
+        cr_expect_eq(each, IMG_FLOATS * (bytes ? 1 : sizeof(float)));
+        for (int i = 0; i < LOADER_SLOTS; i++) {
+            cr_expect(bufs[i] != NULL && (i == 0 || bufs[i] != bufs[i - 1]));
+            if (bytes) cr_expect_eq((uintptr_t)bufs[i] % 4096, 0, "slot %d starts a page", i);
+        }
+        cr_assert(loader_start_epoch(l, 0, true, 0, err, sizeof err), "%s", err);
+        Batch b;
+        int seen = 0;
+        while (loader_next(l, &b, err, sizeof err)) {
+            void *px = bytes ? (void *)b.bytes : (void *)b.images;
+            bool in = false;
+            for (int i = 0; i < LOADER_SLOTS; i++) in |= px == bufs[i];
+            cr_expect(in, "batch %d's pixels are a slot", seen);
+            seen++;
+        }
+        cr_expect_gt(seen, 0);
+        loader_close(l);
+    }
+    fixture_close(&f);
+}
+
 Test(loader, skip_resumes_at_the_same_batch) {
     Fixture f;
     fixture_open(&f);

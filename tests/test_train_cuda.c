@@ -250,9 +250,10 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     cuda_device_close(&probe);
 }
 
-/* A batch's pixels as bytes (train_step_images_u8, what `yolort train` uploads
- * for CUDA plans), divided by 255 on the device, give the loss and every
- * gradient bit for bit as the loader's value / 255 uploaded as floats. */
+/* A batch's pixels as bytes (train_step_use_bytes, what `yolort train` uploads
+ * for CUDA plans from the loader's pinned slots), divided by 255 on the
+ * device, give the loss and every gradient bit for bit as the loader's
+ * value / 255 uploaded as floats. */
 Test(train_cuda, bytes_upload_equals_the_float_upload) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
@@ -261,22 +262,23 @@ Test(train_cuda, bytes_upload_equals_the_float_upload) {
     TrainStep ts;
     tiny_cuda_step(&p, &ts);
     int64_t npx = n_of(&p.g, ts.images);
-    uint8_t *px = malloc((size_t)npx);
+    uint8_t *px = NULL; /* whole pages, as the loader's slots: pinning works page by page */
+    cr_assert_eq(posix_memalign((void **)&px, 4096, ((size_t)npx + 4095) / 4096 * 4096), 0);
     float *images = train_step_images(&ts);
     for (int64_t i = 0; i < npx; i++) px[i] = (uint8_t)(images[i] * 255.0f + 0.5f), images[i] = (float)px[i] / 255.0f;
     StepResult r0, r;
     cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
     Grads want = grads_now(&ts);
-    uint8_t *bytes = train_step_images_u8(&ts, err, sizeof err);
-    cr_assert_not_null(bytes, "%s", err);
-    memcpy(bytes, px, (size_t)npx);
+    cr_assert(train_step_takes_bytes(&ts, err, sizeof err), "%s", err);
+    cr_assert(train_step_pin(&ts, px, (size_t)npx, err, sizeof err), "%s", err);
+    train_step_use_bytes(&ts, px);
     cr_assert(train_step_backward(&ts, &r, err, sizeof err), "%s", err);
     cr_expect(same_items(&r, &r0), "loss from bytes %.9g, from floats %.9g", r.total, r0.total);
     int differ = grads_differ_now(&ts, &want);
     cr_expect_eq(differ, 0, "%d of %d gradients differ", differ, want.n);
     grads_free(&want);
+    train_step_free(&ts); /* unpins px */
     free(px);
-    train_step_free(&ts);
     plan_free(&p);
     cuda_device_close(&probe);
 }

@@ -92,7 +92,7 @@ typedef struct CudaStep {
     CuDevicePtr ema;
     int64_t ema_bytes, *ema_off;
     /* host buffers pinned with cuda_step_pin (unpinned at close) */
-    void *pinned[4];
+    void *pinned[8];
     int n_pinned;
     bool use_graphs;
     CudaGraphSeg *graphs;
@@ -189,7 +189,7 @@ bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errca
 bool cuda_step_use_graphs(CudaStep *cs, bool on, char *err, int errcap);
 /* Pins host memory [host, host + bytes) for DMA (cuMemHostRegister), so
  * uploads from it run at the bus's speed; unpinned by cuda_step_close. At
- * most 4 buffers. */
+ * most 8 buffers. */
 bool cuda_step_pin(CudaStep *cs, void *host, size_t bytes, char *err, int errcap);
 /* Whether runs should replay CUDA graphs: yes unless YOLOCC_CUDA_GRAPHS=0
  * or YOLOCC_CUDA_SYNC (whose per-launch synchronisation cannot be captured). */

@@ -22,7 +22,8 @@
 #include "image_io.h"
 
 /* Batches being prepared or held by the caller: one held, two ahead. */
-#define RING 3
+#define RING LOADER_SLOTS
+#define PAGE 4096
 #define MAX_WORKERS 256
 
 /* Domain tags so the shuffle and sample streams never coincide. */
@@ -394,8 +395,9 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
     for (int i = 0; ok && i < RING; i++) {
         Batch *b = &l->slot[i].b;
         l->slot[i].batch = -1;
-        if (o->bytes) b->bytes = malloc(px);
-        else b->images = malloc(px * sizeof *b->images);
+        /* whole pages, so a GPU can pin each slot on its own (pinning works page by page) */
+        if (o->bytes && posix_memalign((void **)&b->bytes, PAGE, (px + PAGE - 1) / PAGE * PAGE)) b->bytes = NULL;
+        if (!o->bytes) b->images = malloc(px * sizeof *b->images);
         b->boxes = calloc(nbox, sizeof *b->boxes);
         b->counts = calloc((size_t)o->batch, sizeof *b->counts);
         b->info = calloc((size_t)o->batch, sizeof *b->info);
@@ -429,6 +431,12 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
         l->nthreads++;
     }
     return l;
+}
+
+int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each) {
+    *bytes_each = (size_t)l->o.batch * 3 * l->o.imgsz * l->o.imgsz * (l->o.bytes ? 1 : sizeof(float));
+    for (int i = 0; i < RING; i++) bufs[i] = l->o.bytes ? (void *)l->slot[i].b.bytes : (void *)l->slot[i].b.images;
+    return RING;
 }
 
 int loader_batches_per_epoch(const Loader *l) { return l->nb; }

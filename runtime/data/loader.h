@@ -54,6 +54,11 @@ typedef struct Loader Loader;
  * images (info.index -1, counts 0) and n_valid says how many are real. */
 Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap);
 int loader_batches_per_epoch(const Loader *l);
+/* The pixel buffers batches are handed out in (Batch.bytes, or Batch.images),
+ * LOADER_SLOTS of them, bytes_each long and fixed while the loader is open:
+ * a GPU pins them once, and uploads each batch from where it lies. */
+#define LOADER_SLOTS 3
+int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each);
 /* Starts epoch e (0-based): the shuffle order and augmentation random
  * streams depend only on (seed, e). mosaic false = close_mosaic (also turns
  * mixup off); skip = batches to skip (resume inside an epoch). */

@@ -202,7 +202,8 @@ static bool save_epoch(Trainer *t, int epoch, bool is_best, char *err, int errca
 
 static void bind_batch(Trainer *t, const Batch *b) {
     size_t img = (size_t)t->ts.batch * 3 * (size_t)t->ts.imgsz * (size_t)t->ts.imgsz, box = (size_t)t->ts.batch * (size_t)t->ts.max_boxes * 5;
-    if (b->bytes) memcpy(t->ts.images_u8, b->bytes, img);
+    /* bytes are uploaded from the loader's (pinned) slot itself */
+    if (b->bytes) train_step_use_bytes(&t->ts, b->bytes);
     else memcpy(train_step_images(&t->ts), b->images, img * sizeof(float));
     memcpy(train_step_boxes(&t->ts), b->boxes, box * sizeof(float));
     memcpy(train_step_counts(&t->ts), b->counts, (size_t)t->ts.batch * sizeof(int64_t));
@@ -283,11 +284,22 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
     return true;
 }
 
+/* Pins a loader's pixel slots for the step that uploads from them (the
+ * training TrainStep, or the validation CudaStep; neither: nothing). */
+static bool pin_loader(const Loader *l, TrainStep *ts, CudaStep *cs, char *err, int errcap) {
+    void *bufs[LOADER_SLOTS];
+    size_t bytes;
+    int n = loader_pixel_buffers(l, bufs, &bytes);
+    for (int i = 0; i < n; i++)
+        if (!(cs ? cuda_step_pin(cs, bufs[i], bytes, err, errcap) : !ts || train_step_pin(ts, bufs[i], bytes, err, errcap))) return false;
+    return true;
+}
+
 /* Letterboxed validation batches of the validation plan's size, as bytes
  * when the validation graph runs on a device that divides them itself. */
 static bool open_val_loader(Trainer *t, LoaderOptions o, char *err, int errcap) {
     o.bytes = t->evcuda && t->evcuda->kern.lp.images_u8 >= 0;
-    return (t->val_loader = loader_open(&t->ds.val, &o, err, errcap)) != NULL;
+    return (t->val_loader = loader_open(&t->ds.val, &o, err, errcap)) != NULL && pin_loader(t->val_loader, NULL, t->evcuda, err, errcap);
 }
 
 static bool setup(Trainer *t, char *err, int errcap) {
@@ -327,9 +339,9 @@ static bool setup(Trainer *t, char *err, int errcap) {
     LoaderOptions lo = {.batch = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .train = true, .hyp = a->hyp, .seed = (uint64_t)a->seed,
                         .workers = a->workers, .cache_ram = a->cache_ram};
     /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
-    if (t->ts.cuda && !train_step_images_u8(&t->ts, err, errcap)) return false;
-    lo.bytes = t->ts.images_u8 != NULL;
-    if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap))) return false;
+    if (t->ts.cuda && !train_step_takes_bytes(&t->ts, err, errcap)) return false;
+    lo.bytes = t->ts.cuda != NULL;
+    if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap)) || !pin_loader(t->train_loader, &t->ts, NULL, err, errcap)) return false;
     const Plan *ep = t->plan.eval;
     /* the validation loader opens once the validation graph's device is known (open_val_loader) */
     LoaderOptions val = lo;
