@@ -50,6 +50,21 @@ bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const D
     return detloss_check_targets(t, cfg->nc, err, errcap);
 }
 
+bool detloss_targets_from_i64(int batch, int max_boxes, const int64_t *counts64, const float *boxes, DetTargets *t, int **counts, char *err, int errcap) {
+    *counts = malloc(sizeof(int) * ((size_t)batch + 1));
+    if (!*counts) return errf(err, errcap, "out of memory");
+    for (int b = 0; b < batch; b++) {
+        if (counts64[b] < 0 || counts64[b] > max_boxes) {
+            free(*counts);
+            *counts = NULL;
+            return errf(err, errcap, "image %d has %lld boxes; 0..%d allowed", b, (long long)counts64[b], max_boxes);
+        }
+        (*counts)[b] = (int)counts64[b];
+    }
+    *t = (DetTargets){.batch = batch, .max_boxes = max_boxes, .count = *counts, .boxes = boxes};
+    return true;
+}
+
 bool detloss_check_targets(const DetTargets *t, int nc, char *err, int errcap) {
     if (t->batch < 1) return errf(err, errcap, "detloss: batch %d must be >= 1", t->batch);
     if (t->max_boxes < 0) return errf(err, errcap, "detloss: max_boxes %d must be >= 0", t->max_boxes);

@@ -4,6 +4,7 @@
 #ifndef YOLOCC_DETLOSS_H
 #define YOLOCC_DETLOSS_H
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #define DETLOSS_MAX_LEVELS 8
@@ -77,6 +78,10 @@ void detloss_loss_assigned_ex(const DetLossConfig *cfg, const float *const *leve
 
 /* Validates cfg, levels and targets; the error names the offending field. */
 bool detloss_check(const DetLossConfig *cfg, const float *const *levels, const DetTargets *t, char *err, int errcap);
+/* Targets over a plan's tensors, whose counts are int64: each checked
+ * within 0..max_boxes (the error names the image) into *counts (malloc'd,
+ * the caller frees it), which t then points at. */
+bool detloss_targets_from_i64(int batch, int max_boxes, const int64_t *counts64, const float *boxes, DetTargets *t, int **counts, char *err, int errcap);
 /* Its targets half (counts within 0..max_boxes, finite rows, whole class ids
  * in 0..nc-1): the CUDA step checks a batch with it before the device loss,
  * which would only turn a bad row into NaN. */

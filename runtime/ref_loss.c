@@ -24,18 +24,7 @@ static bool loss_setup(const Graph *g, const Op *op, void **buf, int first, DetL
     cfg->gain_cls = (float)a->gains[1];
     cfg->gain_dfl = (float)a->gains[2];
     const Shape *bs = SH(op->in[first + nl]);
-    const int64_t *c64 = buf[op->in[first + nl + 1]];
-    *counts = malloc(sizeof(int) * (size_t)bs->d[0]);
-    if (!*counts) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int64_t b = 0; b < bs->d[0]; b++) {
-        if (c64[b] < 0 || c64[b] > bs->d[1]) {
-            free(*counts);
-            return snprintf(err, (size_t)errcap, "image %lld has %lld boxes; 0..%lld allowed", (long long)b, (long long)c64[b], (long long)bs->d[1]), false;
-        }
-        (*counts)[b] = (int)c64[b];
-    }
-    *t = (DetTargets){.batch = (int)bs->d[0], .max_boxes = (int)bs->d[1], .count = *counts, .boxes = buf[op->in[first + nl]]};
-    return true;
+    return detloss_targets_from_i64((int)bs->d[0], (int)bs->d[1], buf[op->in[first + nl + 1]], buf[op->in[first + nl]], t, counts, err, errcap);
 }
 
 REF_KERNEL(ref_detect_loss) {

@@ -64,13 +64,11 @@ bool train_step_takes_bytes(const TrainStep *ts, char *err, int errcap);
 /* The backwards from now on upload bytes ([batch, 3, imgsz, imgsz], read
  * when the backward runs, so it must stay valid until then) instead of
  * train_step_images, and the device divides them by 255: a quarter of the
- * traffic and no conversion on the host. NULL: floats again. Needs
+ * traffic and no conversion on the host (pin them with cuda_step_pin on
+ * ts->cuda for the bus's speed). NULL: floats again. Needs
  * train_step_takes_bytes. */
 void train_step_use_bytes(TrainStep *ts, const uint8_t *bytes);
-/* CUDA plans: pins host memory the step uploads from (a loader's slots), so
- * the copies run at the bus's speed, until train_step_free; CPU plans:
- * nothing. */
-bool train_step_pin(TrainStep *ts, void *host, size_t bytes, char *err, int errcap);
+
 /* fast (the default): run the plan's generated kernels when it carries them,
  * and the fast CPU library kernels (cpu_conv.h) where they exist; false: the
  * reference oracle op by op. Returns the previous setting. */

@@ -52,7 +52,7 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
 
 void train_step_cuda_close(TrainStep *ts) {
     if (!ts->cuda) return;
-    cuda_step_close(ts->cuda); /* unpins what train_step_pin pinned */
+    cuda_step_close(ts->cuda); /* unpins what was pinned for it */
     free(ts->cuda);
     ts->cuda = NULL;
     ts->images_u8 = NULL;
@@ -66,7 +66,6 @@ bool train_step_takes_bytes(const TrainStep *ts, char *err, int errcap) {
 
 void train_step_use_bytes(TrainStep *ts, const uint8_t *bytes) { ts->images_u8 = bytes; }
 
-bool train_step_pin(TrainStep *ts, void *host, size_t bytes, char *err, int errcap) { return !ts->cuda || cuda_step_pin(ts->cuda, host, bytes, err, errcap); }
 
 bool train_step_cuda_sync_device(TrainStep *ts, char *err, int errcap) {
     if (!ts->device_stale) return true;
@@ -102,27 +101,22 @@ static bool pending_to_acc(TrainStep *ts, char *err, int errcap) {
 /* The batch's targets as the host loss checks them: the device loss would
  * turn a bad row into NaN, where this names it. */
 static bool check_targets(TrainStep *ts, char *err, int errcap) {
-    const int64_t *c64 = ts->it.buf[ts->counts];
-    int *counts = malloc(sizeof *counts * ((size_t)ts->batch + 1));
-    if (!counts) return errf(err, errcap, "out of memory");
-    /* a count beyond max_boxes (or negative) is refused below either way */
-    for (int b = 0; b < ts->batch; b++) counts[b] = c64[b] < 0 ? -1 : c64[b] > ts->max_boxes ? ts->max_boxes + 1 : (int)c64[b];
-    DetTargets t = {ts->batch, ts->max_boxes, counts, ts->it.buf[ts->boxes]};
+    DetTargets t;
+    int *counts = NULL;
     char why[256];
-    bool ok = detloss_check_targets(&t, ts->nc, why, sizeof why) || errf(err, errcap, "the batch's targets: %s", why);
+    bool ok = (detloss_targets_from_i64(ts->batch, ts->max_boxes, ts->it.buf[ts->counts], ts->it.buf[ts->boxes], &t, &counts, why, sizeof why) &&
+               detloss_check_targets(&t, ts->nc, why, sizeof why)) ||
+              errf(err, errcap, "the batch's targets: %s", why);
     free(counts);
     return ok;
 }
 
 bool train_step_cuda_backward(TrainStep *ts, StepResult *out, char *err, int errcap) {
     CudaStep *cs = ts->cuda;
-    const int inputs[] = {ts->images, ts->boxes, ts->counts};
     if (!check_targets(ts, err, errcap) || !train_step_cuda_sync_device(ts, err, errcap) || !pending_to_acc(ts, err, errcap)) return false;
-    for (int i = 0; i < 3; i++) {
-        bool bytes = i == 0 && ts->images_u8;
-        if (!(bytes ? cuda_step_set_images_u8(cs, inputs[i], ts->images_u8, err, errcap) : cuda_step_set_input(cs, inputs[i], ts->it.buf[inputs[i]], err, errcap)))
-            return false;
-    }
+    if (!(ts->images_u8 ? cuda_step_set_images_u8(cs, ts->images, ts->images_u8, err, errcap) : cuda_step_set_input(cs, ts->images, ts->it.buf[ts->images], err, errcap)) ||
+        !cuda_step_set_input(cs, ts->boxes, ts->it.buf[ts->boxes], err, errcap) || !cuda_step_set_input(cs, ts->counts, ts->it.buf[ts->counts], err, errcap))
+        return false;
     char why[1024];
     if (!cuda_step_seed(cs, err, errcap)) return false;
     cs->hook = ts->backward_hook;

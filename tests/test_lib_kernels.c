@@ -164,6 +164,19 @@ typedef struct Dev {
     int n_mod;
 } Dev;
 
+/* Device 0 (or `SKIP: no CUDA device`) with NVRTC to compile for it. */
+static void dev_open(Dev *v) {
+    memset(v, 0, sizeof *v);
+    open_gpu_or_skip(&v->d);
+    char why[512];
+    cr_assert(nvrtc_available(why, sizeof why), "%s", why);
+}
+
+static void dev_close(Dev *v) {
+    for (int i = 0; i < v->n_mod; i++) (void)v->d.L.cuModuleUnload(v->mod[i]);
+    cuda_device_close(&v->d);
+}
+
 /* Compiles kernel k for the device and resolves it. */
 static CuFunction load(Dev *v, const LibKernel *k) {
     char arch[16], err[4096];
@@ -300,10 +313,7 @@ Test(lib_kernels, every_entry_compiles_and_takes_its_attributes) {
 
 static void each_kernel(DType dt) {
     Dev v;
-    memset(&v, 0, sizeof v);
-    open_gpu_or_skip(&v.d);
-    char why[512];
-    cr_assert(nvrtc_available(why, sizeof why), "%s", why);
+    dev_open(&v);
     Arena ar;
     Graph g;
     lib_odd_graph(&g, &ar);
@@ -313,9 +323,8 @@ static void each_kernel(DType dt) {
         check_op(&v, &g, o, dt, 0, o == 0 ? 2 : 5, &seed);
         check_op(&v, &g, o, dt, 7, 3, &seed);
     }
-    for (int i = 0; i < v.n_mod; i++) (void)v.d.L.cuModuleUnload(v.mod[i]);
     arena_free(&ar);
-    cuda_device_close(&v.d);
+    dev_close(&v);
 }
 
 Test(lib_kernels, each_kernel_equals_the_reference_fp32) { each_kernel(DT_F32); }
@@ -410,10 +419,7 @@ static int64_t check_attention(Dev *v, const Graph *g, int o, DType dt, int64_t 
 
 static void each_attention(DType dt) {
     Dev v;
-    memset(&v, 0, sizeof v);
-    open_gpu_or_skip(&v.d);
-    char why[512];
-    cr_assert(nvrtc_available(why, sizeof why), "%s", why);
+    dev_open(&v);
     Arena ar;
     Graph g;
     lib_attention_graph(&g, &ar);
@@ -422,9 +428,8 @@ static void each_attention(DType dt) {
     for (int o = 0; o < g.n_ops; o++) inexact += check_attention(&v, &g, o, dt, 0, &seed) + check_attention(&v, &g, o, dt, 7, &seed);
     cr_log_info("attention on the device: %lld elements not bit-exact", (long long)inexact);
     printf("lib_kernels attention %s: %lld elements not bit-exact\n", dt == DT_F32 ? "fp32" : dt == DT_BF16 ? "bf16" : "fp16", (long long)inexact);
-    for (int i = 0; i < v.n_mod; i++) (void)v.d.L.cuModuleUnload(v.mod[i]);
     arena_free(&ar);
-    cuda_device_close(&v.d);
+    dev_close(&v);
 }
 
 Test(lib_kernels, attention_equals_the_reference_fp32) { each_attention(DT_F32); }
@@ -434,8 +439,7 @@ Test(lib_kernels, attention_equals_the_reference_fp16) { each_attention(DT_F16);
 /* The compute-copy cast rounds as the host conversion does, NaN aside. */
 Test(lib_kernels, cast_rounds_like_the_host) {
     Dev v;
-    memset(&v, 0, sizeof v);
-    open_gpu_or_skip(&v.d);
+    dev_open(&v);
     char err[1024];
     enum { N = 70001 };
     float *x = malloc(sizeof(float) * N);
@@ -471,6 +475,5 @@ Test(lib_kernels, cast_rounds_like_the_host) {
         (void)v.d.L.cuMemFree(src), (void)v.d.L.cuMemFree(dst);
     }
     free(x);
-    for (int i = 0; i < v.n_mod; i++) (void)v.d.L.cuModuleUnload(v.mod[i]);
-    cuda_device_close(&v.d);
+    dev_close(&v);
 }

@@ -270,7 +270,7 @@ Test(train_cuda, bytes_upload_equals_the_float_upload) {
     cr_assert(train_step_backward(&ts, &r0, err, sizeof err), "%s", err);
     Grads want = grads_now(&ts);
     cr_assert(train_step_takes_bytes(&ts, err, sizeof err), "%s", err);
-    cr_assert(train_step_pin(&ts, px, (size_t)npx, err, sizeof err), "%s", err);
+    cr_assert(cuda_step_pin(ts.cuda, px, (size_t)npx, err, sizeof err), "%s", err);
     train_step_use_bytes(&ts, px);
     cr_assert(train_step_backward(&ts, &r, err, sizeof err), "%s", err);
     cr_expect(same_items(&r, &r0), "loss from bytes %.9g, from floats %.9g", r.total, r0.total);

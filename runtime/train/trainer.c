@@ -284,14 +284,14 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
     return true;
 }
 
-/* Pins a loader's pixel slots for the step that uploads from them (the
- * training TrainStep, or the validation CudaStep; neither: nothing). */
-static bool pin_loader(const Loader *l, TrainStep *ts, CudaStep *cs, char *err, int errcap) {
+/* Pins a loader's pixel slots for the device step that uploads from them
+ * (the training or the validation CudaStep; NULL for CPU plans: nothing). */
+static bool pin_loader(const Loader *l, CudaStep *cs, char *err, int errcap) {
     void *bufs[LOADER_SLOTS];
     size_t bytes;
     int n = loader_pixel_buffers(l, bufs, &bytes);
-    for (int i = 0; i < n; i++)
-        if (!(cs ? cuda_step_pin(cs, bufs[i], bytes, err, errcap) : !ts || train_step_pin(ts, bufs[i], bytes, err, errcap))) return false;
+    for (int i = 0; cs && i < n; i++)
+        if (!cuda_step_pin(cs, bufs[i], bytes, err, errcap)) return false;
     return true;
 }
 
@@ -299,7 +299,7 @@ static bool pin_loader(const Loader *l, TrainStep *ts, CudaStep *cs, char *err, 
  * when the validation graph runs on a device that divides them itself. */
 static bool open_val_loader(Trainer *t, LoaderOptions o, char *err, int errcap) {
     o.bytes = t->evcuda && t->evcuda->kern.lp.images_u8 >= 0;
-    return (t->val_loader = loader_open(&t->ds.val, &o, err, errcap)) != NULL && pin_loader(t->val_loader, NULL, t->evcuda, err, errcap);
+    return (t->val_loader = loader_open(&t->ds.val, &o, err, errcap)) != NULL && pin_loader(t->val_loader, t->evcuda, err, errcap);
 }
 
 static bool setup(Trainer *t, char *err, int errcap) {
@@ -341,7 +341,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
     if (t->ts.cuda && !train_step_takes_bytes(&t->ts, err, errcap)) return false;
     lo.bytes = t->ts.cuda != NULL;
-    if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap)) || !pin_loader(t->train_loader, &t->ts, NULL, err, errcap)) return false;
+    if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap)) || !pin_loader(t->train_loader, t->ts.cuda, err, errcap)) return false;
     const Plan *ep = t->plan.eval;
     /* the validation loader opens once the validation graph's device is known (open_val_loader) */
     LoaderOptions val = lo;
