@@ -27,11 +27,29 @@ void memplan_mark_persistent(const Graph *g, bool *persistent) {
         if (g->ops[o].kind == OP_SGD_STEP || g->ops[o].kind == OP_ADAMW_STEP) persistent[g->ops[o].in[1]] = true;
 }
 
+/* An input only convolutions read (the images): autocast would cast it to
+ * the compute type at the first convolution, so it is stored there, and
+ * every convolution sees one type in x, w and y. */
+static bool conv_only_input(const Graph *g, int t) {
+    if (g->tensors[t].kind != TK_INPUT) return false;
+    int readers = 0;
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        for (int i = 0; i < op->n_in; i++) {
+            if (op->in[i] != t) continue;
+            /* x of a convolution, and of its weight gradient */
+            if (!(op->kind == OP_CONV2D && i == 0) && !(op->kind == OP_CONV2D_WGRAD && i == 1)) return false;
+            readers++;
+        }
+    }
+    return readers > 0;
+}
+
 int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p) {
     const Tensor *x = &g->tensors[t];
     int64_t n = shape_numel(&x->shape);
     if (x->dtype == DT_I64) return n * 8;
-    bool low = p != PREC_FP32 && x->kind == TK_ACTIVATION && !persistent && !always_fp32(g, t);
+    bool low = p != PREC_FP32 && ((x->kind == TK_ACTIVATION && !persistent && !always_fp32(g, t)) || conv_only_input(g, t));
     return n * (low ? 2 : 4);
 }
 

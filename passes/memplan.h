@@ -36,9 +36,10 @@ const char *precision_name(Precision p);
  * place false only the sizes and the lower bound are computed (offsets stay
  * -1, arena_bytes 0): the fast objective of the recompute budget search. */
 bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, bool place, Arena *a, MemPlan *mp, char *err, int errcap);
-/* Storage bytes of tensor t: activations and activation gradients at the
- * precision; master weights, their gradients, BN statistics, optimizer state
- * and the loss stay fp32. */
+/* Storage bytes of tensor t: activations, activation gradients and an input
+ * only convolutions read (the images) at the precision; master weights,
+ * their gradients, BN statistics, optimizer state, the loss and the other
+ * inputs stay fp32. */
 int64_t memplan_tensor_bytes(const Graph *g, int t, bool persistent, Precision p);
 /* Per tensor: the first op of its producer's group and the last op of its
  * last reader's group (fu NULL: the ops themselves); graph outputs end at
