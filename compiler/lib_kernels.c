@@ -126,10 +126,10 @@ static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *p
 
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = lp->ema = lp->images_u8 = -1;
+    lp->cast = lp->unscale = lp->ema = lp->images_u8 = lp->widen = -1;
     int cap = 0;
-    bool trains = false;
-    for (int o = 0; o < g->n_ops && !trains; o++) trains = g->ops[o].kind == OP_GRAD_CLIP;
+    bool trains = false, wgrad = false;
+    for (int o = 0; o < g->n_ops; o++) trains |= g->ops[o].kind == OP_GRAD_CLIP, wgrad |= g->ops[o].kind == OP_CONV2D_WGRAD;
     bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
     lp->launch_kernel = malloc(sizeof(int) * ((size_t)kp->n_launches + 1));
     lp->n_launches = kp->n_launches;
@@ -181,6 +181,10 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         DType dt[2] = {DT_F32, DT_F32};
         ok = (lp->unscale = intern(lp, &cap, LK_UNSCALE, 2, dt)) >= 0;
     }
+    if (ok && p != PREC_FP32 && wgrad) {
+        DType dt[2] = {p == PREC_FP16 ? DT_F16 : DT_BF16, DT_F32};
+        ok = (lp->widen = intern(lp, &cap, LK_CAST, 2, dt)) >= 0;
+    }
     if (ok && p != PREC_FP32) {
         DType dt[2] = {DT_F32, p == PREC_FP16 ? DT_F16 : DT_BF16};
         ok = (lp->cast = intern(lp, &cap, LK_CAST, 2, dt)) >= 0;
@@ -197,7 +201,7 @@ void lib_program_free(LibProgram *lp) {
     free(lp->kernels);
     free(lp->launch_kernel);
     memset(lp, 0, sizeof *lp);
-    lp->cast = lp->unscale = lp->ema = lp->images_u8 = -1;
+    lp->cast = lp->unscale = lp->ema = lp->images_u8 = lp->widen = -1;
 }
 
 /* Writes template text with each @KEY@ of kv replaced by its value. */

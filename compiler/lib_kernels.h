@@ -13,7 +13,7 @@ typedef enum {
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
     LK_ATTENTION, LK_ATTENTION_BWD,
     LK_DFL, LK_DIST2BBOX, /* the validation graph's box decode */
-    LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy */
+    LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy; also bf16 / fp16 -> fp32 (a weight gradient cuDNN computed in the inputs' type) */
     LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
     /* attention_bwd's first launch (per query row: the softmax statistics into
      * YlArgs.ws), same operands and arguments as LK_ATTENTION_BWD's */
@@ -52,6 +52,10 @@ typedef struct LibProgram {
     int unscale;                    /* the loss-scale unscale, or -1 (only fp16 plans scale their loss) */
     int ema;                        /* the EMA update, or -1 (a plan without an optimizer) */
     int images_u8;                  /* bytes -> the images input's storage type, or -1 (no images input) */
+    /* a weight gradient from bf16 / fp16 inputs widened into its fp32 storage, where cuDNN
+     * has no engine that writes fp32 from them (runtime/cuda/cudnn_conv.h), or -1 (fp32
+     * plans, plans without weight gradients) */
+    int widen;
 } LibProgram;
 
 /* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
@@ -63,7 +67,8 @@ int lib_entry_of(OpKind k);
  * detect_loss / detect_loss_bwd launches (their phases, in order of first
  * use; attention_bwd's statistics kernel just before its own), then the
  * EMA update (training plans), the images' byte conversion (graphs with an
- * "images" input), the unscale (fp16 plans), the cast last. */
+ * "images" input), the unscale (fp16 plans), the widening cast (bf16 / fp16 plans
+ * with weight gradients), the cast last. */
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap);
 /* The operand storage types of detection-loss phase e (LK_DETLOSS_*) into dt:
  * the levels' type (decode, assign, resolve, terms), nothing (normalise,

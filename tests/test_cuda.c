@@ -487,7 +487,9 @@ Test(cuda, cudnn_conv_matches_the_reference) {
             CuDevicePtr in[3];
             for (int i = 0; i < op->n_in; i++) in[i] = dev[op->in[i]];
             cr_assert(ref_kernel(op->kind)(g, op, host, err, sizeof err), "%s", err);
-            cr_assert(cudnn_conv_run(&cc, op, in, dev[op->out[0]], err, sizeof err), "case %zu %s: %s", c, op_def(op->kind)->name, err);
+            ConvWiden widen;
+            cr_assert(cudnn_conv_run(&cc, op, in, dev[op->out[0]], &widen, err, sizeof err), "case %zu %s: %s", c, op_def(op->kind)->name, err);
+            cr_assert_eq(widen.n, 0, "an fp32 weight gradient is never staged");
             int t = op->out[0];
             int64_t numel = shape_numel(&g->tensors[t].shape);
             float *got = malloc((size_t)numel * 4);

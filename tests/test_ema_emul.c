@@ -18,13 +18,7 @@ static LibKernel ema_kernel(void) {
 
 Test(ema_emul, device_update_equals_the_host_update) {
     LibKernel k = ema_kernel();
-    char *src = lib_kernel_render(&k);
-    cr_assert_not_null(src);
-    void *h = emul_build(src, strlen(src), "the EMA kernel");
-    free(src);
-    void (*thread)(unsigned, unsigned, unsigned, unsigned) = (void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread");
-    void (*fn)(YlArgs) = (void (*)(YlArgs))dlsym(h, k.name);
-    cr_assert(thread && fn);
+    EmulKernel ek = emul_lib_kernel(&k);
     enum { N = 1001 };
     float dev[N], host[N], model[N];
     uint64_t s = 0x243f6a8885a308d3ULL;
@@ -46,8 +40,7 @@ Test(ema_emul, device_update_equals_the_host_update) {
         YlArgs a;
         memset(&a, 0, sizeof a);
         a.t[0] = dev, a.t[1] = model, a.total = N, a.ema_d = d, a.ema_e = e;
-        for (unsigned b = 0; b < 2; b++)
-            for (unsigned t = 0; t < 3; t++) thread(2, 3, b, t), fn(a);
+        emul_lib_run(&ek, a);
     }
     cr_expect_arr_eq(dev, host, sizeof dev, "the device's EMA equals the host's bit for bit");
 }

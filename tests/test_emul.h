@@ -10,6 +10,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include "../compiler/lib_kernels.h"
 #include "test_util.h"
 
 extern char **environ;
@@ -68,6 +69,30 @@ static inline void *emul_build(const char *text, size_t len, const char *what) {
     if (out && *out) cr_log_info("compiler output: %.2000s", out);
     free(out);
     return h;
+}
+
+/* A library kernel built for the host: its entry and the emulated-thread setter. */
+typedef struct EmulKernel {
+    void (*thread)(unsigned grid, unsigned block, unsigned b, unsigned t);
+    void (*fn)(YlArgs a);
+} EmulKernel;
+
+/* Renders library kernel k and builds it with emul_build. */
+static inline EmulKernel emul_lib_kernel(const LibKernel *k) {
+    char *src = lib_kernel_render(k);
+    cr_assert_not_null(src, "%s", k->name);
+    void *h = emul_build(src, strlen(src), k->name);
+    free(src);
+    EmulKernel e = {(void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread"), (void (*)(YlArgs))dlsym(h, k->name)};
+    cr_assert(e.thread && e.fn, "%s: the built kernel has its entry and yk_emu_thread", k->name);
+    return e;
+}
+
+/* Runs a grid-stride kernel over a as 2 blocks of 3 threads: each emulated
+ * thread strides over the elements the others skip. */
+static inline void emul_lib_run(const EmulKernel *e, YlArgs a) {
+    for (unsigned b = 0; b < 2; b++)
+        for (unsigned t = 0; t < 3; t++) e->thread(2, 3, b, t), e->fn(a);
 }
 
 #endif

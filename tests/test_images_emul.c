@@ -39,11 +39,16 @@ static LibKernel plan_kernel(const char *precision, DType *images_type) {
     return k;
 }
 
-/* Kernel q of five: the tiny plan's at fp32, bf16 and fp16 (their images are
- * fp32 storage today), then bf16 and fp16 stores made by hand. */
+/* Kernel q of five: the tiny plan's at fp32, bf16 and fp16 (its images stored
+ * in the precision's type), then bf16 and fp16 stores made by hand. */
 static LibKernel kernel_of(int q, DType *dt) {
     const char *precisions[] = {"fp32", "bf16", "fp16"};
-    if (q < 3) return plan_kernel(precisions[q], dt);
+    const DType stored[] = {DT_F32, DT_BF16, DT_F16};
+    if (q < 3) {
+        LibKernel k = plan_kernel(precisions[q], dt);
+        cr_expect_eq(*dt, stored[q], "%s: the images are stored in the plan's precision", precisions[q]);
+        return k;
+    }
     *dt = q == 3 ? DT_BF16 : DT_F16;
     LibKernel k = {.entry = LK_IMAGES_U8, .n_operands = 1, .dt = {*dt}};
     snprintf(k.name, sizeof k.name, "yl_images_u8_%s", q == 3 ? "bf16" : "f16");
@@ -59,21 +64,14 @@ Test(images_emul, bytes_divide_into_what_the_host_upload_stores) {
     for (int q = 0; q < 5; q++) {
         DType dt;
         LibKernel k = kernel_of(q, &dt);
-        char *src = lib_kernel_render(&k);
-        cr_assert_not_null(src);
-        void *h = emul_build(src, strlen(src), k.name);
-        free(src);
-        void (*thread)(unsigned, unsigned, unsigned, unsigned) = (void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread");
-        void (*fn)(YlArgs) = (void (*)(YlArgs))dlsym(h, k.name);
-        cr_assert(thread && fn, "%s", k.name);
+        EmulKernel e = emul_lib_kernel(&k);
         size_t es = dtype_size(dt);
         unsigned char *dev = calloc(N, es), *want = calloc(N, es);
         cuda_f32_to_storage(dt, host, want, N);
         YlArgs a;
         memset(&a, 0, sizeof a);
         a.t[0] = dev, a.t[1] = px, a.total = N;
-        for (unsigned b = 0; b < 2; b++)
-            for (unsigned t = 0; t < 3; t++) thread(2, 3, b, t), fn(a);
+        emul_lib_run(&e, a);
         cr_expect(memcmp(dev, want, N * es) == 0, "%s: the device's conversion equals the host upload's bit for bit", k.name);
         free(dev), free(want);
     }

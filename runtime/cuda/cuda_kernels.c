@@ -151,7 +151,7 @@ static const char *library_name(const CudaKernels *ck, int i) { return ck->lp.ke
 
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap) {
     memset(ck, 0, sizeof *ck);
-    ck->lp.cast = ck->lp.unscale = ck->lp.ema = -1;
+    ck->lp.cast = ck->lp.unscale = ck->lp.ema = ck->lp.images_u8 = ck->lp.widen = -1;
     ck->sm_count = d->sm_count;
     if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
     cJSON *idx = NULL;
@@ -275,12 +275,23 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
     return launch_lib(ck, d, k, &a, s, what, err, errcap);
 }
 
-bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap) {
-    if (ck->lp.cast < 0) return errf(err, errcap, "the plan has no compute-copy cast kernel (an fp32 plan keeps no copies)");
+/* dst[i] = src[i] for i < n through cast kernel k (its two types) */
+static bool launch_cast(const CudaKernels *ck, const CudaDevice *d, int k, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, const char *what, char *err,
+                        int errcap) {
     YlArgs a;
     memset(&a, 0, sizeof a);
     a.t[0] = (void *)(uintptr_t)src, a.t[1] = (void *)(uintptr_t)dst, a.total = n;
-    return launch_lib(ck, d, ck->lp.cast, &a, s, "a compute copy", err, errcap);
+    return launch_lib(ck, d, k, &a, s, what, err, errcap);
+}
+
+bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap) {
+    if (ck->lp.cast < 0) return errf(err, errcap, "the plan has no compute-copy cast kernel (an fp32 plan keeps no copies)");
+    return launch_cast(ck, d, ck->lp.cast, src, dst, n, s, "a compute copy", err, errcap);
+}
+
+bool cuda_kernels_widen(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap) {
+    if (ck->lp.widen < 0) return errf(err, errcap, "the plan has no kernel that widens a bf16 / fp16 weight gradient to fp32 (recompile the plan)");
+    return launch_cast(ck, d, ck->lp.widen, src, dst, n, s, "a weight gradient's widening to fp32", err, errcap);
 }
 
 bool cuda_kernels_images_u8(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr dst, CuDevicePtr bytes, int64_t n, CuStream s, char *err, int errcap) {

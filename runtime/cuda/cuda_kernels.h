@@ -76,6 +76,10 @@ bool cuda_kernels_launch_lib(const CudaKernels *ck, const CudaDevice *d, const G
 /* Rounds n fp32 elements at src into the compute-copy type of the plan at
  * dst, on stream s (the cast library kernel; none in fp32 plans). */
 bool cuda_kernels_cast(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
+/* The n elements of a weight gradient cuDNN computed in the plan's bf16 / fp16
+ * at src, widened into its fp32 storage at dst, on stream s (the widen library
+ * kernel; none in fp32 plans). */
+bool cuda_kernels_widen(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr src, CuDevicePtr dst, int64_t n, CuStream s, char *err, int errcap);
 /* n bytes at device address bytes (a batch's pixels) / 255 into the images
  * input's storage type at dst, on stream s (the images_u8 library kernel). */
 bool cuda_kernels_images_u8(const CudaKernels *ck, const CudaDevice *d, CuDevicePtr dst, CuDevicePtr bytes, int64_t n, CuStream s, char *err, int errcap);

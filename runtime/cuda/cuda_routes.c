@@ -59,16 +59,19 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
         append(buf, cap, &used,
                "no library op runs on the host: %d generated launches, %d library kernel launches, %d cuDNN convolutions and %d detection-loss ops each step",
                cs->kernel_launches, cs->lib_launches, cs->cudnn_ops, cs->loss_ops);
-        return;
+    } else {
+        append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
+        bool done[OP_COUNT] = {0};
+        for (const char *sep = " ";; sep = ", ") {
+            int best = -1;
+            for (int k = 0; k < OP_COUNT; k++)
+                if (!done[k] && cs->host_op_kinds[k] && (best < 0 || cs->host_op_kinds[k] > cs->host_op_kinds[best])) best = k;
+            if (best < 0) break;
+            done[best] = true;
+            append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
+        }
     }
-    append(buf, cap, &used, "%d library op%s on the host each step:", cs->host_ops, cs->host_ops == 1 ? " runs" : "s run");
-    bool done[OP_COUNT] = {0};
-    for (const char *sep = " ";; sep = ", ") {
-        int best = -1;
-        for (int k = 0; k < OP_COUNT; k++)
-            if (!done[k] && cs->host_op_kinds[k] && (best < 0 || cs->host_op_kinds[k] > cs->host_op_kinds[best])) best = k;
-        if (best < 0) break;
-        done[best] = true;
-        append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
-    }
+    if (cs->conv.staged_ops)
+        append(buf, cap, &used, "; %d weight gradient%s in %s by cuDNN, then widened to fp32 (no engine writes fp32 from those inputs)", cs->conv.staged_ops,
+               cs->conv.staged_ops == 1 ? "" : "s", cs->plan && cs->plan->precision == PREC_FP16 ? "fp16" : "bf16");
 }

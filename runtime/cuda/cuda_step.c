@@ -359,7 +359,9 @@ static bool run_conv(CudaStep *cs, const Op *op, char *err, int errcap) {
     CuDevicePtr in[3] = {0};
     /* weights (and a bias) through their compute copies; for other tensors cuda_mem_compute_ptr is their own address */
     for (int i = 0; i < op->n_in && i < 3; i++) in[i] = cuda_mem_compute_ptr(&cs->mem, op->in[i]);
-    return cudnn_conv_run(&cs->conv, op, in, cs->ptr[op->out[0]], err, errcap);
+    ConvWiden widen;
+    return cudnn_conv_run(&cs->conv, op, in, cs->ptr[op->out[0]], &widen, err, errcap) &&
+           (widen.n == 0 || cuda_kernels_widen(&cs->kern, &cs->dev, widen.src, cs->ptr[op->out[0]], widen.n, cs->dev.main, err, errcap));
 }
 
 /* Parameters that ops [lo, hi] update in place: their compute copies go stale. */

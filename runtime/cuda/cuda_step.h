@@ -247,7 +247,8 @@ CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch 
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
 /* One line for yolort: "12 library ops run on the host each step:
  * maxpool2d x3, resize_nearest x3, ..." (kinds by count, then op order), or
- * that none does. */
+ * that none does; then how many weight gradients cuDNN computed in bf16 /
+ * fp16 to be widened (cudnn_conv.h), if any. */
 void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
 
 #endif

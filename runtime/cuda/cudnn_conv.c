@@ -251,8 +251,10 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
     return found;
 }
 
-/* Builds the operation graph of key k and its execution plan into e. */
-static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, char *err, int errcap) {
+/* Builds the operation graph of key k and its execution plan into e.
+ * *no_engine: the failure was that no acceptable engine finalized. */
+static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, bool *no_engine, char *err, int errcap) {
+    *no_engine = false;
     memset(e, 0, sizeof *e);
     e->key = *k;
     e->hash = conv_key_hash(k);
@@ -295,6 +297,7 @@ static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, char *err, 
         plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_FALLBACK, &tried, doing, err, errcap))
         return true;
     if (err[0]) return false;
+    *no_engine = true;
     bool asym = k->pre_pad[0] != k->post_pad[0] || k->pre_pad[1] != k->post_pad[1];
     return errf(err, errcap, "cuDNN %zu has no deterministic%s engine for convolution %s (%d engine configs tried in heuristics modes A and fallback)%s",
                 cc->L->cudnnGetVersion(), k->x_type == DNN_DATA_FLOAT ? " full-fp32" : "", what, tried,
@@ -308,6 +311,17 @@ static ConvPlan *find_plan(CudnnConv *cc, const ConvKey *k) {
     return NULL;
 }
 
+static void release(CudnnConv *cc, ConvPlan *e) {
+    destroy(cc->L, &e->plan);
+    for (int j = 0; j < 8; j++) destroy(cc->L, &e->keep[j]);
+}
+
+/* A weight gradient from bf16 / fp16 x and dy into fp32 dw: cuDNN's engines
+ * may want dw in the inputs' type, as its legacy API did. */
+static bool stageable(const ConvKey *k) { return k->dir == CONV_WGRAD && k->w_type == DNN_DATA_FLOAT && k->x_type != DNN_DATA_FLOAT && k->x_type == k->y_type; }
+
+static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
+
 static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap) {
     ConvPlan *e = find_plan(cc, k);
     if (e) return e;
@@ -318,13 +332,29 @@ static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap
         cc->plans = np, cc->cap_plans = cap;
     }
     e = &cc->plans[cc->n_plans];
-    if (!build_plan(cc, k, e, err, errcap)) {
-        destroy(cc->L, &e->plan);
-        for (int j = 0; j < 8; j++) destroy(cc->L, &e->keep[j]);
-        return NULL;
+    bool no_engine;
+    bool ok = build_plan(cc, k, e, &no_engine, err, errcap);
+    if (!ok && no_engine && stageable(k)) {
+        /* PyTorch's AMP takes this path always: dw in the inputs' type,
+         * then widened into the fp32 gradient */
+        release(cc, e);
+        ConvKey staged = *k;
+        staged.w_type = k->x_type;
+        char direct[768];
+        snprintf(direct, sizeof direct, "%s", err);
+        ok = build_plan(cc, &staged, e, &no_engine, err, errcap);
+        if (ok) e->key = *k, e->hash = conv_key_hash(k), e->staged = true;
+        else if (no_engine) {
+            char staged_err[768];
+            snprintf(staged_err, sizeof staged_err, "%s", err);
+            errf(err, errcap, "%s; nor with dw in %s to widen afterwards: %s", direct, type_name(k->x_type), staged_err);
+        }
     }
+    if (!ok) return release(cc, e), NULL;
     cc->n_plans++;
     if (e->workspace > cc->plan_workspace) cc->plan_workspace = e->workspace;
+    int64_t stage = e->staged ? (dw_numel(k) * 2 + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN : 0;
+    if (stage > cc->stage_bytes) cc->stage_bytes = stage;
     return e;
 }
 
@@ -342,7 +372,9 @@ bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Preci
         const Op *op = &g->ops[o];
         if (!is_conv(op->kind)) continue;
         ConvKey k;
-        if (!conv_key_from_op(g, op, p, cc->persistent, cc->views, &k, err, errcap) || !get_plan(cc, &k, err, errcap)) return false;
+        ConvPlan *e;
+        if (!conv_key_from_op(g, op, p, cc->persistent, cc->views, &k, err, errcap) || !(e = get_plan(cc, &k, err, errcap))) return false;
+        cc->staged_ops += e->staged;
         if (op->kind == OP_CONV2D && op->n_in == 3) {
             ConvKey b = conv_bias_key(&k);
             if (!get_plan(cc, &b, err, errcap)) return false;
@@ -354,7 +386,10 @@ bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Preci
 
 static int64_t ones_bytes(const CudnnConv *cc) { return (cc->ones_elems * 4 + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
-int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc) { return ones_bytes(cc) + cc->plan_workspace; }
+/* the workspace: the ones tensor, the staged weight gradient, the plans' workspace */
+static int64_t plan_workspace_offset(const CudnnConv *cc) { return ones_bytes(cc) + cc->stage_bytes; }
+
+int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc) { return plan_workspace_offset(cc) + cc->plan_workspace; }
 
 void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes) {
     cc->workspace = workspace;
@@ -362,15 +397,17 @@ void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes) {
 }
 
 static bool execute(CudnnConv *cc, const ConvPlan *e, CuDevicePtr x, CuDevicePtr w, CuDevicePtr y, char *err, int errcap) {
-    char what[384], doing[448];
+    char what[416], doing[448];
     conv_key_describe(&e->key, what, sizeof what);
+    if (e->staged) snprintf(what + strlen(what), sizeof what - strlen(what), " (dw in %s, widened)", type_name(e->key.x_type));
     snprintf(doing, sizeof doing, "running convolution %s", what);
-    if (e->workspace > cc->workspace_bytes - ones_bytes(cc))
-        return errf(err, errcap, "convolution %s needs %lld bytes of workspace but %lld are bound (prepare the graph first)", what,
-                    (long long)e->workspace, (long long)(cc->workspace_bytes - ones_bytes(cc)));
+    int64_t bound = cc->workspace_bytes - plan_workspace_offset(cc);
+    if (e->workspace > bound)
+        return errf(err, errcap, "convolution %s needs %lld bytes of workspace but %lld are bound (prepare the graph first)", what, (long long)e->workspace,
+                    (long long)bound);
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y};
-    void *ws = (void *)(uintptr_t)(cc->workspace + (CuDevicePtr)ones_bytes(cc));
+    void *ws = (void *)(uintptr_t)(cc->workspace + (CuDevicePtr)plan_workspace_offset(cc));
     CudnnBackendDescriptor vp = NULL;
     bool ok = make(cc, DN_VARIANT_PACK_DESCRIPTOR, &vp, doing, err, errcap) && SET(vp, DA_VARIANT_PACK_UNIQUE_IDS, AT_INT64, 3, uids) &&
               SET(vp, DA_VARIANT_PACK_DATA_POINTERS, AT_VOID_PTR, 3, ptrs) && SET(vp, DA_VARIANT_PACK_WORKSPACE, AT_VOID_PTR, 1, &ws) &&
@@ -379,7 +416,8 @@ static bool execute(CudnnConv *cc, const ConvPlan *e, CuDevicePtr x, CuDevicePtr
     return ok;
 }
 
-bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, char *err, int errcap) {
+bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, ConvWiden *widen, char *err, int errcap) {
+    widen->src = 0, widen->n = 0;
     if (!cc->g) return errf(err, errcap, "cudnn_conv_run before cudnn_conv_prepare");
     ConvKey k;
     if (!conv_key_from_op(cc->g, op, cc->precision, cc->persistent, cc->views, &k, err, errcap)) return false;
@@ -389,7 +427,13 @@ bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevice
     switch (op->kind) {
     case OP_CONV2D: ok = execute(cc, e, in[0], in[1], out, err, errcap); break;
     case OP_CONV2D_DGRAD: ok = execute(cc, e, out, in[1], in[0], err, errcap); break;
-    default: ok = execute(cc, e, in[1], out, in[0], err, errcap); break;
+    default:
+        if (e->staged) {
+            widen->src = cc->workspace + (CuDevicePtr)ones_bytes(cc), widen->n = dw_numel(&k);
+            if (cc->workspace_bytes < plan_workspace_offset(cc)) return errf(err, errcap, "the staged weight gradient of op %d was not prepared", op->id);
+        }
+        ok = execute(cc, e, in[1], e->staged ? widen->src : out, in[0], err, errcap);
+        break;
     }
     if (!ok || op->kind != OP_CONV2D || op->n_in != 3) return ok;
     /* the bias as a 1x1 convolution of a ones tensor, accumulated into y:

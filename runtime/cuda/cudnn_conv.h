@@ -53,6 +53,10 @@ typedef struct ConvPlan {
     CudnnBackendDescriptor keep[8];     /* descriptors the plan was built from */
     CudnnBackendDescriptor plan;
     int64_t workspace;
+    /* a weight gradient into fp32 from bf16 / fp16 inputs that no engine
+     * writes directly: the plan computes dw in the inputs' type into the
+     * workspace's stage, and the caller widens it (ConvWiden) */
+    bool staged;
 } ConvPlan;
 
 typedef struct CudnnConv {
@@ -67,7 +71,9 @@ typedef struct CudnnConv {
     bool *persistent;
     int64_t ones_elems;             /* the bias steps' ones tensor: the largest N*Ho*Wo */
     int64_t plan_workspace;         /* the largest plan workspace */
-    CuDevicePtr workspace;          /* bound: the ones tensor, then the plans' workspace */
+    int64_t stage_bytes;            /* the largest staged weight gradient (0: none staged) */
+    int staged_ops;                 /* convolutions of the prepared graph whose plan is staged */
+    CuDevicePtr workspace;          /* bound: the ones tensor, the stage, then the plans' workspace */
     int64_t workspace_bytes;
 } CudnnConv;
 
@@ -79,9 +85,17 @@ void cudnn_conv_close(CudnnConv *cc);
 bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Precision p, char *err, int errcap);
 int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc);
 void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes);
+/* What a staged weight gradient leaves to the caller: n elements in the
+ * inputs' type at src to widen into the op's fp32 output (n = 0: nothing). */
+typedef struct ConvWiden {
+    CuDevicePtr src;
+    int64_t n;
+} ConvWiden;
+
 /* Runs convolution op of the prepared graph on the handle's stream. in: the
  * device addresses of op's inputs in op order (weights: their compute
- * copies); out: its output. */
-bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, char *err, int errcap);
+ * copies); out: its output. *widen: what is left to do on the same stream
+ * before out holds the result. */
+bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevicePtr out, ConvWiden *widen, char *err, int errcap);
 
 #endif

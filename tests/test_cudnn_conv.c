@@ -1,0 +1,589 @@
+/* tests/test_cudnn_conv.c — runtime/cuda/cudnn_conv.c without a GPU, on a stand-in for the cuDNN
+ * backend API: descriptors keep typed attributes and refuse misuse (an attribute on the wrong
+ * descriptor or of the wrong type, a finalize with one missing, a set after finalize), three
+ * engines with numerical notes, and every execution recorded. It checks which engine each
+ * execution plan takes (never a nondeterministic one, no tensor cores in fp32 plans, mode A
+ * before the fallback list) and the staged weight gradient: where no engine writes fp32 dw from
+ * bf16 x and dy, dw is computed in bf16 into the workspace and the CUDA step widens it into the
+ * gradient, which then holds what a direct fp32 write would have. Owns no runtime code. */
+#include "../compiler/kernel_ir.h"
+#include "../compiler/lib_kernels.h"
+#include "../runtime/cuda/cuda_abi.h"
+#include "../runtime/cuda/cuda_convert.h"
+#include "../runtime/cuda/cudnn_conv.h"
+#include "test_cuda_host.h"
+#include "test_gpu.h"
+
+/* ---- the stand-in ---- */
+
+enum { SD_MAX_ATTR = 12, SD_ATTR_BYTES = 64, SD_BAD_PARAM = 2000, SD_NOT_SUPPORTED = 3000, SD_MAX_EXEC = 64 };
+
+typedef struct SAttr {
+    int name, type;
+    int64_t count;
+    unsigned char v[SD_ATTR_BYTES];
+} SAttr;
+
+typedef struct SDesc {
+    int type;
+    bool final;
+    int engine;             /* engine configs and engines: which of ENGINES */
+    struct SDesc *graph;    /* engine configs: the graph their heuristics ran on */
+    SAttr a[SD_MAX_ATTR];
+    int na;
+} SDesc;
+
+/* What one execution saw, by role: x (dx), w (dw), y (dy). */
+typedef struct SExec {
+    int op_type, engine;
+    int type[3];
+    CuDevicePtr ptr[3];
+    CuDevicePtr ws;
+} SExec;
+
+static struct {
+    int live, misuse;
+    char misuse_what[256];
+    bool refuse_mixed_wgrad, refuse_wgrad, write_dw;
+    int n_exec;
+    SExec exec[SD_MAX_EXEC];
+} SD;
+
+/* mode A lists engines 0 and 1, the fallback mode engine 2 */
+static const struct {
+    int mode, note;
+    int64_t workspace;
+} ENGINES[] = {
+    {DNN_HEUR_MODE_A, NOTE_NONDETERMINISTIC, 4096},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, 2048},
+    {DNN_HEUR_MODE_FALLBACK, -1, 512},
+};
+enum { N_ENGINES = 3 };
+
+/* Every attribute cudnn_conv.c may set: its descriptor and element type. */
+static const struct {
+    int name, desc, type;
+} SETTABLE[] = {
+    {DA_CONV_COMP_TYPE, DN_CONVOLUTION_DESCRIPTOR, AT_DATA_TYPE}, {DA_CONV_MODE, DN_CONVOLUTION_DESCRIPTOR, AT_CONVOLUTION_MODE},
+    {DA_CONV_DILATIONS, DN_CONVOLUTION_DESCRIPTOR, AT_INT64}, {DA_CONV_FILTER_STRIDES, DN_CONVOLUTION_DESCRIPTOR, AT_INT64},
+    {DA_CONV_POST_PADDINGS, DN_CONVOLUTION_DESCRIPTOR, AT_INT64}, {DA_CONV_PRE_PADDINGS, DN_CONVOLUTION_DESCRIPTOR, AT_INT64},
+    {DA_CONV_SPATIAL_DIMS, DN_CONVOLUTION_DESCRIPTOR, AT_INT64},
+    {DA_ENGINEHEUR_MODE, DN_ENGINEHEUR_DESCRIPTOR, AT_HEUR_MODE}, {DA_ENGINEHEUR_OPERATION_GRAPH, DN_ENGINEHEUR_DESCRIPTOR, AT_BACKEND_DESCRIPTOR},
+    {DA_EXECUTION_PLAN_HANDLE, DN_EXECUTION_PLAN_DESCRIPTOR, AT_HANDLE}, {DA_EXECUTION_PLAN_ENGINE_CONFIG, DN_EXECUTION_PLAN_DESCRIPTOR, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_FWD_ALPHA, DN_OP_CONV_FORWARD, AT_FLOAT}, {DA_OP_FWD_BETA, DN_OP_CONV_FORWARD, AT_FLOAT},
+    {DA_OP_FWD_CONV_DESC, DN_OP_CONV_FORWARD, AT_BACKEND_DESCRIPTOR}, {DA_OP_FWD_W, DN_OP_CONV_FORWARD, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_FWD_X, DN_OP_CONV_FORWARD, AT_BACKEND_DESCRIPTOR}, {DA_OP_FWD_Y, DN_OP_CONV_FORWARD, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_BWD_DATA_ALPHA, DN_OP_CONV_BACKWARD_DATA, AT_FLOAT}, {DA_OP_BWD_DATA_BETA, DN_OP_CONV_BACKWARD_DATA, AT_FLOAT},
+    {DA_OP_BWD_DATA_CONV_DESC, DN_OP_CONV_BACKWARD_DATA, AT_BACKEND_DESCRIPTOR}, {DA_OP_BWD_DATA_W, DN_OP_CONV_BACKWARD_DATA, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_BWD_DATA_DX, DN_OP_CONV_BACKWARD_DATA, AT_BACKEND_DESCRIPTOR}, {DA_OP_BWD_DATA_DY, DN_OP_CONV_BACKWARD_DATA, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_BWD_FILTER_ALPHA, DN_OP_CONV_BACKWARD_FILTER, AT_FLOAT}, {DA_OP_BWD_FILTER_BETA, DN_OP_CONV_BACKWARD_FILTER, AT_FLOAT},
+    {DA_OP_BWD_FILTER_CONV_DESC, DN_OP_CONV_BACKWARD_FILTER, AT_BACKEND_DESCRIPTOR}, {DA_OP_BWD_FILTER_DW, DN_OP_CONV_BACKWARD_FILTER, AT_BACKEND_DESCRIPTOR},
+    {DA_OP_BWD_FILTER_X, DN_OP_CONV_BACKWARD_FILTER, AT_BACKEND_DESCRIPTOR}, {DA_OP_BWD_FILTER_DY, DN_OP_CONV_BACKWARD_FILTER, AT_BACKEND_DESCRIPTOR},
+    {DA_OPERATIONGRAPH_HANDLE, DN_OPERATIONGRAPH_DESCRIPTOR, AT_HANDLE}, {DA_OPERATIONGRAPH_OPS, DN_OPERATIONGRAPH_DESCRIPTOR, AT_BACKEND_DESCRIPTOR},
+    {DA_TENSOR_BYTE_ALIGNMENT, DN_TENSOR_DESCRIPTOR, AT_INT64}, {DA_TENSOR_DATA_TYPE, DN_TENSOR_DESCRIPTOR, AT_DATA_TYPE},
+    {DA_TENSOR_DIMENSIONS, DN_TENSOR_DESCRIPTOR, AT_INT64}, {DA_TENSOR_STRIDES, DN_TENSOR_DESCRIPTOR, AT_INT64},
+    {DA_TENSOR_UNIQUE_ID, DN_TENSOR_DESCRIPTOR, AT_INT64},
+    {DA_VARIANT_PACK_UNIQUE_IDS, DN_VARIANT_PACK_DESCRIPTOR, AT_INT64}, {DA_VARIANT_PACK_DATA_POINTERS, DN_VARIANT_PACK_DESCRIPTOR, AT_VOID_PTR},
+    {DA_VARIANT_PACK_WORKSPACE, DN_VARIANT_PACK_DESCRIPTOR, AT_VOID_PTR},
+};
+
+/* per op descriptor type: the attribute names of x, w, y (in that order) */
+static const int *roles(int op_type) {
+    static const int fwd[3] = {DA_OP_FWD_X, DA_OP_FWD_W, DA_OP_FWD_Y}, data[3] = {DA_OP_BWD_DATA_DX, DA_OP_BWD_DATA_W, DA_OP_BWD_DATA_DY},
+                     filter[3] = {DA_OP_BWD_FILTER_X, DA_OP_BWD_FILTER_DW, DA_OP_BWD_FILTER_DY};
+    return op_type == DN_OP_CONV_FORWARD ? fwd : op_type == DN_OP_CONV_BACKWARD_DATA ? data : op_type == DN_OP_CONV_BACKWARD_FILTER ? filter : NULL;
+}
+
+static CudnnStatus misuse(const char *what, int v) {
+    if (!SD.misuse++) snprintf(SD.misuse_what, sizeof SD.misuse_what, "%s %d", what, v);
+    return SD_BAD_PARAM;
+}
+
+static size_t element_size(int at) { return at == AT_DATA_TYPE || at == AT_FLOAT || at == AT_CONVOLUTION_MODE || at == AT_HEUR_MODE || at == AT_NUMERICAL_NOTE ? 4 : 8; }
+
+static const SAttr *attr(const SDesc *d, int name) {
+    for (int i = 0; i < d->na; i++)
+        if (d->a[i].name == name) return &d->a[i];
+    return NULL;
+}
+static int64_t attr_i64(const SDesc *d, int name, int i) {
+    const SAttr *a = attr(d, name);
+    int64_t v = 0;
+    if (a && i < a->count) memcpy(&v, a->v + (size_t)i * 8, 8);
+    return v;
+}
+static int attr_int(const SDesc *d, int name) {
+    const SAttr *a = attr(d, name);
+    int v = -1;
+    if (a) memcpy(&v, a->v, 4);
+    return v;
+}
+static SDesc *attr_desc(const SDesc *d, int name) {
+    const SAttr *a = attr(d, name);
+    SDesc *v = NULL;
+    if (a) memcpy(&v, a->v, sizeof v);
+    return v;
+}
+
+static size_t sd_version(void) { return 91900; }
+static const char *sd_error_string(CudnnStatus s) { return s == SD_NOT_SUPPORTED ? "CUDNN_STATUS_NOT_SUPPORTED (stand-in)" : "CUDNN_STATUS_BAD_PARAM (stand-in)"; }
+static CudnnStatus sd_create(CudnnHandle *h) { return *h = (CudnnHandle)(uintptr_t)0xd00d, 0; }
+static CudnnStatus sd_destroy(CudnnHandle h) { return h == (CudnnHandle)(uintptr_t)0xd00d ? 0 : misuse("destroying an unknown handle", 0); }
+static CudnnStatus sd_set_stream(CudnnHandle h, CuStream s) { return (void)h, (void)s, 0; }
+
+static CudnnStatus sd_create_desc(CudnnBackendDescriptorType type, CudnnBackendDescriptor *d) {
+    SDesc *s = calloc(1, sizeof *s);
+    cr_assert_not_null(s);
+    s->type = type, s->engine = -1;
+    SD.live++;
+    *d = s;
+    return 0;
+}
+static CudnnStatus sd_destroy_desc(CudnnBackendDescriptor d) {
+    if (!d) return misuse("destroying a NULL descriptor", 0);
+    free(d);
+    SD.live--;
+    return 0;
+}
+
+static CudnnStatus sd_set(CudnnBackendDescriptor dd, CudnnBackendAttributeName name, CudnnBackendAttributeType type, int64_t count, const void *v) {
+    SDesc *d = dd;
+    if (d->final) return misuse("set after finalize: attribute", name);
+    size_t k = 0;
+    while (k < sizeof SETTABLE / sizeof SETTABLE[0] && SETTABLE[k].name != name) k++;
+    if (k == sizeof SETTABLE / sizeof SETTABLE[0] || SETTABLE[k].desc != d->type) return misuse("attribute on the wrong descriptor:", name);
+    if (SETTABLE[k].type != type) return misuse("attribute of the wrong element type:", name);
+    if (count < 1 || (size_t)count * element_size(type) > SD_ATTR_BYTES || d->na == SD_MAX_ATTR) return misuse("attribute count:", name);
+    SAttr *a = (SAttr *)attr(d, name);
+    if (!a) a = &d->a[d->na++];
+    a->name = name, a->type = type, a->count = count;
+    memcpy(a->v, v, (size_t)count * element_size(type));
+    return 0;
+}
+
+static bool has_all(const SDesc *d, const int *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!attr(d, names[i])) return false;
+    return true;
+}
+
+/* The op of an execution plan's graph. */
+static SDesc *plan_op(const SDesc *plan) {
+    SDesc *cfg = attr_desc(plan, DA_EXECUTION_PLAN_ENGINE_CONFIG);
+    return cfg && cfg->graph ? attr_desc(cfg->graph, DA_OPERATIONGRAPH_OPS) : NULL;
+}
+
+static CudnnStatus sd_finalize(CudnnBackendDescriptor dd) {
+    SDesc *d = dd;
+    if (d->final) return misuse("finalizing twice: descriptor type", d->type);
+    static const int tensor[] = {DA_TENSOR_BYTE_ALIGNMENT, DA_TENSOR_DATA_TYPE, DA_TENSOR_DIMENSIONS, DA_TENSOR_STRIDES, DA_TENSOR_UNIQUE_ID},
+                     conv[] = {DA_CONV_COMP_TYPE, DA_CONV_MODE, DA_CONV_DILATIONS, DA_CONV_FILTER_STRIDES, DA_CONV_POST_PADDINGS, DA_CONV_PRE_PADDINGS, DA_CONV_SPATIAL_DIMS},
+                     heur[] = {DA_ENGINEHEUR_MODE, DA_ENGINEHEUR_OPERATION_GRAPH}, pack[] = {DA_VARIANT_PACK_UNIQUE_IDS, DA_VARIANT_PACK_DATA_POINTERS, DA_VARIANT_PACK_WORKSPACE};
+    switch (d->type) {
+    case DN_TENSOR_DESCRIPTOR:
+        if (!has_all(d, tensor, 5) || attr(d, DA_TENSOR_DIMENSIONS)->count != 4 || attr(d, DA_TENSOR_STRIDES)->count != 4) return misuse("incomplete tensor", 0);
+        break;
+    case DN_CONVOLUTION_DESCRIPTOR:
+        if (!has_all(d, conv, 7)) return misuse("incomplete convolution", 0);
+        break;
+    case DN_OP_CONV_FORWARD:
+    case DN_OP_CONV_BACKWARD_DATA:
+    case DN_OP_CONV_BACKWARD_FILTER: {
+        const int *r = roles(d->type);
+        for (int i = 0; i < 3; i++) {
+            SDesc *t = attr_desc(d, r[i]);
+            if (!t || !t->final || t->type != DN_TENSOR_DESCRIPTOR) return misuse("operation without a finalized tensor: role", i);
+        }
+        SDesc *c = attr_desc(d, d->type == DN_OP_CONV_FORWARD ? DA_OP_FWD_CONV_DESC : d->type == DN_OP_CONV_BACKWARD_DATA ? DA_OP_BWD_DATA_CONV_DESC : DA_OP_BWD_FILTER_CONV_DESC);
+        if (!c || !c->final) return misuse("operation without a finalized convolution", d->type);
+        if (d->na != 6) return misuse("operation without alpha or beta", d->type);
+        break;
+    }
+    case DN_OPERATIONGRAPH_DESCRIPTOR: {
+        SDesc *op = attr_desc(d, DA_OPERATIONGRAPH_OPS);
+        if (!op || !op->final || !roles(op->type)) return misuse("graph without a finalized convolution operation", 0);
+        break;
+    }
+    case DN_ENGINEHEUR_DESCRIPTOR: {
+        if (!has_all(d, heur, 2)) return misuse("incomplete heuristics", 0);
+        SDesc *g = attr_desc(d, DA_ENGINEHEUR_OPERATION_GRAPH);
+        if (!g->final) return misuse("heuristics of an unfinished graph", 0);
+        break;
+    }
+    case DN_EXECUTION_PLAN_DESCRIPTOR: {
+        SDesc *cfg = attr_desc(d, DA_EXECUTION_PLAN_ENGINE_CONFIG), *op = plan_op(d);
+        if (!cfg || !cfg->final || !op) return misuse("execution plan without a filled engine config", 0);
+        SDesc *x = attr_desc(op, roles(op->type)[0]), *w = attr_desc(op, roles(op->type)[1]);
+        if (op->type == DN_OP_CONV_BACKWARD_FILTER && (SD.refuse_wgrad || (SD.refuse_mixed_wgrad && attr_int(w, DA_TENSOR_DATA_TYPE) != attr_int(x, DA_TENSOR_DATA_TYPE))))
+            return SD_NOT_SUPPORTED;
+        break;
+    }
+    case DN_VARIANT_PACK_DESCRIPTOR:
+        if (!has_all(d, pack, 3)) return misuse("incomplete variant pack", 0);
+        break;
+    default: return misuse("finalizing a descriptor of type", d->type);
+    }
+    d->final = true;
+    return 0;
+}
+
+static CudnnStatus sd_get(CudnnBackendDescriptor dd, CudnnBackendAttributeName name, CudnnBackendAttributeType type, int64_t requested, int64_t *count, void *out) {
+    SDesc *d = dd;
+    if (!d->final && d->type != DN_ENGINE_DESCRIPTOR) return misuse("get from an unfinished descriptor: attribute", name);
+    if (name == DA_ENGINEHEUR_RESULTS && d->type == DN_ENGINEHEUR_DESCRIPTOR && type == AT_BACKEND_DESCRIPTOR) {
+        int mode = attr_int(d, DA_ENGINEHEUR_MODE);
+        int64_t n = 0;
+        for (int e = 0; e < N_ENGINES; e++) {
+            if (ENGINES[e].mode != mode) continue;
+            if (n < requested) {
+                SDesc *cfg = ((SDesc **)out)[n];
+                if (!cfg || cfg->type != DN_ENGINECFG_DESCRIPTOR) return misuse("results into a descriptor that is no engine config", 0);
+                cfg->engine = e, cfg->graph = attr_desc(d, DA_ENGINEHEUR_OPERATION_GRAPH), cfg->final = true;
+            }
+            n++;
+        }
+        *count = requested ? (n < requested ? n : requested) : n;
+        return 0;
+    }
+    if (name == DA_ENGINECFG_ENGINE && d->type == DN_ENGINECFG_DESCRIPTOR && type == AT_BACKEND_DESCRIPTOR && requested == 1) {
+        SDesc *eng = *(SDesc **)out;
+        if (!eng || eng->type != DN_ENGINE_DESCRIPTOR) return misuse("engine into a descriptor that is no engine", 0);
+        eng->engine = d->engine;
+        *count = 1;
+        return 0;
+    }
+    if (name == DA_ENGINE_NUMERICAL_NOTE && d->type == DN_ENGINE_DESCRIPTOR && type == AT_NUMERICAL_NOTE) {
+        if (d->engine < 0) return misuse("notes of an engine no config filled", 0);
+        *count = ENGINES[d->engine].note >= 0;
+        if (*count && requested >= 1) ((int *)out)[0] = ENGINES[d->engine].note;
+        return 0;
+    }
+    if (name == DA_EXECUTION_PLAN_WORKSPACE_SIZE && d->type == DN_EXECUTION_PLAN_DESCRIPTOR && type == AT_INT64 && requested == 1) {
+        *(int64_t *)out = ENGINES[attr_desc(d, DA_EXECUTION_PLAN_ENGINE_CONFIG)->engine].workspace;
+        *count = 1;
+        return 0;
+    }
+    return misuse("get of attribute", name);
+}
+
+/* 1/8 steps between -6 and 6: exact in bf16 and fp16 */
+static float dw_value(int64_t i) { return (float)(i % 97 - 48) * 0.125f; }
+
+static CudnnStatus sd_execute(CudnnHandle h, CudnnBackendDescriptor plan, CudnnBackendDescriptor pack) {
+    SDesc *p = plan, *vp = pack;
+    if (h != (CudnnHandle)(uintptr_t)0xd00d || !p->final || !vp->final || p->type != DN_EXECUTION_PLAN_DESCRIPTOR) return misuse("execute", 0);
+    SDesc *op = plan_op(p), *cfg = attr_desc(p, DA_EXECUTION_PLAN_ENGINE_CONFIG);
+    cr_assert(SD.n_exec < SD_MAX_EXEC);
+    SExec *e = &SD.exec[SD.n_exec++];
+    e->op_type = op->type, e->engine = cfg->engine, e->ws = (CuDevicePtr)attr_i64(vp, DA_VARIANT_PACK_WORKSPACE, 0);
+    const SAttr *uids = attr(vp, DA_VARIANT_PACK_UNIQUE_IDS);
+    for (int r = 0; r < 3; r++) {
+        SDesc *t = attr_desc(op, roles(op->type)[r]);
+        int64_t uid = attr_i64(t, DA_TENSOR_UNIQUE_ID, 0), align = attr_i64(t, DA_TENSOR_BYTE_ALIGNMENT, 0);
+        e->type[r] = attr_int(t, DA_TENSOR_DATA_TYPE);
+        int k = 0;
+        while (k < uids->count && attr_i64(vp, DA_VARIANT_PACK_UNIQUE_IDS, k) != uid) k++;
+        if (k == uids->count) return misuse("variant pack without tensor uid", (int)uid);
+        e->ptr[r] = (CuDevicePtr)attr_i64(vp, DA_VARIANT_PACK_DATA_POINTERS, k);
+        if (!e->ptr[r] || e->ptr[r] % (CuDevicePtr)align) return misuse("a pointer off its tensor's alignment: role", r);
+    }
+    if (op->type == DN_OP_CONV_BACKWARD_FILTER && SD.write_dw) {
+        SDesc *dw = attr_desc(op, DA_OP_BWD_FILTER_DW);
+        int64_t n = attr_i64(dw, DA_TENSOR_DIMENSIONS, 0) * attr_i64(dw, DA_TENSOR_DIMENSIONS, 1) * attr_i64(dw, DA_TENSOR_DIMENSIONS, 2) * attr_i64(dw, DA_TENSOR_DIMENSIONS, 3);
+        int type = e->type[1];
+        float *v = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) v[i] = dw_value(i);
+        cuda_f32_to_storage(type == DNN_DATA_FLOAT ? DT_F32 : type == DNN_DATA_BFLOAT16 ? DT_BF16 : DT_F16, v, (void *)(uintptr_t)e->ptr[1], n);
+        free(v);
+    }
+    return 0;
+}
+
+static void standin_cudnn(CudaLibs *L) {
+    L->cudnnGetVersion = sd_version, L->cudnnGetErrorString = sd_error_string, L->cudnnCreate = sd_create, L->cudnnDestroy = sd_destroy;
+    L->cudnnSetStream = sd_set_stream, L->cudnnBackendCreateDescriptor = sd_create_desc, L->cudnnBackendDestroyDescriptor = sd_destroy_desc;
+    L->cudnnBackendFinalize = sd_finalize, L->cudnnBackendSetAttribute = sd_set, L->cudnnBackendGetAttribute = sd_get, L->cudnnBackendExecute = sd_execute;
+}
+
+static void standin_reset(void) {
+    cr_assert_eq(SD.live, 0, "descriptors left from an earlier case");
+    memset(&SD, 0, sizeof SD);
+}
+
+/* ---- plan selection and staging on the tiny plan ---- */
+
+static int64_t round_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
+static int engine_of(const ConvPlan *e) { return ((const SDesc *)e->keep[7])->engine; }
+
+static void prepare(CudnnConv *cc, CudaLibs *L, const Plan *p) {
+    char err[2048];
+    cr_assert(cudnn_conv_open(cc, L, NULL, err, sizeof err), "%s", err);
+    cr_assert(cudnn_conv_prepare(cc, &p->g, &p->fusion.views, p->precision, err, sizeof err), "%s", err);
+    cr_expect_eq(SD.misuse, 0, "the stand-in saw misuse: %s", SD.misuse_what);
+}
+
+static int count_ops(const Graph *g, OpKind k) {
+    int n = 0;
+    for (int o = 0; o < g->n_ops; o++) n += g->ops[o].kind == k;
+    return n;
+}
+
+/* The tiny bf16 plan's convolutions with the stand-in refusing (or
+ * accepting) fp32 dw from bf16 inputs: which plans are staged, the
+ * engines taken, the workspace, and what a weight gradient executes. */
+static void staging_case(bool refuse_mixed) {
+    standin_reset();
+    SD.refuse_mixed_wgrad = refuse_mixed;
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
+    CudaLibs L;
+    memset(&L, 0, sizeof L);
+    standin_cudnn(&L);
+    CudnnConv cc;
+    prepare(&cc, &L, &p);
+    int wgrads = count_ops(&p.g, OP_CONV2D_WGRAD);
+    cr_assert_gt(wgrads, 0);
+    cr_expect_eq(cc.staged_ops, refuse_mixed ? wgrads : 0, "every weight gradient is staged exactly when no engine writes fp32 dw");
+    int64_t stage = 0;
+    for (int i = 0; i < cc.n_plans; i++) {
+        const ConvPlan *e = &cc.plans[i];
+        bool wgrad = e->key.dir == CONV_WGRAD;
+        cr_expect_eq(e->staged, refuse_mixed && wgrad, "plan %d (direction %d)", i, e->key.dir);
+        if (wgrad) cr_expect(e->key.w_type == DNN_DATA_FLOAT && e->key.x_type == DNN_DATA_BFLOAT16, "plan %d: the key keeps the fp32 gradient", i);
+        cr_expect_eq(engine_of(e), 1, "plan %d: bf16 takes mode A's deterministic tensor-core engine, never the nondeterministic one", i);
+        if (e->staged && round_up(dw_numel(&e->key) * 2) > stage) stage = round_up(dw_numel(&e->key) * 2);
+    }
+    cr_expect_eq(cc.stage_bytes, stage, "the stage holds the largest staged gradient in bf16");
+    int64_t ones = round_up(cc.ones_elems * 4);
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), ones + stage + ENGINES[1].workspace, "ones, stage, then the largest plan workspace");
+    /* run every weight gradient, and one forward convolution, at made-up aligned addresses */
+    const CuDevicePtr ws = 0x10000000, dy = 0x20000000, x = 0x30000000, out = 0x40000000;
+    cudnn_conv_bind(&cc, ws, cudnn_conv_workspace_bytes(&cc));
+    char err[2048];
+    int ran = 0;
+    for (int o = 0; o < p.g.n_ops; o++) {
+        const Op *op = &p.g.ops[o];
+        if (op->kind != OP_CONV2D_WGRAD && !(op->kind == OP_CONV2D && op->n_in == 2)) continue;
+        const CuDevicePtr in[3] = {op->kind == OP_CONV2D ? x : dy, op->kind == OP_CONV2D ? 0x50000000 : x, 0};
+        ConvWiden widen;
+        int before = SD.n_exec;
+        cr_assert(cudnn_conv_run(&cc, op, in, out, &widen, err, sizeof err), "op %d: %s", o, err);
+        cr_assert_eq(SD.n_exec, before + 1);
+        const SExec *e = &SD.exec[before];
+        cr_expect_eq(e->ws, ws + (CuDevicePtr)(ones + stage), "op %d: the plan's workspace lies after the ones and the stage", o);
+        if (op->kind == OP_CONV2D) {
+            cr_expect(e->op_type == DN_OP_CONV_FORWARD && e->ptr[0] == x && e->ptr[2] == out && widen.n == 0, "op %d: a forward writes its output", o);
+        } else {
+            const Shape *w = &op->a.shape;
+            int64_t n = w->d[0] * w->d[1] * w->d[2] * w->d[3];
+            cr_expect(e->op_type == DN_OP_CONV_BACKWARD_FILTER && e->ptr[0] == x && e->ptr[2] == dy, "op %d: x and dy in place", o);
+            if (refuse_mixed) {
+                cr_expect(widen.n == n && widen.src == ws + (CuDevicePtr)ones, "op %d: %lld elements to widen from the stage", o, (long long)widen.n);
+                cr_expect(e->ptr[1] == widen.src && e->type[1] == DNN_DATA_BFLOAT16, "op %d: dw computed in bf16 into the stage", o);
+            } else {
+                cr_expect(widen.n == 0 && e->ptr[1] == out && e->type[1] == DNN_DATA_FLOAT, "op %d: dw written in fp32 where it belongs", o);
+            }
+        }
+        ran++;
+        SD.n_exec = 0;
+    }
+    cr_expect_gt(ran, wgrads, "the weight gradients and at least one forward ran");
+    cr_expect_eq(SD.misuse, 0, "%s", SD.misuse_what);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0, "closing destroys every descriptor");
+    plan_free(&p);
+}
+
+Test(cudnn_conv, bf16_weight_gradients_are_staged_when_no_engine_writes_fp32) { staging_case(true); }
+Test(cudnn_conv, bf16_weight_gradients_go_straight_to_fp32_where_an_engine_can) { staging_case(false); }
+
+Test(cudnn_conv, fp32_plans_take_no_tensor_core_engine_and_stage_nothing) {
+    standin_reset();
+    SD.refuse_mixed_wgrad = true;
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2", &p);
+    CudaLibs L;
+    memset(&L, 0, sizeof L);
+    standin_cudnn(&L);
+    CudnnConv cc;
+    prepare(&cc, &L, &p);
+    cr_expect_eq(cc.staged_ops, 0);
+    cr_expect_eq(cc.stage_bytes, 0);
+    for (int i = 0; i < cc.n_plans; i++) cr_expect_eq(engine_of(&cc.plans[i]), 2, "plan %d: mode A's engines refused (nondeterministic, tensor cores); the fallback's taken", i);
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), round_up(cc.ones_elems * 4) + ENGINES[2].workspace);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0);
+    plan_free(&p);
+}
+
+Test(cudnn_conv, no_engine_either_way_names_both_attempts_and_leaks_nothing) {
+    standin_reset();
+    SD.refuse_wgrad = true;
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
+    CudaLibs L;
+    memset(&L, 0, sizeof L);
+    standin_cudnn(&L);
+    CudnnConv cc;
+    char err[2048];
+    cr_assert(cudnn_conv_open(&cc, &L, NULL, err, sizeof err), "%s", err);
+    cr_assert_not(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err));
+    cr_log_info("%s", err);
+    cr_expect(strstr(err, "cuDNN 91900 has no deterministic engine for convolution wgrad") != NULL, "%s", err);
+    cr_expect(strstr(err, "bf16/fp32/bf16") != NULL, "the key names the fp32 gradient first: %s", err);
+    cr_expect(strstr(err, "; nor with dw in bf16 to widen afterwards: cuDNN 91900 has no deterministic engine") != NULL, "%s", err);
+    cr_expect(strstr(err, "bf16/bf16/bf16") != NULL, "then the staged key: %s", err);
+    cr_expect_eq(SD.misuse, 0, "%s", SD.misuse_what);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0, "the failed plans' descriptors are destroyed too");
+    plan_free(&p);
+}
+
+/* ---- one type per convolution across the models ---- */
+
+/* The convolutions of g at its precision: x, w and y of one type (a weight
+ * gradient's dw excepted: fp32, staged or not). Returns how many. */
+static int expect_one_type(const Graph *g, Precision prec, const char *what) {
+    bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
+    memplan_mark_persistent(g, persistent);
+    int want = prec == PREC_BF16 ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF, convs = 0;
+    char err[512], key[512];
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->kind != OP_CONV2D && op->kind != OP_CONV2D_DGRAD && op->kind != OP_CONV2D_WGRAD) continue;
+        ConvKey k;
+        cr_assert(conv_key_from_op(g, op, prec, persistent, NULL, &k, err, sizeof err), "%s op %d: %s", what, o, err);
+        conv_key_describe(&k, key, sizeof key);
+        cr_expect(k.x_type == want && k.y_type == want && k.w_type == (k.dir == CONV_WGRAD ? DNN_DATA_FLOAT : want), "%s op %d (%s): %s", what, o,
+                  op->scope ? op->scope : "", key);
+        convs++;
+    }
+    free(persistent);
+    return convs;
+}
+
+/* cuDNN's engines take x, w and y of one type; the images are the input
+ * that would otherwise reach the first convolution in fp32. */
+Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) {
+    const char *corpus = getenv("YOLOCC_CORPUS");
+    char c[4][600];
+    snprintf(c[0], sizeof c[0], "%s/yolo12.yaml --scale n", corpus ? corpus : "");
+    snprintf(c[1], sizeof c[1], "%s/yolov9t.yaml", corpus ? corpus : "");
+    snprintf(c[2], sizeof c[2], "%s/yolov3-tiny.yaml", corpus ? corpus : "");
+    snprintf(c[3], sizeof c[3], "%s/yolov9e.yaml", corpus ? corpus : "");
+    const char *models[] = {"models/tiny.yaml", "models/yolov8.yaml --scale n", "models/yolo11.yaml --scale n", "models/yolov5.yaml --scale n", c[0], c[1], c[2], c[3]};
+    const char *bin = getenv("YOLOCC_FAST_BIN") ? getenv("YOLOCC_FAST_BIN") : tu_bin();
+    int checked = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/yolocc-one-type-%d.plan", (int)getpid());
+    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
+        if (m >= 4 && !corpus) {
+            cr_log_warn("YOLOCC_CORPUS unset: %s skipped", models[m] + 1);
+            continue;
+        }
+        for (int q = 0; q < 2; q++) {
+            char args[1024], err[512];
+            snprintf(args, sizeof args, "%s --imgsz 64 --batch 1 --precision %s -o %s", models[m], q ? "fp16" : "bf16", path);
+            CliResult r = tu_run_bin(bin, args);
+            cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
+            tu_free(&r);
+            Plan p;
+            cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+            int convs = expect_one_type(&p.g, p.precision, models[m]);
+            cr_assert(p.eval);
+            convs += expect_one_type(&p.eval->g, p.eval->precision, models[m]);
+            cr_expect_gt(convs, 0);
+            plan_free(&p);
+            checked++;
+        }
+    }
+    unlink(path);
+    cr_log_info("%d plans checked", checked);
+}
+
+/* ---- the CUDA step widens what cuDNN staged ---- */
+
+static CuFunction const WIDEN_FN = (CuFunction)(uintptr_t)0x31de, OTHER_FN = (CuFunction)(uintptr_t)0x07e4;
+static struct {
+    int widens, others, exec_at_widen;
+    YlArgs last;
+} LK;
+
+static CuResult st_launch(CuFunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared, CuStream s, void **params,
+                          void **extra) {
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)s, (void)extra;
+    if (f != WIDEN_FN) return LK.others++, 0;
+    /* what the widening cast computes (its arithmetic is tests/test_cast_emul.c's) */
+    LK.last = *(const YlArgs *)params[0];
+    cuda_storage_to_f32(DT_BF16, LK.last.t[0], LK.last.t[1], LK.last.total);
+    LK.widens++, LK.exec_at_widen = SD.n_exec;
+    return 0;
+}
+static CuResult st_sync(CuStream s) { return (void)s, 0; }
+
+/* Runs every weight gradient of the tiny bf16 plan through a host-backed
+ * CudaStep; each gradient must hold the stand-in's dw values either way. */
+static void step_case(bool refuse_mixed) {
+    standin_reset();
+    memset(&LK, 0, sizeof LK);
+    SD.refuse_mixed_wgrad = refuse_mixed, SD.write_dw = true;
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
+    const Graph *g = &p.g;
+    HostStep h;
+    host_step_setup(&h, &p);
+    CudaStep *cs = &h.cs;
+    standin_cudnn(&cs->dev.L);
+    cs->dev.L.cuLaunchKernel = st_launch, cs->dev.L.cuStreamSynchronize = st_sync;
+    for (int k = 0; k < cs->kern.lp.n_kernels; k++) cs->kern.lib_fn[k] = k == cs->kern.lp.widen ? WIDEN_FN : OTHER_FN;
+    cr_assert_geq(cs->kern.lp.widen, 0);
+    char err[2048];
+    cr_assert(cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, NULL, err, sizeof err), "%s", err);
+    cr_assert(cudnn_conv_prepare(&cs->conv, g, &p.fusion.views, p.precision, err, sizeof err), "%s", err);
+    int64_t need = cuda_step_workspace_need(cs);
+    cr_expect_geq(need, cudnn_conv_workspace_bytes(&cs->conv));
+    void *ws = NULL;
+    cr_assert_eq(posix_memalign(&ws, 256, (size_t)need), 0);
+    cs->mem.workspace = (CuDevicePtr)(uintptr_t)ws, cs->mem.workspace_bytes = need;
+    cudnn_conv_bind(&cs->conv, cs->mem.workspace, need);
+    cuda_step_census(cs, g, &cs->kern.kp);
+    int wgrads = 0;
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->kind != OP_CONV2D_WGRAD) continue;
+        int t = op->out[0];
+        int64_t n = shape_numel(&g->tensors[t].shape);
+        float *grad = (float *)(uintptr_t)cs->ptr[t];
+        cr_assert_eq(cs->stype[t], DT_F32, "op %d: weight gradients are stored in fp32", o);
+        memset(grad, 0xff, (size_t)n * 4);
+        int widens = LK.widens;
+        SD.n_exec = 0;
+        cr_assert(cuda_step_run(cs, o, o + 1, err, sizeof err), "op %d: %s", o, err);
+        cr_assert_eq(SD.n_exec, 1, "op %d: one cuDNN execution", o);
+        if (refuse_mixed) {
+            cr_expect(LK.widens == widens + 1 && LK.exec_at_widen == 1, "op %d: one widening, after the execution", o);
+            cr_expect(LK.last.t[0] == (void *)(uintptr_t)SD.exec[0].ptr[1] && LK.last.t[1] == grad && LK.last.total == n,
+                      "op %d: from the stage cuDNN wrote, into the gradient, every element", o);
+        } else {
+            cr_expect_eq(LK.widens, widens, "op %d: nothing to widen", o);
+        }
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) bad += grad[i] != dw_value(i);
+        cr_expect_eq(bad, 0, "op %d: the gradient holds dw exactly (%lld of %lld elements differ)", o, (long long)bad, (long long)n);
+        wgrads++;
+    }
+    cr_expect_gt(wgrads, 0);
+    char line[1024];
+    cuda_step_describe(cs, line, sizeof line);
+    cr_log_info("%s", line);
+    cr_expect_eq(strstr(line, "weight gradients in bf16 by cuDNN, then widened to fp32") != NULL, refuse_mixed, "%s", line);
+    cr_expect_eq(SD.misuse, 0, "%s", SD.misuse_what);
+    host_step_close(&h);
+    cr_expect_eq(SD.live, 0);
+    free(ws);
+    plan_free(&p);
+}
+
+Test(cudnn_conv, the_step_widens_each_staged_weight_gradient_into_its_fp32_gradient) { step_case(true); }
+Test(cudnn_conv, the_step_lets_cudnn_write_fp32_gradients_where_it_can) { step_case(false); }
