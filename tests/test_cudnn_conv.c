@@ -502,6 +502,60 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
     cr_log_info("%d plans checked", checked);
 }
 
+/* ---- the real cuDNN, without a GPU ---- */
+
+/* cuDNN 9 builds and finalizes tensors, convolutions, operations, graphs
+ * and heuristics without a device or a handle; only the engine configs
+ * stay empty. So every key of the tiny plan, at each precision and through
+ * the staged retry, must fail there and only there: any attribute cuDNN
+ * refuses would be named instead. */
+Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan) {
+    if (!tu_loadable(CUDA_TOOLKIT_STUB) || !tu_loadable("libcudnn.so.9") || !(tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")))
+        cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
+    /* cuDNN's heuristics open NVRTC and close it again on every query; each
+     * load allocates the emergency exception pool of the libstdc++ linked
+     * into it, never freed. Kept loaded, LSan names it (tests/lsan.supp). */
+    const char *parts[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        void *h = dlopen(parts[i], RTLD_NOW | RTLD_NODELETE);
+        if (h) dlclose(h);
+    }
+    CudaLibs L;
+    char err[4096];
+    CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};
+    cr_assert(cuda_libs_open(&L, &names, false, err, sizeof err), "%s", err);
+    const char *precisions[] = {"fp32", "bf16", "fp16"};
+    for (int q = 0; q < 3; q++) {
+        char args[96];
+        snprintf(args, sizeof args, "--imgsz 64 --batch 2 --precision %s", precisions[q]);
+        Plan p;
+        tiny_plan(args, &p);
+        CudnnConv cc;
+        memset(&cc, 0, sizeof cc);
+        cc.L = &L; /* no handle: cudnnCreate needs a device */
+        cr_assert_not(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err), "%s: no engine can be found without a device", precisions[q]);
+        int convs = 0, staged_tries = 0;
+        for (int o = 0; o < p.g.n_ops; o++) {
+            const Op *op = &p.g.ops[o];
+            if (op->kind != OP_CONV2D && op->kind != OP_CONV2D_DGRAD && op->kind != OP_CONV2D_WGRAD) continue;
+            const CuDevicePtr in[3] = {0x10000000, 0x20000000, 0x30000000};
+            ConvWiden widen;
+            cr_assert_not(cudnn_conv_run(&cc, op, in, 0x40000000, &widen, err, sizeof err));
+            cr_expect(strncmp(err, "cuDNN 9", 7) == 0 && strstr(err, " has no deterministic") && strstr(err, "engine configs tried"), "%s op %d: %s", precisions[q], o, err);
+            cr_expect(!strstr(err, "failed with"), "%s op %d: a descriptor call failed: %s", precisions[q], o, err);
+            bool stageable = op->kind == OP_CONV2D_WGRAD && p.precision != PREC_FP32;
+            cr_expect_eq(strstr(err, "nor with dw in") != NULL, stageable, "%s op %d: the staged key is tried for low-precision weight gradients: %s", precisions[q], o, err);
+            staged_tries += stageable, convs++;
+        }
+        cr_log_info("%s: %d convolutions built up to their engine search with cuDNN %zu (%d staged retries)", precisions[q], convs, L.cudnnGetVersion(), staged_tries);
+        cr_expect_gt(convs, 0);
+        cr_expect_eq(cc.n_plans, 0);
+        cudnn_conv_close(&cc);
+        plan_free(&p);
+    }
+    cuda_libs_close(&L);
+}
+
 /* ---- the CUDA step widens what cuDNN staged ---- */
 
 static CuFunction const WIDEN_FN = (CuFunction)(uintptr_t)0x31de, OTHER_FN = (CuFunction)(uintptr_t)0x07e4;

@@ -10,16 +10,7 @@
 #include "../ir/plan_format.h"
 #include "../runtime/cuda/dynload.h"
 #include "../runtime/target.h"
-#include "test_util.h"
-
-#define CUDA_STUB "/usr/local/cuda/lib64/stubs/libcuda.so"
-
-/* true when the file opens by itself (the machine has it) */
-static bool loadable(const char *name) {
-    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (h) dlclose(h);
-    return h != NULL;
-}
+#include "test_gpu.h"
 
 Test(dynload, missing_driver_named_with_dlerror) {
     CudaLibs L;
@@ -36,7 +27,7 @@ Test(dynload, missing_driver_named_with_dlerror) {
 Test(dynload, default_names_on_this_machine) {
     CudaLibs L;
     char err[1024] = "";
-    if (loadable("libcuda.so.1")) {
+    if (tu_loadable("libcuda.so.1")) {
         cr_log_info("libcuda.so.1 is present here (a GPU machine); the missing-driver message is checked with a made-up path instead");
         if (cuda_libs_open(&L, NULL, false, err, sizeof err)) cuda_libs_close(&L);
         return;
@@ -58,11 +49,11 @@ Test(dynload, missing_symbol_names_library_and_symbol) {
  * machine has them, every pointer of the table resolves; cuInit through the
  * stub then reports that no driver can start. */
 Test(dynload, every_entry_point_resolves_against_the_toolkit) {
-    bool have = loadable(CUDA_STUB) && loadable("libcudnn.so.9") && (loadable("libcublasLt.so.13") || loadable("libcublasLt.so.12")) && loadable("libnccl.so.2");
+    bool have = tu_loadable(CUDA_TOOLKIT_STUB) && tu_loadable("libcudnn.so.9") && (tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")) && tu_loadable("libnccl.so.2");
     if (!have) cr_skip_test("no CUDA toolkit stub or no cuDNN 9 / cuBLASLt / NCCL 2 here");
     CudaLibs L;
     char err[1024] = "";
-    CudaLibNames names = {.cuda = CUDA_STUB};
+    CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};
     cr_assert(cuda_libs_open(&L, &names, true, err, sizeof err), "%s", err);
     int n = cuda_libs_symbol_count(true), resolved = 0;
     cr_expect(n > 60, "the table has %d entries", n);
@@ -103,7 +94,7 @@ Test(dynload, target_prepare_reads_the_plan_target) {
     cr_expect(strstr(err, "unknown target 'tpu'"), "%s", err);
     cJSON_Delete(m);
     m = cJSON_Parse("{\"target\":\"cuda\"}");
-    if (!loadable("libcuda.so.1")) {
+    if (!tu_loadable("libcuda.so.1")) {
         cr_expect(!target_prepare(m, err, sizeof err), "a CUDA plan without libcuda.so.1 must be refused");
         cr_expect(strstr(err, "CUDA plan") && strstr(err, "libcuda.so.1"), "%s", err);
     }
@@ -170,7 +161,7 @@ Test(dynload, yolort_refuses_a_cuda_plan_without_the_driver) {
     cr_expect_neq(r.status, 0, "a CUDA plan cannot run here");
     cr_expect_eq(tu_lines(r.err), 1, "one error line: %s", r.err);
     cr_expect(strstr(r.err, "CUDA plan"), "%s", r.err);
-    if (!loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
+    if (!tu_loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
     cr_expect_eq(r.out[0], 0);
     tu_free(&r);
     /* `yolort train --data`: the same one line, before a run directory exists */
@@ -183,7 +174,7 @@ Test(dynload, yolort_refuses_a_cuda_plan_without_the_driver) {
     cr_expect_neq(r.status, 0, "a CUDA plan cannot train here");
     cr_expect_eq(tu_lines(r.err), 1, "one error line: %s", r.err);
     cr_expect(strstr(r.err, "CUDA plan"), "%s", r.err);
-    if (!loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
+    if (!tu_loadable("libcuda.so.1")) cr_expect(strstr(r.err, "libcuda.so.1"), "%s", r.err);
     char runs[160];
     snprintf(runs, sizeof runs, "%s/runs", dir);
     cr_expect(access(runs, F_OK) != 0, "no run directory is left behind");

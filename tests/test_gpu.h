@@ -3,6 +3,7 @@
  * open device 0 or skip with the line every GPU test prints without one. */
 #ifndef YOLOCC_TEST_GPU_H
 #define YOLOCC_TEST_GPU_H
+#include <dlfcn.h>
 #include <math.h>
 
 #include "../compiler/lib_kernels.h"
@@ -10,6 +11,16 @@
 #include "../runtime/cuda/cuda_device.h"
 #include "../runtime/plan_read.h"
 #include "test_util.h"
+
+/* The CUDA toolkit's stub driver: every entry point resolves, no device starts. */
+#define CUDA_TOOLKIT_STUB "/usr/local/cuda/lib64/stubs/libcuda.so"
+
+/* true when the library file opens by itself (the machine has it) */
+static inline bool tu_loadable(const char *name) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (h) dlclose(h);
+    return h != NULL;
+}
 
 /* Compiles `yolocc models/tiny.yaml EXTRA` into a temporary file and reads the plan. */
 static inline void tiny_plan(const char *extra, Plan *p) {
