@@ -463,6 +463,19 @@ static int expect_one_type(const Graph *g, Precision prec, const char *what) {
     return convs;
 }
 
+/* Compiles `yolocc MODEL_ARGS` (the fast binary: some models are big) into a temporary plan and reads it. */
+static void compile_plan(const char *model_args, Plan *p) {
+    const char *bin = getenv("YOLOCC_FAST_BIN") ? getenv("YOLOCC_FAST_BIN") : tu_bin();
+    char path[64], args[1024], err[512];
+    snprintf(path, sizeof path, "/tmp/yolocc-cudnn-test-%d.plan", (int)getpid());
+    snprintf(args, sizeof args, "%s -o %s", model_args, path);
+    CliResult r = tu_run_bin(bin, args);
+    cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
+    tu_free(&r);
+    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
+    unlink(path);
+}
+
 /* cuDNN's engines take x, w and y of one type; the images are the input
  * that would otherwise reach the first convolution in fp32. */
 Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) {
@@ -473,23 +486,17 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
     snprintf(c[2], sizeof c[2], "%s/yolov3-tiny.yaml", corpus ? corpus : "");
     snprintf(c[3], sizeof c[3], "%s/yolov9e.yaml", corpus ? corpus : "");
     const char *models[] = {"models/tiny.yaml", "models/yolov8.yaml --scale n", "models/yolo11.yaml --scale n", "models/yolov5.yaml --scale n", c[0], c[1], c[2], c[3]};
-    const char *bin = getenv("YOLOCC_FAST_BIN") ? getenv("YOLOCC_FAST_BIN") : tu_bin();
     int checked = 0;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/yolocc-one-type-%d.plan", (int)getpid());
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         if (m >= 4 && !corpus) {
             cr_log_warn("YOLOCC_CORPUS unset: %s skipped", models[m] + 1);
             continue;
         }
         for (int q = 0; q < 2; q++) {
-            char args[1024], err[512];
-            snprintf(args, sizeof args, "%s --imgsz 64 --batch 1 --precision %s -o %s", models[m], q ? "fp16" : "bf16", path);
-            CliResult r = tu_run_bin(bin, args);
-            cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
-            tu_free(&r);
+            char args[1024];
+            snprintf(args, sizeof args, "%s --imgsz 64 --batch 1 --precision %s", models[m], q ? "fp16" : "bf16");
             Plan p;
-            cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+            compile_plan(args, &p);
             int convs = expect_one_type(&p.g, p.precision, models[m]);
             cr_assert(p.eval);
             convs += expect_one_type(&p.eval->g, p.eval->precision, models[m]);
@@ -498,7 +505,6 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
             checked++;
         }
     }
-    unlink(path);
     cr_log_info("%d plans checked", checked);
 }
 
@@ -509,7 +515,7 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
  * stay empty. So every key of the tiny plan, at each precision and through
  * the staged retry, must fail there and only there: any attribute cuDNN
  * refuses would be named instead. */
-Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan) {
+Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_and_yolov8n) {
     if (!tu_loadable(CUDA_TOOLKIT_STUB) || !tu_loadable("libcudnn.so.9") || !(tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")))
         cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
     /* cuDNN's heuristics open NVRTC and close it again on every query; each
@@ -524,16 +530,17 @@ Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan) 
     char err[4096];
     CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};
     cr_assert(cuda_libs_open(&L, &names, false, err, sizeof err), "%s", err);
-    const char *precisions[] = {"fp32", "bf16", "fp16"};
-    for (int q = 0; q < 3; q++) {
-        char args[96];
-        snprintf(args, sizeof args, "--imgsz 64 --batch 2 --precision %s", precisions[q]);
+    /* the tiny plan at each precision, and the benchmark's YOLOv8n at batch 16 */
+    const char *plans[] = {"models/tiny.yaml --imgsz 64 --batch 2 --precision fp32", "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16",
+                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp16", "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16"};
+    for (int q = 0; q < 4; q++) {
+        const char *what = plans[q];
         Plan p;
-        tiny_plan(args, &p);
+        compile_plan(what, &p);
         CudnnConv cc;
         memset(&cc, 0, sizeof cc);
         cc.L = &L; /* no handle: cudnnCreate needs a device */
-        cr_assert_not(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err), "%s: no engine can be found without a device", precisions[q]);
+        cr_assert_not(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err), "%s: no engine can be found without a device", what);
         int convs = 0, staged_tries = 0;
         for (int o = 0; o < p.g.n_ops; o++) {
             const Op *op = &p.g.ops[o];
@@ -541,13 +548,13 @@ Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan) 
             const CuDevicePtr in[3] = {0x10000000, 0x20000000, 0x30000000};
             ConvWiden widen;
             cr_assert_not(cudnn_conv_run(&cc, op, in, 0x40000000, &widen, err, sizeof err));
-            cr_expect(strncmp(err, "cuDNN 9", 7) == 0 && strstr(err, " has no deterministic") && strstr(err, "engine configs tried"), "%s op %d: %s", precisions[q], o, err);
-            cr_expect(!strstr(err, "failed with"), "%s op %d: a descriptor call failed: %s", precisions[q], o, err);
+            cr_expect(strncmp(err, "cuDNN 9", 7) == 0 && strstr(err, " has no deterministic") && strstr(err, "engine configs tried"), "%s op %d: %s", what, o, err);
+            cr_expect(!strstr(err, "failed with"), "%s op %d: a descriptor call failed: %s", what, o, err);
             bool stageable = op->kind == OP_CONV2D_WGRAD && p.precision != PREC_FP32;
-            cr_expect_eq(strstr(err, "nor with dw in") != NULL, stageable, "%s op %d: the staged key is tried for low-precision weight gradients: %s", precisions[q], o, err);
+            cr_expect_eq(strstr(err, "nor with dw in") != NULL, stageable, "%s op %d: the staged key is tried for low-precision weight gradients: %s", what, o, err);
             staged_tries += stageable, convs++;
         }
-        cr_log_info("%s: %d convolutions built up to their engine search with cuDNN %zu (%d staged retries)", precisions[q], convs, L.cudnnGetVersion(), staged_tries);
+        cr_log_info("%s: %d convolutions built up to their engine search with cuDNN %zu (%d staged retries)", what, convs, L.cudnnGetVersion(), staged_tries);
         cr_expect_gt(convs, 0);
         cr_expect_eq(cc.n_plans, 0);
         cudnn_conv_close(&cc);
