@@ -316,7 +316,14 @@ static int64_t round_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_AL
 static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
 static int engine_of(const ConvPlan *e) { return ((const SDesc *)e->keep[7])->engine; }
 
-static void prepare(CudnnConv *cc, CudaLibs *L, const Plan *p) {
+/* The tiny plan compiled with args, its convolutions prepared on the
+ * stand-in (refusing fp32 dw from bf16 inputs when refuse_mixed). */
+static void prepare(CudnnConv *cc, CudaLibs *L, Plan *p, const char *args, bool refuse_mixed) {
+    standin_reset();
+    SD.refuse_mixed_wgrad = refuse_mixed;
+    tiny_plan(args, p);
+    memset(L, 0, sizeof *L);
+    standin_cudnn(L);
     char err[2048];
     cr_assert(cudnn_conv_open(cc, L, NULL, err, sizeof err), "%s", err);
     cr_assert(cudnn_conv_prepare(cc, &p->g, &p->fusion.views, p->precision, err, sizeof err), "%s", err);
@@ -333,15 +340,10 @@ static int count_ops(const Graph *g, OpKind k) {
  * accepting) fp32 dw from bf16 inputs: which plans are staged, the
  * engines taken, the workspace, and what a weight gradient executes. */
 static void staging_case(bool refuse_mixed) {
-    standin_reset();
-    SD.refuse_mixed_wgrad = refuse_mixed;
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
     CudaLibs L;
-    memset(&L, 0, sizeof L);
-    standin_cudnn(&L);
     CudnnConv cc;
-    prepare(&cc, &L, &p);
+    prepare(&cc, &L, &p, "--imgsz 64 --batch 2 --precision bf16", refuse_mixed);
     int wgrads = count_ops(&p.g, OP_CONV2D_WGRAD);
     cr_assert_gt(wgrads, 0);
     cr_expect_eq(cc.staged_ops, refuse_mixed ? wgrads : 0, "every weight gradient is staged exactly when no engine writes fp32 dw");
@@ -399,15 +401,10 @@ Test(cudnn_conv, bf16_weight_gradients_are_staged_when_no_engine_writes_fp32) { 
 Test(cudnn_conv, bf16_weight_gradients_go_straight_to_fp32_where_an_engine_can) { staging_case(false); }
 
 Test(cudnn_conv, fp32_plans_take_no_tensor_core_engine_and_stage_nothing) {
-    standin_reset();
-    SD.refuse_mixed_wgrad = true;
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2", &p);
     CudaLibs L;
-    memset(&L, 0, sizeof L);
-    standin_cudnn(&L);
     CudnnConv cc;
-    prepare(&cc, &L, &p);
+    prepare(&cc, &L, &p, "--imgsz 64 --batch 2", true);
     cr_expect_eq(cc.staged_ops, 0);
     cr_expect_eq(cc.stage_bytes, 0);
     for (int i = 0; i < cc.n_plans; i++) cr_expect_eq(engine_of(&cc.plans[i]), 2, "plan %d: mode A's engines refused (nondeterministic, tensor cores); the fallback's taken", i);
