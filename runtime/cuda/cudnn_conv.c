@@ -4,6 +4,7 @@
  * include CUDA headers; the enum values below are copied from them. */
 #include "cudnn_conv.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,15 @@ bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, in
     memset(cc, 0, sizeof *cc);
     cc->L = L;
     cc->stream = s;
+    /* cuDNN's heuristics open NVRTC and close it again on every query (about
+     * 15 ms a load, hundreds of queries for a model). Loaded here for the
+     * process (RTLD_NODELETE, as the compiler loads it), it loads once, and
+     * the libstdc++ pool each load allocates is allocated once. */
+    static const char *const nvrtc[2] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+    for (int i = 0; i < 2; i++) {
+        void *h = dlopen(nvrtc[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h) (void)dlclose(h); /* drops the reference; the library stays */
+    }
     const char *doing = "creating the cuDNN handle";
     if (!DN(cudnnCreate, (&cc->h))) return false;
     doing = "setting the cuDNN handle's stream";
