@@ -27,23 +27,25 @@ static LibKernel widen_of(const Plan *p) {
     return k;
 }
 
-/* The widen kernel of the tiny training plan compiled with args (eval: of its validation graph). */
-static LibKernel plan_widen(const char *args, bool eval) {
+/* The widen kernels of the tiny training plan compiled with args, and of its validation graph. */
+static void plan_widen(const char *args, LibKernel *train, LibKernel *eval) {
     Plan p;
     tiny_plan(args, &p);
-    cr_assert(!eval || p.eval, "the training plan carries its validation graph");
-    LibKernel k = widen_of(eval ? p.eval : &p);
+    cr_assert(p.eval, "the training plan carries its validation graph");
+    *train = widen_of(&p), *eval = widen_of(p.eval);
     plan_free(&p);
-    return k;
 }
 
 Test(cast_emul, low_precision_training_plans_carry_the_widening_cast) {
-    LibKernel bf = plan_widen("--imgsz 64 --batch 2 --precision bf16", false), hf = plan_widen("--imgsz 64 --batch 2 --precision fp16", false);
+    LibKernel bf, hf, fp, bf_eval, other;
+    plan_widen("--imgsz 64 --batch 2 --precision bf16", &bf, &bf_eval);
+    plan_widen("--imgsz 64 --batch 2 --precision fp16", &hf, &other);
+    plan_widen("--imgsz 64 --batch 2 --precision fp32", &fp, &other);
     cr_expect(bf.entry == LK_CAST && bf.n_operands == 2 && bf.dt[0] == DT_BF16 && bf.dt[1] == DT_F32, "bf16: %s", bf.name);
     cr_expect(hf.entry == LK_CAST && hf.n_operands == 2 && hf.dt[0] == DT_F16 && hf.dt[1] == DT_F32, "fp16: %s", hf.name);
     cr_expect_str_eq(bf.name, "yl_cast_bf16_f32");
-    cr_expect_eq(plan_widen("--imgsz 64 --batch 2 --precision fp32", false).n_operands, 0, "fp32 weight gradients need no widening");
-    cr_expect_eq(plan_widen("--imgsz 64 --batch 2 --precision bf16", true).n_operands, 0, "a validation graph has no weight gradients");
+    cr_expect_eq(fp.n_operands, 0, "fp32 weight gradients need no widening");
+    cr_expect_eq(bf_eval.n_operands, 0, "a validation graph has no weight gradients");
 }
 
 Test(cast_emul, every_16_bit_pattern_widens_as_the_host_converts) {

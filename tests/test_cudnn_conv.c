@@ -312,7 +312,6 @@ static void standin_reset(void) {
 
 /* ---- plan selection and staging on the tiny plan ---- */
 
-static int64_t round_up(int64_t b) { return (b + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
 static int engine_of(const ConvPlan *e) { return ((const SDesc *)e->keep[7])->engine; }
 
@@ -354,10 +353,10 @@ static void staging_case(bool refuse_mixed) {
         cr_expect_eq(e->staged, refuse_mixed && wgrad, "plan %d (direction %d)", i, e->key.dir);
         if (wgrad) cr_expect(e->key.w_type == DNN_DATA_FLOAT && e->key.x_type == DNN_DATA_BFLOAT16, "plan %d: the key keeps the fp32 gradient", i);
         cr_expect_eq(engine_of(e), 1, "plan %d: bf16 takes mode A's deterministic tensor-core engine, never the nondeterministic one", i);
-        if (e->staged && round_up(dw_numel(&e->key) * 2) > stage) stage = round_up(dw_numel(&e->key) * 2);
+        if (e->staged && memplan_align(dw_numel(&e->key) * 2) > stage) stage = memplan_align(dw_numel(&e->key) * 2);
     }
     cr_expect_eq(cc.stage_bytes, stage, "the stage holds the largest staged gradient in bf16");
-    int64_t ones = round_up(cc.ones_elems * 4);
+    int64_t ones = memplan_align(cc.ones_elems * 4);
     cr_expect_eq(cudnn_conv_workspace_bytes(&cc), ones + stage + ENGINES[1].workspace, "ones, stage, then the largest plan workspace");
     /* run every weight gradient, and one forward convolution, at made-up aligned addresses */
     const CuDevicePtr ws = 0x10000000, dy = 0x20000000, x = 0x30000000, out = 0x40000000;
@@ -408,7 +407,7 @@ Test(cudnn_conv, fp32_plans_take_no_tensor_core_engine_and_stage_nothing) {
     cr_expect_eq(cc.staged_ops, 0);
     cr_expect_eq(cc.stage_bytes, 0);
     for (int i = 0; i < cc.n_plans; i++) cr_expect_eq(engine_of(&cc.plans[i]), 2, "plan %d: mode A's engines refused (nondeterministic, tensor cores); the fallback's taken", i);
-    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), round_up(cc.ones_elems * 4) + ENGINES[2].workspace);
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), memplan_align(cc.ones_elems * 4) + ENGINES[2].workspace);
     cudnn_conv_close(&cc);
     cr_expect_eq(SD.live, 0);
     plan_free(&p);
@@ -515,14 +514,8 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
 Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_and_yolov8n) {
     if (!tu_loadable(CUDA_TOOLKIT_STUB) || !tu_loadable("libcudnn.so.9") || !(tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")))
         cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
-    /* cuDNN's heuristics open NVRTC and close it again on every query; each
-     * load allocates the emergency exception pool of the libstdc++ linked
-     * into it, never freed. Kept loaded, LSan names it (tests/lsan.supp). */
-    const char *parts[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        void *h = dlopen(parts[i], RTLD_NOW | RTLD_NODELETE);
-        if (h) dlclose(h);
-    }
+    /* as cudnn_conv_open does (no handle here): kept loaded, LSan names NVRTC's pool (tests/lsan.supp) */
+    cudnn_conv_keep_nvrtc();
     CudaLibs L;
     char err[4096];
     CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};

@@ -148,11 +148,12 @@ static const char *yolort_bin(void) {
     return b ? b : "build/yolort";
 }
 
-/* `yolort train` on a bf16 CUDA plan, validation on the device: two epochs
- * finish, results.csv has their rows with finite losses, the console names
- * the device and its memory, and the run can be resumed from its state. */
-/* The tiny CUDA plan (bf16) as a TrainStep from seed-11 weights, synthetic batch 7 bound. */
+/* The tiny CUDA plan (bf16) as a TrainStep from seed-11 weights, synthetic
+ * batch 7 bound; the test skips without a device. */
 static void tiny_cuda_step(Plan *p, TrainStep *ts) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    cuda_device_close(&probe);
     char err[2048];
     tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", p);
     cr_assert(train_step_init(ts, p, err, sizeof err), "%s", err);
@@ -203,8 +204,6 @@ static bool same_items(const StepResult *a, const StepResult *b) { return a->tot
  * backward without the hook bit for bit: the same weights and batch, twice
  * (captured, then replayed). */
 Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
-    CudaDevice probe;
-    open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
     TrainStep ts;
@@ -247,7 +246,6 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
     grads_free(&want);
     train_step_free(&ts);
     plan_free(&p);
-    cuda_device_close(&probe);
 }
 
 /* A batch's pixels as bytes (train_step_use_bytes, what `yolort train` uploads
@@ -255,8 +253,6 @@ Test(train_cuda, one_rank_overlapped_all_reduce_leaves_the_gradients) {
  * device, give the loss and every gradient bit for bit as the loader's
  * value / 255 uploaded as floats. */
 Test(train_cuda, bytes_upload_equals_the_float_upload) {
-    CudaDevice probe;
-    open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
     TrainStep ts;
@@ -280,15 +276,12 @@ Test(train_cuda, bytes_upload_equals_the_float_upload) {
     train_step_free(&ts); /* unpins px */
     free(px);
     plan_free(&p);
-    cuda_device_close(&probe);
 }
 
 /* A target row the host loss refuses (a class id beyond nc, a non-finite
  * box) stops a CUDA backward with the host's message naming the row, before
  * the device loss could turn it into NaN. */
 Test(train_cuda, bad_target_row_is_named_before_the_device_loss) {
-    CudaDevice probe;
-    open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
     TrainStep ts;
@@ -307,9 +300,11 @@ Test(train_cuda, bad_target_row_is_named_before_the_device_loss) {
     cr_expect(train_step_backward(&ts, &r, err, sizeof err) && isfinite(r.total), "%s", err);
     train_step_free(&ts);
     plan_free(&p);
-    cuda_device_close(&probe);
 }
 
+/* `yolort train` on a bf16 CUDA plan, validation on the device: two epochs
+ * finish, results.csv has their rows with finite losses, the console names
+ * the device and its memory, and the run can be resumed from its state. */
 Test(train_cuda, yolort_train_runs_on_the_gpu) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);

@@ -73,5 +73,5 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
     }
     if (cs->conv.staged_ops)
         append(buf, cap, &used, "; %d weight gradient%s in %s by cuDNN, then widened to fp32 (no engine writes fp32 from those inputs)", cs->conv.staged_ops,
-               cs->conv.staged_ops == 1 ? "" : "s", cs->plan && cs->plan->precision == PREC_FP16 ? "fp16" : "bf16");
+               cs->conv.staged_ops == 1 ? "" : "s", precision_name(cs->conv.precision));
 }

@@ -147,19 +147,19 @@ static bool dn_ok(const CudaLibs *L, CudnnStatus s, const char *call, const char
 #define DN(fn, args) dn_ok(cc->L, cc->L->fn args, #fn, doing, err, errcap)
 #define SET(d, attr, type, count, ptr) DN(cudnnBackendSetAttribute, (d, attr, type, count, ptr))
 
+void cudnn_conv_keep_nvrtc(void) {
+    static const char *const nvrtc[2] = {"libnvrtc.so.13", "libnvrtc.so.12"};
+    for (int i = 0; i < 2; i++) {
+        void *h = dlopen(nvrtc[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h) (void)dlclose(h); /* drops the reference; RTLD_NODELETE keeps the library */
+    }
+}
+
 bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, int errcap) {
     memset(cc, 0, sizeof *cc);
     cc->L = L;
     cc->stream = s;
-    /* cuDNN's heuristics open NVRTC and close it again on every query (about
-     * 15 ms a load, hundreds of queries for a model). Loaded here for the
-     * process (RTLD_NODELETE, as the compiler loads it), it loads once, and
-     * the libstdc++ pool each load allocates is allocated once. */
-    static const char *const nvrtc[2] = {"libnvrtc.so.13", "libnvrtc.so.12"};
-    for (int i = 0; i < 2; i++) {
-        void *h = dlopen(nvrtc[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-        if (h) (void)dlclose(h); /* drops the reference; the library stays */
-    }
+    cudnn_conv_keep_nvrtc();
     const char *doing = "creating the cuDNN handle";
     if (!DN(cudnnCreate, (&cc->h))) return false;
     doing = "setting the cuDNN handle's stream";
@@ -363,7 +363,7 @@ static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap
     if (!ok) return release(cc, e), NULL;
     cc->n_plans++;
     if (e->workspace > cc->plan_workspace) cc->plan_workspace = e->workspace;
-    int64_t stage = e->staged ? (dw_numel(k) * 2 + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN : 0;
+    int64_t stage = e->staged ? memplan_align(dw_numel(k) * 2) : 0;
     if (stage > cc->stage_bytes) cc->stage_bytes = stage;
     return e;
 }
@@ -394,7 +394,7 @@ bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Preci
     return true;
 }
 
-static int64_t ones_bytes(const CudnnConv *cc) { return (cc->ones_elems * 4 + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
+static int64_t ones_bytes(const CudnnConv *cc) { return memplan_align(cc->ones_elems * 4); }
 
 /* the workspace: the ones tensor, the staged weight gradient, the plans' workspace */
 static int64_t plan_workspace_offset(const CudnnConv *cc) { return ones_bytes(cc) + cc->stage_bytes; }

@@ -77,6 +77,11 @@ typedef struct CudnnConv {
     int64_t workspace_bytes;
 } CudnnConv;
 
+/* Loads NVRTC (13, else 12, where the machine has it) for the process:
+ * cuDNN's heuristics open it and close it again on every query (about 15 ms
+ * a load, hundreds of queries for a model), and each load allocates the
+ * libstdc++ pool linked into it, never freed. cudnn_conv_open calls it. */
+void cudnn_conv_keep_nvrtc(void);
 /* A cuDNN handle on stream s. */
 bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, int errcap);
 void cudnn_conv_close(CudnnConv *cc);
