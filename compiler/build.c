@@ -117,6 +117,12 @@ bool build_op_n(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a,
     return true;
 }
 
+int build_weight_layout(Builder *b, int w) {
+    if (w < 0 || !b->channels_last) return w;
+    OpAttrs a = {.shape = b->g->tensors[w].shape, .channels_last = true};
+    return build_op(b, OP_RESHAPE, &w, 1, &a);
+}
+
 int build_op(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a) {
     int outs[IR_MAX_SPLIT];
     return build_op_n(b, k, in, n_in, a, 1, outs) ? outs[0] : -1;
@@ -144,6 +150,7 @@ int conv2d_leaf(Builder *b, const char *attr, int x, int c2, int kh, int kw, int
         build_init(b, in[2], INIT_BIAS_UNIFORM, (double)(c1 / g) * kh * kw);
     }
     OpAttrs a = {.stride = {s, s}, .pad = {ph, ph, pw, pw}, .dilation = {d, d}, .groups = g};
+    in[1] = build_weight_layout(b, in[1]);
     int y = build_op(b, OP_CONV2D, in, bias ? 3 : 2, &a);
     mod_exit(b);
     return y;

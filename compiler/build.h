@@ -29,6 +29,8 @@ typedef struct Builder {
     const ModelConfig *cfg;
     bool eval;              /* eval-mode forward: heads decode boxes */
     bool legacy;            /* Detect uses the legacy class branch */
+    bool channels_last;     /* rank-4 activations stored channels last (BuildOptions) */
+    int images;             /* what rows with from -1 read: the images, or their channels-last copy */
     int batch;
     int row;
     const char *row_module;
@@ -79,6 +81,10 @@ void build_init(Builder *b, int t, InitKind k, double arg);
 int  build_buffer(Builder *b, const char *leaf, Shape s, DType dt);
 /* Appends an op; returns output 0 (or -1). Errors name the row. */
 int  build_op(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a);
+/* The weight as a convolution reads it: w itself, or in channels-last
+ * builds its KRSC copy (a layout reshape; the gradient flows back through it,
+ * so parameters, gradients and optimizer state keep PyTorch's order). */
+int  build_weight_layout(Builder *b, int w);
 /* Multi-output op; fills outs[0..n_out). */
 bool build_op_n(Builder *b, OpKind k, const int *in, int n_in, const OpAttrs *a, int n_out, int *outs);
 int  chan(const Builder *b, int t);

@@ -66,7 +66,8 @@ typedef struct KRule {
 } KRule;
 
 const KRule *kernel_rule(OpKind k);
-/* [n, c, inner] of a shape: nd >= 2 splits at the channel axis, else one row */
-void kernel_extents(const Shape *s, int64_t *n, int64_t *c, int64_t *inner);
+/* [n, c, inner] of a tensor as stored: nd >= 2 splits at the channel axis,
+ * else one row; channels last is [n*h*w, c, 1] */
+void kernel_extents(const Tensor *t, int64_t *n, int64_t *c, int64_t *inner);
 
 #endif

@@ -181,9 +181,9 @@ static void lower_begin_body(void *ctx, KBuild *kb) {
     }
 }
 
-static bool pend_open(Lower *L, int o, const Shape *s) {
+static bool pend_open(Lower *L, int o, const Tensor *t) {
     int64_t n, c, inner;
-    kernel_extents(s, &n, &c, &inner);
+    kernel_extents(t, &n, &c, &inner);
     if (L->active && (n != L->n || c != L->c || inner != L->inner) && !flush(L)) return false;
     if (!L->active) {
         kb_init(&L->pend, KS_MAP);
@@ -197,7 +197,7 @@ static bool pend_open(Lower *L, int o, const Shape *s) {
 
 static bool lower_elementwise(Lower *L, int o, const KRule *r) {
     const Op *op = &L->g->ops[o];
-    if (!pend_open(L, o, &L->g->tensors[op->out[0]].shape)) return false;
+    if (!pend_open(L, o, &L->g->tensors[op->out[0]])) return false;
     KValues v = {lower_value, lower_begin_body, L};
     int out[8];
     if (op->n_out > 8 || !r->elementwise(&L->pend, L->g, op, &v, out)) return fail(L, "op %d: cannot lower", o);
@@ -221,7 +221,7 @@ static bool lower_reduce(Lower *L, int o, const KRule *r) {
      * the statistics outputs are written only when something reads them */
     if (op->kind == OP_BATCHNORM && !op->a.training && !L->read[op->out[1]] && !L->read[op->out[2]]) return lower_elementwise(L, o, r);
     int64_t n, c, inner;
-    kernel_extents(&L->g->tensors[x].shape, &n, &c, &inner);
+    kernel_extents(&L->g->tensors[x], &n, &c, &inner);
     KBuild rb;
     kb_init(&rb, KS_CHANNEL_REDUCE);
     if (L->active && n == L->n && c == L->c && inner == L->inner) {
@@ -247,7 +247,7 @@ static bool lower_alone(Lower *L, int o, const KRule *r) {
     kb_init(&kb, KS_MAP);
     if (!r->map(&kb, L->g, op)) return kb_free(&kb), fail(L, "op %d: cannot lower", o);
     int64_t n, c, inner;
-    kernel_extents(&L->g->tensors[op->n_out ? op->out[0] : op->in[0]].shape, &n, &c, &inner);
+    kernel_extents(&L->g->tensors[op->n_out ? op->out[0] : op->in[0]], &n, &c, &inner);
     return emit_kernel(L, &kb, o, o, n, c, inner) != -1;
 }
 
@@ -308,36 +308,45 @@ static int64_t image_stride(const Lower *L, int ax, int t, int64_t run) {
     return bs ? bs : run;
 }
 
-/* concat / split along any axis as runs of contiguous elements; reshape and
- * detach as one run. Along axis 1 a part that is a view of the whole costs
- * nothing, and views on either side are read and written with their base's
- * stride between images. */
+/* concat / split along any axis as runs of contiguous elements (of the
+ * stored order: channels last keeps axis 1 innermost); reshape and detach as
+ * one run. Along axis 1 a part that is a view of the whole costs nothing,
+ * and views on either side are read and written with their base's stride
+ * between images. A reshape between orders is a transpose: a library
+ * routine. */
 static bool lower_copy(Lower *L, int o) {
     const Op *op = &L->g->ops[o];
     if (!flush(L)) return false;
     if (op->kind == OP_RESHAPE || op->kind == OP_DETACH) {
+        if (!tensor_logical_order(&L->g->tensors[op->in[0]]) || !tensor_logical_order(&L->g->tensors[op->out[0]])) return library_launch(L, o);
         int64_t n = shape_numel(&L->g->tensors[op->out[0]].shape);
         return copy_launch(L, o, op->in[0], op->out[0], 1, n, n, 0, n, 0);
     }
     bool cat = op->kind == OP_CONCAT;
-    const Shape *whole = &L->g->tensors[cat ? op->out[0] : op->in[0]].shape;
-    int ax = op->a.axis;
-    int64_t outer = 1, inner = 1, off = 0;
-    for (int i = 0; i < ax; i++) outer *= whole->d[i];
-    for (int i = ax + 1; i < whole->nd; i++) inner *= whole->d[i];
     int whole_t = cat ? op->out[0] : op->in[0];
-    int64_t whole_run = whole->d[ax] * inner, chan = 0;
-    int64_t whole_stride = image_stride(L, ax, whole_t, whole_run);
+    const Tensor *wt = &L->g->tensors[whole_t];
+    Shape whole = wt->shape;
+    int ax = op->a.axis;
+    if (wt->channels_last) {
+        static const int stored_axis[4] = {0, 3, 1, 2};
+        whole = (Shape){4, {wt->shape.d[0], wt->shape.d[2], wt->shape.d[3], wt->shape.d[1]}};
+        ax = stored_axis[op->a.axis];
+    }
+    int64_t outer = 1, inner = 1, off = 0;
+    for (int i = 0; i < ax; i++) outer *= whole.d[i];
+    for (int i = ax + 1; i < whole.nd; i++) inner *= whole.d[i];
+    int64_t whole_run = whole.d[ax] * inner, chan = 0;
+    int64_t whole_stride = image_stride(L, op->a.axis, whole_t, whole_run);
     for (int i = 0; i < (cat ? op->n_in : op->n_out); i++) {
         int part = cat ? op->in[i] : op->out[i];
-        int64_t run = L->g->tensors[part].shape.d[ax] * inner;
-        int64_t part_stride = image_stride(L, ax, part, run);
-        bool ok = ax == 1 && in_place(L, part, whole_t, chan);
+        int64_t run = L->g->tensors[part].shape.d[op->a.axis] * inner;
+        int64_t part_stride = image_stride(L, op->a.axis, part, run);
+        bool ok = op->a.axis == 1 && in_place(L, part, whole_t, chan);
         if (!ok)
             ok = cat ? copy_launch(L, o, part, whole_t, outer, run, part_stride, 0, whole_stride, off) : copy_launch(L, o, whole_t, part, outer, run, whole_stride, off, part_stride, 0);
         if (!ok) return false;
         off += run;
-        chan += L->g->tensors[part].shape.d[ax];
+        chan += L->g->tensors[part].shape.d[op->a.axis];
     }
     return true;
 }

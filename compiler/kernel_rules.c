@@ -6,7 +6,15 @@
 
 #include "kernel_build.h"
 
-void kernel_extents(const Shape *s, int64_t *n, int64_t *c, int64_t *inner) {
+void kernel_extents(const Tensor *t, int64_t *n, int64_t *c, int64_t *inner) {
+    const Shape *s = &t->shape;
+    if (t->channels_last) {
+        /* (n, h, w) rows of c channels: per-channel loads stay KA_CHAN */
+        *n = s->d[0] * s->d[2] * s->d[3];
+        *c = s->d[1];
+        *inner = 1;
+        return;
+    }
     if (s->nd < 2) {
         *n = *c = 1;
         *inner = s->nd ? s->d[0] : 1;

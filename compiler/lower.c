@@ -156,7 +156,7 @@ static bool build_row(Builder *b, const ModelRow *r, RowState *st, Model *m) {
         }
         if (list_ok) return build_fail(b, "CBFuse input %d (row %d) must be a CBLinear row", i, j);
         if (!channels_of(b, st, r->from[i], r->index, r->from_mark, &cin[i])) return false;
-        io.in[i] = j < 0 ? b->g->inputs[0] : m->rows[j].out[0];
+        io.in[i] = j < 0 ? b->images : m->rows[j].out[0];
     }
     /* arguments */
     ArgList args;
@@ -225,10 +225,16 @@ bool model_build(Arena *a, const ModelConfig *cfg, const BuildOptions *o, const 
     if (!m->rows || !st || !m->save) return diag_error(d, (Mark){0, 0}, "out of memory");
     if (cfg->end2end)
         return diag_error(d, (Mark){1, 1}, "'end2end: true' heads follow Ultralytics 8.4 (YOLO26) semantics, which yolocc does not support yet");
-    Builder b = {.g = &m->g, .a = a, .d = d, .cfg = cfg, .eval = o->eval, .batch = o->batch, .pending_reg = -1, .nstrides = nstrides};
+    Builder b = {.g = &m->g, .a = a, .d = d, .cfg = cfg, .eval = o->eval, .batch = o->batch, .pending_reg = -1, .nstrides = nstrides, .channels_last = o->channels_last};
     if (strides) memcpy(b.strides, strides, sizeof(double) * (size_t)nstrides);
-    if (graph_add_input(&m->g, "images", shape4(o->batch, cfg->ch, o->imgsz, o->imgsz), DT_F32) < 0)
-        return diag_error(d, (Mark){0, 0}, "input: %s", m->g.err);
+    b.images = graph_add_input(&m->g, "images", shape4(o->batch, cfg->ch, o->imgsz, o->imgsz), DT_F32);
+    if (b.images < 0) return diag_error(d, (Mark){0, 0}, "input: %s", m->g.err);
+    if (o->channels_last) {
+        OpAttrs to_cl = {.shape = m->g.tensors[b.images].shape, .channels_last = true};
+        int op = graph_add_op(&m->g, OP_RESHAPE, &b.images, 1, &to_cl, 1, -1, "images");
+        if (op < 0) return diag_error(d, (Mark){0, 0}, "input: %s", m->g.err);
+        b.images = m->g.ops[op].out[0];
+    }
     /* DetectionModel and its nn.Sequential 'model' */
     b.layers = 1;
     if (!mod_enter(&b, "model")) return false;
@@ -264,7 +270,7 @@ static double graph_thop_macs(const Graph *g) {
     return macs;
 }
 
-bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, Model *train, ModelSummary *s, Diag *d) {
+bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, bool channels_last, Model *train, ModelSummary *s, Diag *d) {
     memset(s, 0, sizeof *s);
     /* stride probe: a 256x256 forward in training mode; stride = 256 / H per level */
     Model probe;
@@ -290,7 +296,7 @@ bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, Model
     s->imgsz = (imgsz + gs - 1) / gs * gs;
     if (s->imgsz != imgsz)
         diag_warn(d, "--imgsz=%d must be a multiple of max stride %d, updating to %d", imgsz, gs, s->imgsz);
-    BuildOptions to = {.imgsz = s->imgsz, .batch = batch};
+    BuildOptions to = {.imgsz = s->imgsz, .batch = batch, .channels_last = channels_last};
     if (!model_build(a, cfg, &to, s->strides, s->nstrides, train, d)) return false;
     train->nstrides = s->nstrides;
     memcpy(train->strides, s->strides, sizeof s->strides);

@@ -19,6 +19,10 @@ typedef struct BuildOptions {
     int imgsz;              /* square input side */
     int batch;
     bool eval;              /* eval-mode head (decoded boxes) */
+    /* store activations channels last (NHWC, cuDNN's fast layout): the
+     * images and every conv weight enter through a layout reshape, and the
+     * data flow carries the layout on (ir.h, Tensor.channels_last) */
+    bool channels_last;
 } BuildOptions;
 
 typedef struct Model {
@@ -45,7 +49,8 @@ typedef struct ModelSummary {
 } ModelSummary;
 
 /* Stride probe (256x256, as DetectionModel does), the training graph at
- * imgsz (rounded up with a warning), and GFLOPs per Ultralytics. */
-bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, Model *train, ModelSummary *s, Diag *d);
+ * imgsz (rounded up with a warning; channels last on request), and GFLOPs
+ * per Ultralytics. */
+bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, bool channels_last, Model *train, ModelSummary *s, Diag *d);
 
 #endif

@@ -45,6 +45,8 @@ static const char USAGE[] =
     "  --fuse full|none        full (default): fusion groups (conv-BN-activation, BN-activation backward,\n"
     "                          elementwise chains, one optimizer group) whose inner tensors take no memory;\n"
     "                          none: one op per group\n"
+    "  --layout nchw|nhwc      storage order of activations (default nchw); nhwc: channels last, the images\n"
+    "                          and conv weights enter through a layout copy (CPU plans only so far)\n"
     "  --precision fp32|bf16|fp16  storage precision of activations and gradients (plan; default fp32,\n"
     "                          the CPU runs fp32 plans only)\n"
     "  --scale S   model scale (n, s, m, l, x, ...); default: from the file name, else the first in 'scales'\n"
@@ -63,6 +65,7 @@ typedef struct Options {
     OptimKind optimizer;
     double weight_decay;
     Precision precision;
+    bool channels_last;
     FusePolicy fuse;
     RecomputePolicy recompute;
     int64_t recompute_budget;
@@ -122,7 +125,7 @@ static int parse_args(int argc, char **argv, Options *o) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
-                   strcmp(a, "--precision") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0 || strcmp(a, "--target") == 0 ||
+                   strcmp(a, "--precision") == 0 || strcmp(a, "--layout") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0 || strcmp(a, "--target") == 0 ||
                    strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
@@ -151,6 +154,10 @@ static int parse_args(int argc, char **argv, Options *o) {
                 if (strcmp(val, "none") == 0) o->fuse = FUSE_NONE;
                 else if (strcmp(val, "full") == 0) o->fuse = FUSE_FULL;
                 else return usage_error("--fuse must be full or none, got '%s'", val);
+            } else if (strcmp(a, "--layout") == 0) {
+                if (strcmp(val, "nchw") == 0) o->channels_last = false;
+                else if (strcmp(val, "nhwc") == 0) o->channels_last = true;
+                else return usage_error("--layout must be nchw or nhwc, got '%s'", val);
             } else if (strcmp(a, "--precision") == 0) {
                 if (strcmp(val, "fp32") == 0) o->precision = PREC_FP32;
                 else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
@@ -227,7 +234,8 @@ int main(int argc, char **argv) {
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
-                           .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget};
+                           .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget,
+                           .channels_last = o.channels_last};
         to.target = o.cg.target;
         TrainCompiled tc = {0};
         CodegenResult kt = {0}, ke = {0};
@@ -235,7 +243,10 @@ int main(int argc, char **argv) {
         cg_train.tag = "train";
         cg_eval.tag = "eval";
         char err[4096];
-        if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
+        if (o.channels_last && o.cg.target == TARGET_CUDA) {
+            fprintf(stderr, "yolocc: error: --layout nhwc: the CUDA runtime's library kernels and cuDNN descriptors take NCHW tensors only so far; use --layout nchw\n");
+            rc = EXIT_BAD_INPUT;
+        } else if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
@@ -260,7 +271,7 @@ int main(int argc, char **argv) {
         train_compiled_free(&tc);
         goto out;
     }
-    if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, &m, &s, &d)) {
+    if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !model_compile(&arena, &cfg, o.imgsz, o.batch, false, &m, &s, &d)) {
         char msg[2048];
         diag_format(&d, msg, sizeof msg);
         fprintf(stderr, "%s\n", msg);

@@ -95,6 +95,7 @@ bool row_conv_transpose(Builder *b, const RowArgs *a, RowIO *io) {
     build_init(b, in[1], INIT_KAIMING_UNIFORM, 0);
     build_init(b, in[2], INIT_BIAS_UNIFORM, (double)c2 * k[0] * k[1]);
     OpAttrs at = {.stride = {s, s}, .pad = {p, p, p, p}, .dilation = {1, 1}, .groups = 1};
+    in[1] = build_weight_layout(b, in[1]);
     return row_out(io, build_op(b, OP_CONV_TRANSPOSE2D, in, 3, &at));
 }
 

@@ -30,6 +30,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
     cJSON_AddStringToObject(m, "target", codegen_target_name(o->target));
     cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
+    cJSON_AddStringToObject(m, "layout", o->channels_last ? "nhwc" : "nchw");
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
     cJSON_AddStringToObject(m, "fuse", fuse_policy_name(o->fuse));
     cJSON_AddStringToObject(m, "recompute", o->recompute_budget > 0 ? "budget" : o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
@@ -75,7 +76,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
 /* One training step with the given extra conv recompute set (NULL: none):
  * model, loss and backward, optimizer, memory plan (placed or bound only). */
 static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, const bool *convs, bool place, TrainCompiled *tc, Diag *d) {
-    if (!model_compile(a, cfg, o->imgsz, o->batch, &tc->m, &tc->s, d)) return false;
+    if (!model_compile(a, cfg, o->imgsz, o->batch, o->channels_last, &tc->m, &tc->s, d)) return false;
     Graph *g = &tc->m.g;
     LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5},
                    .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs};
@@ -123,7 +124,7 @@ static bool fit_budget(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
  * decoded boxes) at the validation batch, plus the detect loss on its raw
  * levels (val/box_loss ...), with its own memory plan. */
 static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
-    BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true};
+    BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true, .channels_last = o->channels_last};
     if (!model_build(a, cfg, &eo, tc->s.strides, tc->s.nstrides, &tc->em, d)) return false;
     Graph *g = &tc->em.g;
     if (g->n_outputs != 1 + tc->s.nstrides) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);

@@ -20,6 +20,7 @@ typedef struct TrainOptions {
     int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
     int val_batch;              /* validation graph batch; 0: 2 x batch, as Ultralytics validates */
     CodegenTarget target;       /* META "target" (the kernels themselves come from codegen_build) */
+    bool channels_last;         /* --layout nhwc: activations channels last (BuildOptions) */
 } TrainOptions;
 
 typedef struct TrainCompiled {

@@ -20,7 +20,7 @@ static int emit1(Graph *g, const Op *fwd, OpKind k, const int *in, int n_in, con
 }
 
 static int zeros_like(Graph *g, const Op *fwd, int t) {
-    OpAttrs a = {.shape = g->tensors[t].shape};
+    OpAttrs a = {.shape = g->tensors[t].shape, .channels_last = g->tensors[t].channels_last};
     return emit1(g, fwd, OP_ZEROS, NULL, 0, &a);
 }
 
@@ -138,7 +138,7 @@ GRAD_FN(split_grad) {
 
 GRAD_FN(reshape_grad) {
     if (dy[0] < 0 || !WANT(0)) return none(op, dx);
-    OpAttrs a = {.shape = SHAPE(op->in[0])};
+    OpAttrs a = {.shape = SHAPE(op->in[0]), .channels_last = g->tensors[op->in[0]].channels_last};
     return (dx[0] = emit1(g, op, OP_RESHAPE, &dy[0], 1, &a)) >= 0;
 }
 

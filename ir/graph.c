@@ -70,6 +70,38 @@ int graph_add_state(Graph *g, TensorKind kind, const char *name, Shape s, DType 
     return new_tensor(g, kind, s, dt, name);
 }
 
+/* Layout is a property of the data flow: only a reshape (or a zeros) names
+ * the layout of its output; every other op keeps its rank-4 inputs' layout,
+ * which must be one (a convolution reading NHWC images and NCHW weights has
+ * no meaning to cuDNN). */
+static bool tensor_layout_rule(const Graph *g, const Op *op, const Shape *out0, bool *cl, char *err, int errcap) {
+    if (op->kind == OP_RESHAPE || op->kind == OP_ZEROS) {
+        *cl = op->a.channels_last && out0->nd == 4;
+        if (op->a.channels_last && out0->nd != 4) return snprintf(err, (size_t)errcap, "%s: only a rank-4 tensor is stored channels last", op_def(op->kind)->name), false;
+        return true;
+    }
+    int seen = 0;
+    *cl = false;
+    for (int i = 0; i < op->n_in; i++) {
+        const Tensor *t = &g->tensors[op->in[i]];
+        if (t->shape.nd != 4) continue;
+        if (seen++ && t->channels_last != *cl)
+            return snprintf(err, (size_t)errcap, "%s: reads channels-last and NCHW tensors together (%%%d is %s)", op_def(op->kind)->name, t->id, t->channels_last ? "channels last" : "NCHW"), false;
+        *cl = t->channels_last;
+    }
+    return true;
+}
+
+void tensor_strides4(const Tensor *t, int64_t st[4]) {
+    const int64_t *d = t->shape.d;
+    if (t->channels_last) st[1] = 1, st[3] = d[1], st[2] = d[1] * d[3], st[0] = d[1] * d[2] * d[3];
+    else st[3] = 1, st[2] = d[3], st[1] = d[2] * d[3], st[0] = d[1] * d[2] * d[3];
+}
+
+bool tensor_logical_order(const Tensor *t) {
+    return !t->channels_last || t->shape.d[1] == 1 || t->shape.d[2] * t->shape.d[3] == 1;
+}
+
 int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *a, int n_out, int row, const char *scope) {
     const OpDef *def = op_def(kind);
     if (!def) return snprintf(g->err, sizeof g->err, "unknown op %d", (int)kind), -1;
@@ -89,10 +121,13 @@ int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *
     Shape shapes[IR_MAX_SPLIT];
     char why[200];
     if (!def->infer(g, &op, shapes, why, sizeof why)) return snprintf(g->err, sizeof g->err, "%s: %s", def->name, why), -1;
+    bool cl;
+    if (!tensor_layout_rule(g, &op, &shapes[0], &cl, g->err, sizeof g->err)) return -1;
     for (int i = 0; i < n_out; i++) {
         int t = new_tensor(g, TK_ACTIVATION, shapes[i], DT_F32, NULL);
         if (t < 0) return -1;
         g->tensors[t].producer = op.id;
+        g->tensors[t].channels_last = cl && shapes[i].nd == 4;
         op.out[i] = t;
     }
     g->ops[g->n_ops++] = op;
@@ -149,13 +184,18 @@ bool graph_verify(const Graph *g, char *err, int errcap) {
         }
         Shape shapes[IR_MAX_SPLIT];
         char why[200];
-        if (op->n_out > IR_MAX_SPLIT || !def->infer(g, op, shapes, why, sizeof why)) { snprintf(err, (size_t)errcap, "op %d (%s): %s", o, def->name, why); goto done; }
+        bool cl = false;
+        if (op->n_out > IR_MAX_SPLIT || !def->infer(g, op, shapes, why, sizeof why) || (op->n_out && !tensor_layout_rule(g, op, &shapes[0], &cl, why, sizeof why))) {
+            snprintf(err, (size_t)errcap, "op %d (%s): %s", o, def->name, why);
+            goto done;
+        }
         for (int i = 0; i < op->n_out; i++) {
             int t = op->out[i];
             if (t < 0 || t >= g->n_tensors || g->tensors[t].kind != TK_ACTIVATION) { snprintf(err, (size_t)errcap, "op %d writes a non-activation", o); goto done; }
             if (producers[t]++ || defined[t]) { snprintf(err, (size_t)errcap, "tensor %%%d has more than one producer", t); goto done; }
             if (g->tensors[t].producer != o) { snprintf(err, (size_t)errcap, "tensor %%%d records the wrong producer", t); goto done; }
             if (!shape_eq(&shapes[i], &g->tensors[t].shape)) { snprintf(err, (size_t)errcap, "op %d (%s): output %d shape differs from its shape rule", o, def->name, i); goto done; }
+            if (g->tensors[t].channels_last != (cl && shapes[i].nd == 4)) { snprintf(err, (size_t)errcap, "op %d (%s): output %d layout differs from its layout rule", o, def->name, i); goto done; }
             defined[t] = 1;
         }
     }

@@ -37,6 +37,10 @@ typedef struct Tensor {
     bool frozen;        /* parameter without gradient (DFL) */
     InitKind init;      /* state tensors: how a fresh model fills them */
     double init_arg;    /* INIT_BIAS_UNIFORM: fan_in; INIT_CONST: value; INIT_TRUNC_NORMAL: std */
+    /* a rank-4 activation stored (d0, d2, d3, d1): NHWC for images, KRSC for
+     * conv weights. Set by graph_add_op (tensor_layout_rule); inputs and
+     * state are always stored in their logical order. */
+    bool channels_last;
 } Tensor;
 
 typedef enum {
@@ -64,6 +68,7 @@ typedef struct OpAttrs {
     double weight_decay, beta2, max_norm;
     double eps, momentum, alpha, scale, strides[IR_MAX_LEVELS];
     Shape shape;        /* reshape target; the input shape a backward op restores */
+    bool channels_last; /* reshape, zeros: a rank-4 output is stored channels last */
 } OpAttrs;
 
 typedef struct Op {
@@ -97,6 +102,12 @@ int graph_add_state(Graph *g, TensorKind kind, const char *name, Shape s, DType 
  * Returns the op id, or -1 with g->err set. */
 int graph_add_op(Graph *g, OpKind kind, const int *in, int n_in, const OpAttrs *a, int n_out, int row, const char *scope);
 bool graph_mark_output(Graph *g, int tensor);
+/* Element strides of the logical dims of a rank-4 tensor as it is stored
+ * (NCHW or channels last). */
+void tensor_strides4(const Tensor *t, int64_t st[4]);
+/* Whether t is stored in its logical order: not channels last, or with one
+ * channel or one pixel per image, where both orders agree. */
+bool tensor_logical_order(const Tensor *t);
 
 Shape shape4(int64_t n, int64_t c, int64_t h, int64_t w);
 Shape shape1(int64_t n);

@@ -151,12 +151,13 @@ bool pc_attrs(PlanCodec *c, OpAttrs *a) {
     for (int i = 0; i < IR_MAX_LEVELS; i++)
         ok = ok && pc_int(c, &a->level_hw[i][0], 0, MEDIUM, "level size") && pc_int(c, &a->level_hw[i][1], 0, MEDIUM, "level size") &&
              pc_f64(c, &a->strides[i], "stride");
-    int flags = a->xywh | a->training << 1 | a->nesterov << 2;
-    ok = ok && pc_int(c, &flags, 0, 7, "flags") && pc_int(c, &a->act_op, 0, OP_COUNT - 1, "activation") &&
+    int flags = a->xywh | a->training << 1 | a->nesterov << 2 | a->channels_last << 3;
+    ok = ok && pc_int(c, &flags, 0, 15, "flags") && pc_int(c, &a->act_op, 0, OP_COUNT - 1, "activation") &&
          pc_int(c, &a->nc, 0, MEDIUM, "nc") && pc_int(c, &a->topk, 0, MEDIUM, "topk") && pc_int(c, &a->group, 0, 2, "group");
     a->xywh = flags & 1;
     a->training = flags >> 1 & 1;
     a->nesterov = flags >> 2 & 1;
+    a->channels_last = flags >> 3 & 1;
     double *dbl[] = {&a->gains[0], &a->gains[1], &a->gains[2], &a->eps, &a->momentum, &a->alpha, &a->scale, &a->weight_decay, &a->beta2, &a->max_norm};
     for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++) ok = ok && pc_f64(c, dbl[i], "attribute");
     return ok && pc_shape(c, &a->shape, "shape attribute");

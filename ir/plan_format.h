@@ -31,7 +31,8 @@
  *            object, or per CUDA kernel a cubin per architecture and PTX
  *            (compiler/codegen.h)
  * Op outputs are numbered as the graph numbers them: the ops, replayed in
- * order, recreate every activation tensor id. */
+ * order, recreate every activation tensor id, and its layout (ir.h,
+ * Tensor.channels_last: from a reshape's flag, else its inputs'). */
 #ifndef YOLOCC_PLAN_FORMAT_H
 #define YOLOCC_PLAN_FORMAT_H
 #include <stdint.h>

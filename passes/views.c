@@ -19,7 +19,8 @@ bool views_fits(const Graph *g, int t, int b, int64_t chan) {
     if (s->nd < 2 || s->nd != bs->nd || s->d[0] != bs->d[0] || chan < 0 || chan > bs->d[1] - s->d[1]) return false;
     for (int k = 2; k < s->nd; k++)
         if (s->d[k] != bs->d[k]) return false;
-    return g->tensors[t].dtype == g->tensors[b].dtype;
+    /* channel slices of channels-last tensors are strided per pixel: no view */
+    return g->tensors[t].dtype == g->tensors[b].dtype && !g->tensors[t].channels_last && !g->tensors[b].channels_last;
 }
 
 int64_t views_batch_stride(const Graph *g, const Views *v, int t) {
@@ -65,12 +66,13 @@ static bool axis1_copy(const Op *op) { return (op->kind == OP_CONCAT || op->kind
 /* Which tensors may take part: step activations in memory that only
  * elementwise-addressable ops touch. A reshape, pad, crop or a copy along
  * another axis reads its operand as one flat run, so neither side may be a
- * strided slice. */
+ * strided slice. Channels-last tensors take no part: their channel slices
+ * are strided per pixel, not per image, which no consumer addresses yet. */
 static void mark_eligible(const Graph *g, const bool *internal, bool *ok, bool *persistent) {
     memplan_mark_persistent(g, persistent);
     for (int t = 0; t < g->n_tensors; t++) {
         const Tensor *x = &g->tensors[t];
-        ok[t] = x->kind == TK_ACTIVATION && x->producer >= 0 && !persistent[t] && !(internal && internal[t]) && x->shape.nd >= 2 && x->dtype != DT_I64;
+        ok[t] = x->kind == TK_ACTIVATION && x->producer >= 0 && !persistent[t] && !(internal && internal[t]) && x->shape.nd >= 2 && x->dtype != DT_I64 && !x->channels_last;
     }
     for (int i = 0; i < g->n_outputs; i++) ok[g->outputs[i]] = false;
     for (int o = 0; o < g->n_ops; o++) {

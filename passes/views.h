@@ -30,7 +30,8 @@ int64_t views_elem_offset(const Graph *g, const Views *v, int t);
  * last[b] widened over the views of b, for tensors [0, n). */
 void views_widen_lifetimes(const Views *v, int n, int *def, int *last);
 /* Whether a view of base b at channel `chan` with t's shape is well formed
- * (same rank >= 2, batch and trailing dimensions; the channels inside b's). */
+ * (same rank >= 2, batch and trailing dimensions; the channels inside b's;
+ * neither stored channels last). */
 bool views_fits(const Graph *g, int t, int b, int64_t chan);
 
 #endif

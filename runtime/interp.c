@@ -114,9 +114,35 @@ static void after_op(Interp *it, int o) {
     }
 }
 
-/* Between a strided view and a packed copy of it (fp32, image by image). */
+/* Between a channels-last tensor and a packed NCHW copy of it (fp32). */
+static void channels_last_copy(const Tensor *x, float *stored, float *packed, bool pack) {
+    const int64_t *d = x->shape.d;
+    int64_t st[4];
+    tensor_strides4(x, st);
+    for (int64_t n = 0, i = 0; n < d[0]; n++)
+        for (int64_t c = 0; c < d[1]; c++)
+            for (int64_t h = 0; h < d[2]; h++)
+                for (int64_t w = 0; w < d[3]; w++, i++) {
+                    float *s = stored + n * st[0] + c * st[1] + h * st[2] + w * st[3];
+                    if (pack) packed[i] = *s;
+                    else *s = packed[i];
+                }
+}
+
+/* Whether a routine cannot address t where it sits: a strided view, or a
+ * channels-last tensor (the reference kernels read NCHW). */
+static bool needs_packing(const Interp *it, int t) {
+    return (it->views && views_batch_stride(it->g, it->views, t)) || !tensor_logical_order(&it->g->tensors[t]);
+}
+
+/* Between a tensor as stored and a packed NCHW copy of it (fp32): a view
+ * image by image, a channels-last tensor element by element. */
 static void view_copy(const Interp *it, int t, float *packed, bool pack) {
     const Shape *s = &it->g->tensors[t].shape;
+    if (!tensor_logical_order(&it->g->tensors[t])) {
+        channels_last_copy(&it->g->tensors[t], it->buf[t], packed, pack);
+        return;
+    }
     int64_t row = shape_numel(s) / s->d[0], bs = views_batch_stride(it->g, it->views, t);
     float *v = it->buf[t];
     for (int64_t n = 0; n < s->d[0]; n++) {
@@ -130,16 +156,17 @@ typedef struct Packed {
     void *view;
 } Packed;
 
-/* Library routines address whole contiguous tensors: each strided view the
- * op touches is swapped for a packed copy (inputs filled now) until
- * unpack_views writes the outputs back and restores the views. */
+/* Library routines address whole contiguous NCHW tensors: each strided view
+ * or channels-last tensor the op touches is swapped for a packed copy
+ * (inputs filled now) until unpack_views writes the outputs back and
+ * restores the views. */
 static bool pack_views(Interp *it, const Op *op, Packed *pk, int *npk) {
     *npk = 0;
-    for (int i = 0; it->views && i < op->n_in + op->n_out; i++) {
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
         int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
         bool seen = false;
         for (int j = 0; j < *npk; j++) seen |= pk[j].t == t;
-        if (seen || !views_batch_stride(it->g, it->views, t)) continue;
+        if (seen || !needs_packing(it, t)) continue;
         float *p = malloc(sizeof(float) * (size_t)shape_numel(&it->g->tensors[t].shape));
         if (!p) return false;
         if (i < op->n_in) view_copy(it, t, p, true);
@@ -173,9 +200,9 @@ static bool run_op(Interp *it, int o, char *err, int errcap) {
     for (int i = 0; i < op->n_out; i++)
         if (!interp_tensor(it, op->out[i])) return snprintf(err, (size_t)errcap, "out of memory"), false;
     char why[200];
-    Packed *pk = it->views ? malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out)) : NULL;
+    Packed *pk = malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out + 1));
     int npk = 0;
-    bool ok = !it->views || (pk && pack_views(it, op, pk, &npk)) || (snprintf(why, sizeof why, "out of memory"), false);
+    bool ok = (pk && pack_views(it, op, pk, &npk)) || (snprintf(why, sizeof why, "out of memory"), false);
     ok = ok && k(g, op, it->buf, why, sizeof why);
     unpack_views(it, op, pk, npk, ok);
     free(pk);

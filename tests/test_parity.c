@@ -55,7 +55,7 @@ static void setup(Step *s, const char *yaml, const char *scale, const char *fixt
     arena_init(&s->c.arena, 0);
     diag_init(&s->c.d, yaml);
     ModelOptions o = {.scale = scale, .nc = 3};
-    cr_assert(model_cfg_load(&s->c.arena, yaml, &o, &s->c.cfg, &s->c.d) && model_compile(&s->c.arena, &s->c.cfg, 64, 2, &s->c.m, &s->c.s, &s->c.d),
+    cr_assert(model_cfg_load(&s->c.arena, yaml, &o, &s->c.cfg, &s->c.d) && model_compile(&s->c.arena, &s->c.cfg, 64, 2, false, &s->c.m, &s->c.s, &s->c.d),
               "%s", s->c.d.msg);
     Graph *g = &s->c.m.g;
     const StTensor *bidx = need(&s->fx, "targets/batch_idx"), *cls = need(&s->fx, "targets/cls"), *box = need(&s->fx, "targets/bboxes");

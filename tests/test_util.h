@@ -82,7 +82,7 @@ static inline bool tu_compile(Compiled *c, const char *path, const char *scale, 
     arena_init(&c->arena, 0);
     diag_init(&c->d, path);
     ModelOptions o = {.scale = scale, .nc = nc};
-    return model_cfg_load(&c->arena, path, &o, &c->cfg, &c->d) && model_compile(&c->arena, &c->cfg, imgsz, 1, &c->m, &c->s, &c->d);
+    return model_cfg_load(&c->arena, path, &o, &c->cfg, &c->d) && model_compile(&c->arena, &c->cfg, imgsz, 1, false, &c->m, &c->s, &c->d);
 }
 
 /* Same from YAML text. */
@@ -91,7 +91,7 @@ static inline bool tu_compile_text(Compiled *c, const char *name, const char *ya
     diag_init(&c->d, name);
     ModelOptions o = {.scale = scale, .nc = nc};
     return model_cfg_parse(&c->arena, name, yaml, strlen(yaml), &o, &c->cfg, &c->d) &&
-           model_compile(&c->arena, &c->cfg, 640, 1, &c->m, &c->s, &c->d);
+           model_compile(&c->arena, &c->cfg, 640, 1, false, &c->m, &c->s, &c->d);
 }
 
 static inline void tu_release(Compiled *c) { arena_free(&c->arena); }

@@ -168,6 +168,9 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(p->meta, "kind");
     if (!cJSON_IsString(kind) || (strcmp(kind->valuestring, "train") != 0 && strcmp(kind->valuestring, "eval") != 0))
         return errf(err, errcap, "not a training or validation plan (META kind is neither \"train\" nor \"eval\")");
+    for (int t = 0; t < g->n_tensors; t++)
+        if (g->tensors[t].channels_last)
+            return errf(err, errcap, "the plan stores tensors channels last (--layout nhwc); the CUDA library kernels and cuDNN descriptors take NCHW only so far");
     int n = g->n_tensors;
     bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
     cs->stype = calloc((size_t)n + 1, 1);

@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* the buffer is passed as libFuzzer owns it (exactly size bytes, no NUL
      * after it), so ASan sees any read past len */
     bool ok = model_cfg_parse(&a, "fuzz.yaml", (const char *)data, size, &opts, &cfg, &d) &&
-              model_compile(&a, &cfg, 64, 1, &m, &s, &d);
+              model_compile(&a, &cfg, 64, 1, false, &m, &s, &d);
     if (ok) {
         /* model_compile verified the graph already; verify again, and an
          * error recorded on success is a bug too */
