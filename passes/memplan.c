@@ -29,7 +29,9 @@ void memplan_mark_persistent(const Graph *g, bool *persistent) {
 
 /* An input only convolutions read (the images): autocast would cast it to
  * the compute type at the first convolution, so it is stored there, and
- * every convolution sees one type in x, w and y. */
+ * every convolution sees one type in x, w and y. In channels-last plans the
+ * images' only reader is their layout reshape, whose output the
+ * convolutions read: the same holds. */
 static bool conv_only_input(const Graph *g, int t) {
     if (g->tensors[t].kind != TK_INPUT) return false;
     int readers = 0;
@@ -38,7 +40,8 @@ static bool conv_only_input(const Graph *g, int t) {
         for (int i = 0; i < op->n_in; i++) {
             if (op->in[i] != t) continue;
             /* x of a convolution, and of its weight gradient */
-            if (!(op->kind == OP_CONV2D && i == 0) && !(op->kind == OP_CONV2D_WGRAD && i == 1)) return false;
+            bool layout = op->kind == OP_RESHAPE && op->a.channels_last && shape_eq(&op->a.shape, &g->tensors[t].shape);
+            if (!(op->kind == OP_CONV2D && i == 0) && !(op->kind == OP_CONV2D_WGRAD && i == 1) && !layout) return false;
             readers++;
         }
     }

@@ -54,6 +54,23 @@ Test(layout, nhwc_graph_is_channels_last_where_convs_are) {
     unbuild(&b);
 }
 
+/* bf16 plans store the images in bf16 in either layout: in NHWC their only
+ * reader is the layout reshape, whose output the convolutions read. */
+Test(layout, bf16_images_in_either_layout) {
+    for (int cl = 0; cl < 2; cl++) {
+        Built b;
+        TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = PREC_BF16,
+                           .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL, .channels_last = cl};
+        build_with(&b, "models/tiny.yaml", NULL, &to);
+        const Graph *g = &b.tc.m.g;
+        int images = b.tc.tg.images;
+        cr_expect_eq(memplan_storage_dtype(g, images, true, PREC_BF16), DT_BF16, "%s: images stored as %s", cl ? "nhwc" : "nchw",
+                     dtype_name(memplan_storage_dtype(g, images, true, PREC_BF16)));
+        cr_expect_eq(memplan_tensor_bytes(g, images, true, PREC_BF16), 2 * shape_numel(&g->tensors[images].shape));
+        unbuild(&b);
+    }
+}
+
 /* Generated kernels address a channels-last tensor as rows of channels:
  * [n*h*w, c, 1], so per-channel loads (BN statistics, biases) stay
  * per-channel; copies along the channel axis move runs of a part's channels
