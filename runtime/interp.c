@@ -159,18 +159,20 @@ typedef struct Packed {
 /* Library routines address whole contiguous NCHW tensors: each strided view
  * or channels-last tensor the op touches is swapped for a packed copy
  * (inputs filled now) until unpack_views writes the outputs back and
- * restores the views. */
-static bool pack_views(Interp *it, const Op *op, Packed *pk, int *npk) {
+ * restores the views. *pk is allocated only when some tensor needs it (most
+ * ops of NCHW plans need none). */
+static bool pack_views(Interp *it, const Op *op, Packed **pk, int *npk) {
     *npk = 0;
     for (int i = 0; i < op->n_in + op->n_out; i++) {
         int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
         bool seen = false;
-        for (int j = 0; j < *npk; j++) seen |= pk[j].t == t;
+        for (int j = 0; j < *npk; j++) seen |= (*pk)[j].t == t;
         if (seen || !needs_packing(it, t)) continue;
+        if (!*pk && !(*pk = malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out)))) return false;
         float *p = malloc(sizeof(float) * (size_t)shape_numel(&it->g->tensors[t].shape));
         if (!p) return false;
         if (i < op->n_in) view_copy(it, t, p, true);
-        pk[(*npk)++] = (Packed){t, it->buf[t]};
+        (*pk)[(*npk)++] = (Packed){t, it->buf[t]};
         it->buf[t] = p;
     }
     return true;
@@ -200,9 +202,9 @@ static bool run_op(Interp *it, int o, char *err, int errcap) {
     for (int i = 0; i < op->n_out; i++)
         if (!interp_tensor(it, op->out[i])) return snprintf(err, (size_t)errcap, "out of memory"), false;
     char why[200];
-    Packed *pk = malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out + 1));
+    Packed *pk = NULL;
     int npk = 0;
-    bool ok = (pk && pack_views(it, op, pk, &npk)) || (snprintf(why, sizeof why, "out of memory"), false);
+    bool ok = pack_views(it, op, &pk, &npk) || (snprintf(why, sizeof why, "out of memory"), false);
     ok = ok && k(g, op, it->buf, why, sizeof why);
     unpack_views(it, op, pk, npk, ok);
     free(pk);
