@@ -4,13 +4,14 @@
 # Owns no compiler or runtime code; runs `yolort bench` and bench/torch_step.py. See bench/GPU.md.
 #
 # Usage (on the GPU machine):  bash bench/gpu.sh [--append] [--arch sm_90] [--models "yolov8n yolov8s"] [--batches "16 64"]
+#                                                 [--layouts "nhwc nchw"]   (yolocc's plans; PyTorch runs channels last)
 #        GPU verification first:  bash bench/gpu.sh --check [--append]   (make check-gpu's suites, then the bench)
 #                                 bash bench/gpu.sh --check-only          (the suites alone)
 #        (here, no GPU needed): bash bench/gpu.sh --prepare [--arch sm_90]
 #                               bash bench/gpu.sh --dry-run     (the whole pipeline on the CPU, tiny sizes)
 #
 # --prepare builds release yolocc/yolort here, packs them with the shared libraries they load, and
-# compiles the four CUDA plans into .whl/prebuilt/ (the device call carries .whl), because the GPU
+# compiles the CUDA plans (per model, batch and layout) into .whl/prebuilt/ (the device call carries .whl), because the GPU
 # machine may lack this project's build dependencies and cannot install any. On the GPU machine the
 # prebuilt binaries are used when their source stamp equals the checkout's; otherwise it runs make,
 # and falls back to a stale prebuilt only if make fails. A yolocc failure (build, compile or step) is
@@ -20,7 +21,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 t_start=$SECONDS
 
-append=0 prepare=0 dry=0 check=0 arch=sm_90 models="yolov8n yolov8s" batches="16 64"
+append=0 prepare=0 dry=0 check=0 arch=sm_90 models="yolov8n yolov8s" batches="16 64" layouts="nhwc nchw"
 while [ $# -gt 0 ]; do
   case $1 in
     --append) append=1 ;;
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
     --arch) arch=${2:?--arch needs a value}; shift ;;
     --models) models=${2:?--models needs a value}; shift ;;
     --batches) batches=${2:?--batches needs a value}; shift ;;
+    --layouts) layouts=${2:?--layouts needs a value}; shift ;;
     *) echo "gpu.sh: unknown option '$1' (see the head of bench/gpu.sh)" >&2; exit 2 ;;
   esac
   shift
@@ -58,7 +60,7 @@ checkout_commit() {
   [ -n "$h" ] && echo "${h:0:7}" || echo unknown
 }
 
-plan_name() { echo "${1}_${imgsz}_b${2}_${precision}_${arch}.plan"; }   # model batch
+plan_name() { echo "${1}_${imgsz}_b${2}_${precision}_${3}_${arch}.plan"; }   # model batch layout
 
 if [ $prepare = 1 ]; then
   set -e
@@ -76,9 +78,11 @@ if [ $prepare = 1 ]; then
   tar -C "$tmp" -cJf "$prebuilt/lib.tar.xz" lib
   for m in $models; do
     for b in $batches; do
-      build/gpu-prep/yolocc models/yolov8.yaml --scale "${m#yolov8}" --imgsz $imgsz --batch "$b" --precision $precision \
-        --target cuda --arch "$arch" -o "$prebuilt/plans/$(plan_name "$m" "$b")" | sed 's/^/  /'
-      xz -T0 -f "$prebuilt/plans/$(plan_name "$m" "$b")"   # 1.9 MB -> about 0.1 MB: the tree that travels is limited
+      for l in $layouts; do
+        build/gpu-prep/yolocc models/yolov8.yaml --scale "${m#yolov8}" --imgsz $imgsz --batch "$b" --precision $precision --layout "$l" \
+          --target cuda --arch "$arch" -o "$prebuilt/plans/$(plan_name "$m" "$b" "$l")" | sed 's/^/  /'
+        xz -T0 -f "$prebuilt/plans/$(plan_name "$m" "$b" "$l")"   # 1.9 MB -> about 0.1 MB: the tree that travels is limited
+      done
     done
   done
   src_stamp > "$prebuilt/STAMP"
@@ -116,7 +120,7 @@ device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
 [ -n "$device" ] || device="no GPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
 commit=$(checkout_commit)
 [ "$commit" = unknown ] && [ -f "$prebuilt/COMMIT" ] && commit=$(cat "$prebuilt/COMMIT")
-say "device: $device; commit: $commit; arch $arch; models $models; batches $batches; imgsz $imgsz $precision"
+say "device: $device; commit: $commit; arch $arch; models $models; batches $batches; layouts $layouts; imgsz $imgsz $precision"
 
 # ---- the CUDA libraries yolort loads (cuDNN, cuBLASLt) and yolocc's NVRTC: the system's or the
 # Python packages' (PyTorch's wheels carry them); only yolocc/yolort see this path, never Python
@@ -188,16 +192,18 @@ fi
 declare -A plan_err
 for m in $models; do
   for b in $batches; do
-    p=$work/$(plan_name "$m" "$b")
-    if [ -n "$yolocc_err" ]; then plan_err[$m/$b]=$yolocc_err; continue; fi
-    if [ $use_prebuilt = 1 ] && [ -f "$prebuilt/plans/$(plan_name "$m" "$b").xz" ]; then
-      $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-        "$prebuilt/plans/$(plan_name "$m" "$b").xz" "$p"
-    elif ! yolo_env "$YOLOCC" models/yolov8.yaml --scale "${m#yolov8}" --imgsz $imgsz --batch "$b" --precision $precision \
-          --target cuda --arch "$arch" -o "$p" > "$work/compile_${m}_$b.log" 2>&1; then
-      plan_err[$m/$b]="compile failed: $(tail -1 "$work/compile_${m}_$b.log" | cut -c1-200)"
-    fi
-    [ -z "${plan_err[$m/$b]:-}" ] && say "plan $m b$b: $(grep -m1 -- '->' "$work/compile_${m}_$b.log" 2>/dev/null || echo prebuilt)"
+    for l in $layouts; do
+      k=$m/$b/$l p=$work/$(plan_name "$m" "$b" "$l") log=$work/compile_${m}_${b}_$l.log
+      if [ -n "$yolocc_err" ]; then plan_err[$k]=$yolocc_err; continue; fi
+      if [ $use_prebuilt = 1 ] && [ -f "$prebuilt/plans/$(plan_name "$m" "$b" "$l").xz" ]; then
+        $PY -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+          "$prebuilt/plans/$(plan_name "$m" "$b" "$l").xz" "$p"
+      elif ! yolo_env "$YOLOCC" models/yolov8.yaml --scale "${m#yolov8}" --imgsz $imgsz --batch "$b" --precision $precision --layout "$l" \
+            --target cuda --arch "$arch" -o "$p" > "$log" 2>&1; then
+        plan_err[$k]="compile failed: $(tail -1 "$log" | cut -c1-200)"
+      fi
+      [ -z "${plan_err[$k]:-}" ] && say "plan $m b$b $l: $(grep -m1 -- '->' "$log" 2>/dev/null || echo prebuilt)"
+    done
   done
 done
 
@@ -215,24 +221,26 @@ say "PyTorch eager exit $?"; cat "$work/torch_eager.jsonl"
 
 # ---- yolocc: each step timed from the host after the device finished (cuda_step_run synchronises);
 # each configuration's timeout leaves torch.compile at least 150 s of the budget
-n_left=$(( $(echo $models | wc -w) * $(echo $batches | wc -w) ))
+n_left=$(( $(echo $models | wc -w) * $(echo $batches | wc -w) * $(echo $layouts | wc -w) ))
 for m in $models; do
   for b in $batches; do
-    j=$work/yolocc_${m}_$b.json
-    if [ -n "${plan_err[$m/$b]:-}" ]; then echo "${plan_err[$m/$b]}" > "$j.err"; n_left=$((n_left - 1)); continue; fi
-    cap=$(( ($(left) - 150) / n_left )); [ $cap -lt 30 ] && cap=30
-    [ $cap -gt "${YOLOCC_STEP_TIMEOUT_S:-120}" ] && cap=${YOLOCC_STEP_TIMEOUT_S:-120}
-    n_left=$((n_left - 1))
-    say "yolort bench $m b$b (timeout ${cap} s)"
-    yolo_env timeout -k 10 "$cap" "$YOLORT" bench "$work/$(plan_name "$m" "$b")" --steps $steps --warmup 2 \
-      --max-seconds 20 --json > "$j" 2> "$j.err"
-    rc=$?
-    cat "$j" "$j.err"
-    if [ $rc -ne 0 ]; then
-      [ $rc = 124 ] || [ $rc = 137 ] && echo "timed out after $cap s" >> "$j.err"
-      [ -s "$j.err" ] || echo "yolort exited $rc" > "$j.err"
-      rm -f "$j"
-    fi
+    for l in $layouts; do
+      j=$work/yolocc_${m}_${b}_$l.json
+      if [ -n "${plan_err[$m/$b/$l]:-}" ]; then echo "${plan_err[$m/$b/$l]}" > "$j.err"; n_left=$((n_left - 1)); continue; fi
+      cap=$(( ($(left) - 150) / n_left )); [ $cap -lt 30 ] && cap=30
+      [ $cap -gt "${YOLOCC_STEP_TIMEOUT_S:-120}" ] && cap=${YOLOCC_STEP_TIMEOUT_S:-120}
+      n_left=$((n_left - 1))
+      say "yolort bench $m b$b $l (timeout ${cap} s)"
+      yolo_env timeout -k 10 "$cap" "$YOLORT" bench "$work/$(plan_name "$m" "$b" "$l")" --steps $steps --warmup 2 \
+        --max-seconds 20 --json > "$j" 2> "$j.err"
+      rc=$?
+      cat "$j" "$j.err"
+      if [ $rc -ne 0 ]; then
+        [ $rc = 124 ] || [ $rc = 137 ] && echo "timed out after $cap s" >> "$j.err"
+        [ -s "$j.err" ] || echo "yolort exited $rc" > "$j.err"
+        rm -f "$j"
+      fi
+    done
   done
 done
 
@@ -249,13 +257,13 @@ fi
 # ---- the table, and with --append the rows
 results=bench/RESULTS.md
 if [ $dry = 1 ]; then cp "$results" "$work/RESULTS.md"; results=$work/RESULTS.md; fi
-WORK=$work IMGSZ=$imgsz MODELS=$models BATCHES=$batches PRECISION=$precision DEVICE=$device COMMIT=$commit RESULTS=$results OUTDIR=$out \
+WORK=$work IMGSZ=$imgsz MODELS=$models BATCHES=$batches LAYOUTS=$layouts PRECISION=$precision DEVICE=$device COMMIT=$commit RESULTS=$results OUTDIR=$out \
   APPEND=$append $PY - <<'EOF'
 # the table: yolocc against eager AMP and torch.compile per (model, batch); rows for RESULTS.md
 import datetime, json, os, re
 E = os.environ
 work, out = E["WORK"], E["OUTDIR"]
-models, batches = E["MODELS"].split(), [int(b) for b in E["BATCHES"].split()]
+models, batches, layouts = E["MODELS"].split(), [int(b) for b in E["BATCHES"].split()], E["LAYOUTS"].split()
 
 
 def jsonl(path):
@@ -272,13 +280,14 @@ eager, comp = jsonl(f"{work}/torch_eager.jsonl"), jsonl(f"{work}/torch_compile.j
 yolo = {}
 for m in models:
     for b in batches:
-        j, e = f"{work}/yolocc_{m}_{b}.json", f"{work}/yolocc_{m}_{b}.json.err"
-        if os.path.exists(j) and os.path.getsize(j):
-            yolo[(m, b)] = json.loads(open(j).read().strip().splitlines()[-1])
-        elif os.path.exists(e):
-            msg = " / ".join(l.strip() for l in open(e) if l.strip()) or "failed"
-            msg = re.sub(r"^yolort: error: \S+\.plan: ", "", msg)  # the plan's temporary path says nothing
-            yolo[(m, b)] = {"error": msg[:250]}
+        for lay in layouts:
+            j, e = f"{work}/yolocc_{m}_{b}_{lay}.json", f"{work}/yolocc_{m}_{b}_{lay}.json.err"
+            if os.path.exists(j) and os.path.getsize(j):
+                yolo[(m, b, lay)] = json.loads(open(j).read().strip().splitlines()[-1])
+            elif os.path.exists(e):
+                msg = " / ".join(l.strip() for l in open(e) if l.strip()) or "failed"
+                msg = re.sub(r"^yolort: error: \S+\.plan: ", "", msg)  # the plan's temporary path says nothing
+                yolo[(m, b, lay)] = {"error": msg[:250]}
 
 
 def ok(r):
@@ -309,39 +318,44 @@ date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
 rows, console, combined = [], [], []
 for m in models:
     for b in batches:
-        y, e, c = yolo.get((m, b)), eager.get((m, b)), comp.get((m, b))
-        for side, r in (("yolocc", y), ("eager_amp", e), ("compile_amp", c)):
+        e, c = eager.get((m, b)), comp.get((m, b))
+        for side, r in (("eager_amp", e), ("compile_amp", c)):
             if r is not None:
                 combined.append(dict(r, side=side, model=m, batch=b))
-        host = y.get("host_line", "—") if ok(y) else "—"
-        imgsz = next((r["imgsz"] for r in (y, e, c) if r and r.get("imgsz")), E["IMGSZ"])
-        cells = [date, E["COMMIT"], E["DEVICE"], m, imgsz, b, E["PRECISION"], ips(y), ips(e), ips(c), ratio(y, e, "images_per_s"),
-                 gb(y), gb(e), ratio(y, e, "peak_bytes"), host]
-        rows.append("| " + " | ".join(cell(x) for x in cells) + " |")
-        console.append((m, b, ips(y), ips(e), ips(c), ratio(y, e, "images_per_s"), gb(y), gb(e), gb(c), ratio(y, e, "peak_bytes"),
-                        f"{y['plan_device_bytes'] / 1e9:.3f}" if ok(y) and y.get("plan_device_bytes") is not None else "—"))
+        for lay in layouts:
+            y = yolo.get((m, b, lay))
+            if y is not None:
+                combined.append(dict(y, side="yolocc", model=m, batch=b, layout=lay))
+            host = y.get("host_line", "—") if ok(y) else "—"
+            imgsz = next((r["imgsz"] for r in (y, e, c) if r and r.get("imgsz")), E["IMGSZ"])
+            cells = [date, E["COMMIT"], E["DEVICE"], m, imgsz, b, E["PRECISION"], lay, ips(y), ips(e), ips(c), ratio(y, e, "images_per_s"),
+                     gb(y), gb(e), ratio(y, e, "peak_bytes"), host]
+            rows.append("| " + " | ".join(cell(x) for x in cells) + " |")
+            console.append((m, b, lay, ips(y), ips(e), ips(c), ratio(y, e, "images_per_s"), gb(y), gb(e), gb(c), ratio(y, e, "peak_bytes"),
+                            f"{y['plan_device_bytes'] / 1e9:.3f}" if ok(y) and y.get("plan_device_bytes") is not None else "—"))
 
 print(f"\nGPU training step, {E['PRECISION']}, imgsz {E['IMGSZ']}; device {E['DEVICE']}, commit {E['COMMIT']}")
 print("images/s = batch / median step; peak GB: yolocc = device used-memory increase (cuMemGetInfo), "
       "PyTorch = torch.cuda.max_memory_allocated")
-hdr = ("model", "batch", "yolocc img/s", "eager img/s", "compile img/s", "y/eager", "yolocc GB", "eager GB", "compile GB", "mem y/eager", "plan GB")
-w = [8, 5, 14, 12, 13, 8, 10, 9, 10, 11, 8]
+hdr = ("model", "batch", "layout", "yolocc img/s", "eager img/s", "compile img/s", "y/eager", "yolocc GB", "eager GB", "compile GB", "mem y/eager", "plan GB")
+w = [8, 5, 6, 14, 12, 13, 8, 10, 9, 10, 11, 8]
 print("  ".join(h.rjust(n) for h, n in zip(hdr, w)))
 for r in console:
     print("  ".join((str(x) if len(str(x)) <= n else str(x)[: n - 1] + "…").rjust(n) for x, n in zip(r, w)))
-for (m, b), y in yolo.items():
+for (m, b, lay), y in yolo.items():
     if not ok(y):
-        print(f"yolocc {m} b{b}: {ips(y)}")
+        print(f"yolocc {m} b{b} {lay}: {ips(y)}")
     else:
-        print(f"yolocc {m} b{b}: {y.get('host_line', '')}")
+        print(f"yolocc {m} b{b} {lay}: {y.get('host_line', '')}")
 for m in models:
-    y, e = yolo.get((m, 64)), eager.get((m, 64))
-    if ok(y) and ok(e):
-        s, mem = y["images_per_s"] / e["images_per_s"], y["peak_bytes"] / e["peak_bytes"]
-        print(f"target, {m} batch 64: images/s {s:.2f}x eager (>= 2: {'met' if s >= 2 else 'NOT met'}), "
-              f"peak memory {mem:.2f}x eager (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
-    elif (m, 64) in yolo or (m, 64) in eager:
-        print(f"target, {m} batch 64: not measured (a side failed or did not run)")
+    for lay in layouts:
+        y, e = yolo.get((m, 64, lay)), eager.get((m, 64))
+        if ok(y) and ok(e):
+            s, mem = y["images_per_s"] / e["images_per_s"], y["peak_bytes"] / e["peak_bytes"]
+            print(f"target, {m} batch 64 {lay}: images/s {s:.2f}x eager (>= 2: {'met' if s >= 2 else 'NOT met'}), "
+                  f"peak memory {mem:.2f}x eager (<= 0.5: {'met' if mem <= 0.5 else 'NOT met'})")
+        elif (m, 64, lay) in yolo or (m, 64) in eager:
+            print(f"target, {m} batch 64 {lay}: not measured (a side failed or did not run)")
 
 with open(f"{out}/results.jsonl", "w") as f:
     for r in combined:
@@ -354,9 +368,9 @@ if E.get("APPEND") == "1":
     head = next((i for i, l in enumerate(lines) if l.startswith("## GPU training step")), None)
     if head is None:  # the section is missing: add it at the end
         lines += ["", "## GPU training step against PyTorch (`bench/gpu.sh --append`, issue 6)", "",
-                  "| date | commit | device | model | imgsz | batch | precision | yolocc img/s | eager img/s | compile img/s "
+                  "| date | commit | device | model | imgsz | batch | precision | yolocc layout | yolocc img/s | eager img/s | compile img/s "
                   "| yolocc/eager img/s | yolocc peak GB | eager peak GB | yolocc/eager peak | host ops |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         head = len(lines) - 3
     i = next(k for k in range(head, len(lines)) if lines[k].startswith("| date |"))
     while i + 1 < len(lines) and lines[i + 1].startswith("|"):

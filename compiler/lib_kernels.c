@@ -29,6 +29,7 @@ static const struct {
     [LK_ATTENTION_BWD] = {"attention_bwd", "attention", OP_ATTENTION_BWD},
     [LK_DFL] = {"dfl", "decode", OP_DFL},
     [LK_DIST2BBOX] = {"dist2bbox", "decode", OP_DIST2BBOX},
+    [LK_RELAYOUT] = {"relayout", "relayout", OP_RESHAPE},
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
     [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
@@ -71,6 +72,8 @@ int lib_program_find(const LibProgram *lp, LibEntry e, int n, const DType *dt) {
 }
 
 int lib_entry_of(OpKind k) {
+    /* a detach is a reshape to the same shape: a library launch only between layouts */
+    if (k == OP_DETACH) return LK_RELAYOUT;
     for (int e = 0; e < LK_CAST; e++)
         if (ENTRY[e].op == k) return e;
     return -1;
@@ -293,7 +296,19 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
     memset(&a, 0, sizeof a);
     const OpAttrs *at = &op->a;
     const Shape *out = &g->tensors[op->out[0]].shape, *in0 = &g->tensors[op->in[0]].shape;
-    for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) *lib_operand_bs(&a, i) = image_stride(g, v, lib_operand_tensor(op, i));
+    for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) {
+        const Tensor *t = &g->tensors[lib_operand_tensor(op, i)];
+        *lib_operand_bs(&a, i) = image_stride(g, v, t->id);
+        a.cl |= t->channels_last << i;
+        if (i >= YL_MAX_OPERANDS) continue;
+        const Shape *s = &t->shape;
+        a.per[i] = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+        if (s->nd == 4) a.ch[i] = s->d[1], a.plane[i] = s->d[2] * s->d[3];
+    }
+    if (op->kind == OP_RESHAPE || op->kind == OP_DETACH) {
+        a.total = (long long)shape_numel(out);
+        return a;
+    }
     if (op->kind == OP_ATTENTION || op->kind == OP_ATTENTION_BWD) {
         attention_args(g, op, &a);
         return a;

@@ -1,6 +1,6 @@
 /* compiler/lib_kernels.h — the CUDA library kernels of a plan (templates/cuda/lib: pooling,
  * nearest resize, zero pad / crop and their gradients, attention and its gradient, the
- * compute-copy cast, the detection loss' phases): which library op
+ * layout changes, the compute-copy cast, the detection loss' phases): which library op
  * runs which kernel, each kernel's name and NVRTC source, and its launch arguments. Shared by
  * codegen (compiles them) and runtime/cuda (loads and launches them); knows no compiler or driver. */
 #ifndef YOLOCC_LIB_KERNELS_H
@@ -13,6 +13,7 @@ typedef enum {
     LK_RESIZE_NEAREST, LK_RESIZE_NEAREST_BWD, LK_ZEROPAD2D, LK_CROP2D,
     LK_ATTENTION, LK_ATTENTION_BWD,
     LK_DFL, LK_DIST2BBOX, /* the validation graph's box decode */
+    LK_RELAYOUT,          /* reshape / detach between layouts (--layout nhwc); carries out both op kinds */
     LK_CAST,    /* fp32 master -> bf16 / fp16 compute copy; also bf16 / fp16 -> fp32 (a weight gradient cuDNN computed in the inputs' type) */
     LK_UNSCALE, /* fp16 loss scaling: an fp32 gradient divided in place by the scale in device memory */
     /* attention_bwd's first launch (per query row: the softmax statistics into
@@ -58,7 +59,7 @@ typedef struct LibProgram {
     int widen;
 } LibProgram;
 
-/* The entry that carries out ops of kind k, or -1 (cuDNN, the host fallback;
+/* The entry that carries out ops of kind k when they are library launches, or -1 (cuDNN, the host fallback;
  * the cast, the unscale and the detection-loss phases carry out no op by
  * themselves: detect_loss and detect_loss_bwd keep -1 here, and their phases
  * are found with lib_detloss_types and lib_program_find). */

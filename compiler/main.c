@@ -243,10 +243,7 @@ int main(int argc, char **argv) {
         cg_train.tag = "train";
         cg_eval.tag = "eval";
         char err[4096];
-        if (o.channels_last && o.cg.target == TARGET_CUDA) {
-            fprintf(stderr, "yolocc: error: --layout nhwc: the CUDA runtime's library kernels and cuDNN descriptors take NCHW tensors only so far; use --layout nchw\n");
-            rc = EXIT_BAD_INPUT;
-        } else if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
+        if (!model_cfg_load(&arena, o.model, &o.mo, &cfg, &d) || !compile_training(&arena, &cfg, &to, &tc, &d)) {
             char msg[2048];
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);

@@ -27,6 +27,17 @@ void memplan_mark_persistent(const Graph *g, bool *persistent) {
         if (g->ops[o].kind == OP_SGD_STEP || g->ops[o].kind == OP_ADAMW_STEP) persistent[g->ops[o].in[1]] = true;
 }
 
+void memplan_mark_compute_copies(const Graph *g, Precision p, bool *copy) {
+    memset(copy, 0, sizeof *copy * (size_t)g->n_tensors);
+    if (p == PREC_FP32) return;
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->kind != OP_CONV2D && op->kind != OP_CONV2D_DGRAD) continue;
+        for (int i = 1; i < op->n_in; i++)
+            if (g->tensors[op->in[i]].kind == TK_PARAM) copy[op->in[i]] = true;
+    }
+}
+
 /* An input only convolutions read (the images): autocast would cast it to
  * the compute type at the first convolution, so it is stored there, and
  * every convolution sees one type in x, w and y. In channels-last plans the
@@ -221,14 +232,15 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
     mp->bytes = arena_array(a, (size_t)n + 1, sizeof(int64_t));
     mp->def = arena_array(a, (size_t)n + 1, sizeof(int));
     mp->last = arena_array(a, (size_t)n + 1, sizeof(int));
-    bool *persistent = arena_array(a, (size_t)n + 1, sizeof(bool));
+    bool *persistent = arena_array(a, (size_t)n + 1, sizeof(bool)), *copy = arena_array(a, (size_t)n + 1, sizeof(bool));
     int *order = arena_array(a, (size_t)n + 1, sizeof(int));
     int *placed = arena_array(a, (size_t)n + 1, sizeof(int));
     int64_t *delta = arena_array(a, (size_t)g->n_ops + 2, sizeof(int64_t));
-    if (!mp->offset || !mp->bytes || !mp->def || !mp->last || !persistent || !order || !placed || !delta)
+    if (!mp->offset || !mp->bytes || !mp->def || !mp->last || !persistent || !copy || !order || !placed || !delta)
         return snprintf(err, (size_t)errcap, "out of memory"), false;
     if (!memplan_lifetimes(g, fu, a, mp->def, mp->last, err, errcap)) return false;
     memplan_mark_persistent(g, persistent);
+    memplan_mark_compute_copies(g, p, copy);
     /* a tensor that holds views is live while any of them is */
     const Views *views = fu ? &fu->views : NULL;
     if (views) views_widen_lifetimes(views, n, mp->def, mp->last);
@@ -246,8 +258,8 @@ bool memplan_build(const Graph *g, int loss_op, const Fusion *fu, Precision p, b
             mp->input_bytes += mp->bytes[t];
         } else if (persistent[t]) {
             mp->persistent_bytes += mp->bytes[t];
-            /* a low-precision compute copy beside each fp32 master weight */
-            if (x->kind == TK_PARAM && p != PREC_FP32) mp->persistent_bytes += shape_numel(&x->shape) * 2;
+            /* a low-precision compute copy beside the fp32 master of a weight convolutions read */
+            if (copy[t]) mp->persistent_bytes += shape_numel(&x->shape) * 2;
         } else {
             mp->naive_bytes += memplan_align(mp->bytes[t]);
             delta[mp->def[t]] += memplan_align(mp->bytes[t]);

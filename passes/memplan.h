@@ -56,5 +56,10 @@ int64_t memplan_align(int64_t x);
 void memplan_place_views(const Graph *g, const Views *v, int64_t *offset, Precision p);
 /* persistent[t]: t lives outside the step arena (state, inputs, parameter gradients). */
 void memplan_mark_persistent(const Graph *g, bool *persistent);
+/* Marks the parameters that keep a low-precision compute copy beside their
+ * fp32 master in a bf16 / fp16 plan: those a convolution reads directly as
+ * its weight or bias (in channels-last plans a weight's layout reshape reads
+ * the master instead, and only biases keep copies). Nothing at fp32. */
+void memplan_mark_compute_copies(const Graph *g, Precision p, bool *copy);
 
 #endif

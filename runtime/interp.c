@@ -114,21 +114,6 @@ static void after_op(Interp *it, int o) {
     }
 }
 
-/* Between a channels-last tensor and a packed NCHW copy of it (fp32). */
-static void channels_last_copy(const Tensor *x, float *stored, float *packed, bool pack) {
-    const int64_t *d = x->shape.d;
-    int64_t st[4];
-    tensor_strides4(x, st);
-    for (int64_t n = 0, i = 0; n < d[0]; n++)
-        for (int64_t c = 0; c < d[1]; c++)
-            for (int64_t h = 0; h < d[2]; h++)
-                for (int64_t w = 0; w < d[3]; w++, i++) {
-                    float *s = stored + n * st[0] + c * st[1] + h * st[2] + w * st[3];
-                    if (pack) packed[i] = *s;
-                    else *s = packed[i];
-                }
-}
-
 /* Whether a routine cannot address t where it sits: a strided view, or a
  * channels-last tensor (the reference kernels read NCHW). */
 static bool needs_packing(const Interp *it, int t) {
@@ -140,7 +125,7 @@ static bool needs_packing(const Interp *it, int t) {
 static void view_copy(const Interp *it, int t, float *packed, bool pack) {
     const Shape *s = &it->g->tensors[t].shape;
     if (!tensor_logical_order(&it->g->tensors[t])) {
-        channels_last_copy(&it->g->tensors[t], it->buf[t], packed, pack);
+        ref_channels_last_copy(&it->g->tensors[t], it->buf[t], packed, pack);
         return;
     }
     int64_t row = shape_numel(s) / s->d[0], bs = views_batch_stride(it->g, it->views, t);

@@ -7,6 +7,20 @@
 
 #include "ref_kernels.h"
 
+void ref_channels_last_copy(const Tensor *x, float *stored, float *packed, bool pack) {
+    const int64_t *d = x->shape.d;
+    int64_t st[4];
+    tensor_strides4(x, st);
+    for (int64_t n = 0, i = 0; n < d[0]; n++)
+        for (int64_t c = 0; c < d[1]; c++)
+            for (int64_t h = 0; h < d[2]; h++)
+                for (int64_t w = 0; w < d[3]; w++, i++) {
+                    float *s = stored + n * st[0] + c * st[1] + h * st[2] + w * st[3];
+                    if (pack) packed[i] = *s;
+                    else *s = packed[i];
+                }
+}
+
 /* outer x dim x inner split of a shape around an axis */
 static void around(const Shape *s, int axis, int64_t *outer, int64_t *inner) {
     *outer = *inner = 1;

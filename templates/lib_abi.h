@@ -1,6 +1,6 @@
 /* templates/lib_abi.h — the argument block of the CUDA library kernels
  * (templates/cuda/lib: pooling, nearest resize, zero pad / crop, the
- * compute-copy cast, attention, the box decode). Embedded at the top of their NVRTC sources and included
+ * compute-copy cast, attention, the box decode, the layout change). Embedded at the top of their NVRTC sources and included
  * by compiler/lib_kernels.h, which fills it, so both sides read one definition. */
 #ifndef YL_LIB_ABI_H
 #define YL_LIB_ABI_H
@@ -24,5 +24,11 @@ typedef struct YlArgs {
     int level_h[YL_MAX_LEVELS], level_w[YL_MAX_LEVELS];         /* dist2bbox: each level's grid, anchors in level-then-row-major order */
     double strides[YL_MAX_LEVELS];                /* dist2bbox: each level's stride in pixels */
     float ema_d, ema_e;                 /* ema: the decay d and 1 - d, rounded to fp32 as the host rounds them */
+    /* --layout nhwc: bit s set when operand s (inputs, then outputs; attention_bwd's d_qkv is
+     * bit 3) is stored channels last, element (image, ch, plane offset p) at image base + p * C + ch.
+     * Per operand (the first three): channels, plane (h * w) and elements per image of its
+     * logical shape, which relayout (a reshape between layouts) reads. */
+    int cl;
+    long long ch[YL_MAX_OPERANDS], plane[YL_MAX_OPERANDS], per[YL_MAX_OPERANDS];
 } YlArgs;
 #endif

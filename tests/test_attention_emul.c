@@ -84,18 +84,24 @@ static void emul_run(void *h, const char *name, const YlArgs *a) {
 }
 
 /* One operand as the device holds it: images `bs` apart (per + GAP for a
- * view, else per), poison between them and RZ elements either side. */
+ * view, else per), poison between them and RZ elements either side; each
+ * image NCHW or (cl) channels last, c channels over planes of `plane`. */
 typedef struct Operand {
     DType dt;
-    int64_t per, bs, span, nimg;
+    int64_t per, bs, span, nimg, c, plane;
+    bool cl;
     unsigned char *base, *at;
 } Operand;
 
+/* index in the packed NCHW reference of stored element e */
+static int64_t ref_index(const Operand *b, int64_t e) { return e / b->bs * b->per + emul_logical(b->cl, b->c, b->plane, e % b->bs); }
+
 static bool in_view(const Operand *b, int64_t e) { return e >= 0 && e < b->span && e % b->bs < b->per; }
 
-/* Allocates and poisons b; inputs get values uniform in [-1, 1), and ref (packed fp32) the stored values. */
-static void operand_open(Operand *b, DType dt, int64_t numel, int64_t nimg, bool gap, bool input, float *ref, uint64_t *seed) {
-    *b = (Operand){.dt = dt, .per = numel / nimg, .nimg = nimg};
+/* Allocates and poisons b (shape s); inputs get values uniform in [-1, 1), and ref (packed NCHW fp32) the stored values. */
+static void operand_open(Operand *b, DType dt, const Shape *s, bool gap, bool cl, bool input, float *ref, uint64_t *seed) {
+    int64_t nimg = s->d[0];
+    *b = (Operand){.dt = dt, .per = shape_numel(s) / nimg, .nimg = nimg, .c = s->d[1], .plane = s->d[2] * s->d[3], .cl = cl};
     b->bs = b->per + (gap ? GAP : 0);
     b->span = (nimg - 1) * b->bs + b->per;
     b->base = malloc((size_t)(b->span + 2 * RZ) * esz(dt));
@@ -108,9 +114,8 @@ static void operand_open(Operand *b, DType dt, int64_t numel, int64_t nimg, bool
             continue;
         }
         float x = (float)((double)(rnd(seed) >> 40) * (2.0 / 16777216.0) - 1.0);
-        int64_t packed = e / b->bs * b->per + e % b->bs;
         cuda_f32_to_storage(dt, &x, p, 1);
-        cuda_storage_to_f32(dt, p, &ref[packed], 1);
+        cuda_storage_to_f32(dt, p, &ref[ref_index(b, e)], 1);
     }
 }
 
@@ -130,7 +135,7 @@ static void compare(const Operand *b, const float *ref, Cmp *c, const char *what
             c->damaged += !poisoned_at(b->dt, p);
             continue;
         }
-        float want = ref[e / b->bs * b->per + e % b->bs], got;
+        float want = ref[ref_index(b, e)], got;
         cuda_storage_to_f32(b->dt, p, &got, 1);
         double d;
         if (b->dt == DT_F32) {
@@ -151,26 +156,26 @@ static void compare(const Operand *b, const float *ref, Cmp *c, const char *what
     }
 }
 
-/* Op o of g in storage type dt, packed or as views: the emulated kernels
- * (attention_bwd: its statistics kernel, then its own, on a poisoned
- * scratch) against the reference kernel on the same stored values. */
-static void check_op(void *h, const Graph *g, int o, int ts, bool gap, uint64_t *seed, Cmp *c) {
+/* Op o of g in storage type dt, packed or as views, NCHW or channels last:
+ * the emulated kernels (attention_bwd: its statistics kernel, then its own,
+ * on a poisoned scratch) against the reference kernel on the same stored
+ * values. */
+static void check_op(void *h, const Graph *g, int o, int ts, bool gap, bool cl, uint64_t *seed, Cmp *c) {
     const Op *op = &g->ops[o];
     char err[512];
     Views views;
     cr_assert(views_identity(g, g->arena, &views, err, sizeof err), "%s", err);
     YlArgs a = lib_launch_args(g, &views, op);
     int n = op->n_in + op->n_out;
+    if (cl) a.cl = (1 << n) - 1;
     Operand b[LIB_MAX_OPERANDS];
     void **ref = calloc((size_t)g->n_tensors, sizeof *ref);
     cr_assert_not_null(ref);
-    int64_t nimg = g->tensors[op->in[0]].shape.d[0];
     for (int i = 0; i < n; i++) {
         int t = lib_operand_tensor(op, i);
-        int64_t numel = shape_numel(&g->tensors[t].shape);
-        ref[t] = calloc((size_t)numel, sizeof(float));
+        ref[t] = calloc((size_t)shape_numel(&g->tensors[t].shape), sizeof(float));
         cr_assert_not_null(ref[t]);
-        operand_open(&b[i], type_of(ts, o, i), numel, nimg, gap, i < op->n_in, ref[t], seed);
+        operand_open(&b[i], type_of(ts, o, i), &g->tensors[t].shape, gap, cl, i < op->n_in, ref[t], seed);
         *lib_operand(&a, i) = b[i].at;
         *lib_operand_bs(&a, i) = b[i].bs;
     }
@@ -187,7 +192,7 @@ static void check_op(void *h, const Graph *g, int o, int ts, bool gap, uint64_t 
     for (int i = 0; i < n; i++) {
         char what[96];
         DType dt = b[i].dt;
-        snprintf(what, sizeof what, "op %d %s %s operand %d%s", o, op_def(op->kind)->name, dtag(dt), i, gap ? " (views)" : "");
+        snprintf(what, sizeof what, "op %d %s %s operand %d%s%s", o, op_def(op->kind)->name, dtag(dt), i, gap ? " (views)" : "", cl ? " (channels last)" : "");
         if (i >= op->n_in) compare(&b[i], ref[lib_operand_tensor(op, i)], c, what);
         else
             for (int64_t e = -RZ; e < b[i].span + RZ; e++) c->damaged += !in_view(&b[i], e) && !poisoned_at(dt, b[i].at + e * (int64_t)esz(dt));
@@ -209,7 +214,7 @@ static void emul_all(int ts) {
     const char *set = ts < NT ? dtag(TYPES[ts]) : "mixed";
     for (int o = 0; o < g.n_ops; o++) {
         Cmp c = {0};
-        for (int gap = 0; gap < 2; gap++) check_op(h, &g, o, ts, gap, &seed, &c);
+        for (int run = 0; run < 4; run++) check_op(h, &g, o, ts, run & 1, run >= 2, &seed, &c);
         const Op *op = &g.ops[o];
         cr_log_info("op %d %s (heads %d, key_dim %d, head_dim %d, area %d) %s: %lld elements, %lld not bit-exact, worst %.3g", o, op_def(op->kind)->name, op->a.heads,
                     op->a.key_dim, op->a.head_dim, op->a.area, set, (long long)c.elements, (long long)c.inexact, c.worst);

@@ -85,8 +85,13 @@ static void check_layout(const Plan *p, const CudaLayout *l) {
             cr_expect(input ? l->off[t] < l->input_bytes : l->off[t] >= l->input_bytes, "inputs first: tensor %d", t);
             if (l->off[t] + shape_numel(&g->tensors[t].shape) > end) end = l->off[t] + shape_numel(&g->tensors[t].shape);
         }
-        bool copy = p->precision != PREC_FP32 && g->tensors[t].kind == TK_PARAM;
-        cr_expect_eq(l->lowp_off[t] >= 0, copy, "tensor %d: a compute copy exactly for parameters of low-precision plans", t);
+        /* a weight or bias a convolution reads (BN parameters, and channels-last weights, go to their readers as fp32 masters) */
+        bool conv_reads = false;
+        for (int o = 0; o < g->n_ops; o++)
+            for (int i = 1; i < g->ops[o].n_in; i++)
+                conv_reads |= (g->ops[o].kind == OP_CONV2D || g->ops[o].kind == OP_CONV2D_DGRAD) && g->ops[o].in[i] == t;
+        bool copy = p->precision != PREC_FP32 && g->tensors[t].kind == TK_PARAM && conv_reads;
+        cr_expect_eq(l->lowp_off[t] >= 0, copy, "tensor %d: a compute copy exactly for convolution parameters of low-precision plans", t);
     }
     cr_expect_leq(end, l->persistent_bytes);
 }

@@ -183,10 +183,10 @@ static int64_t damaged(const Buf *b, bool gaps) {
     return -1 - RZ;
 }
 
-static void env_open(Env *v, const char *precision) {
+static void env_open(Env *v, const char *precision, const char *layout) {
     memset(v, 0, sizeof *v);
     char extra[256], err[1024];
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cpu", precision);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cpu", precision, layout);
     tiny_plan(extra, &v->p);
     const Graph *g = &v->p.g;
     /* the CUDA runtime's lowering (cuda_kernels_open): the program does not depend on the target */
@@ -286,10 +286,10 @@ static void call_yl(void *fn, const void *args) { ((YlFn)fn)(*(const YlArgs *)ar
  * rounding of its terms: the SGD steps show 3e-8 on results near 1e-3).
  * bf16 / fp16 storage: both results rounded to the storage type, at most 1
  * ulp apart. Gaps of views and red zones must keep their poison. */
-static void generated_vs_cpu(const char *precision) {
+static void generated_vs_cpu(const char *precision, const char *layout) {
     skip_without_cxx();
     Env v;
-    env_open(&v, precision);
+    env_open(&v, precision, layout);
     char err[1024];
     GenCpu gc;
     cr_assert(gen_cpu_open(&gc, &v.p, err, sizeof err), "%s", err);
@@ -370,9 +370,11 @@ static void generated_vs_cpu(const char *precision) {
     env_close(&v);
 }
 
-Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32"); }
-Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16"); }
-Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16"); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32", "nchw"); }
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16", "nchw"); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16", "nchw"); }
+/* channels last: rows of channels, per-channel loads strided by C */
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16_nhwc) { generated_vs_cpu("bf16", "nhwc"); }
 
 /* ---- library kernels against the reference ---- */
 
@@ -383,10 +385,10 @@ Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16")
  * reference rounded to it, at most 1 ulp apart (one rounding); the exact
  * count is logged. Then the compute-copy cast and the unscale, when the plan
  * has them, against the host conversion and division. */
-static void library_vs_reference(const char *precision) {
+static void library_vs_reference(const char *precision, const char *layout) {
     skip_without_cxx();
     Env v;
-    env_open(&v, precision);
+    env_open(&v, precision, layout);
     const Graph *g = &v.p.g;
     char err[1024];
     Unit u;
@@ -422,6 +424,8 @@ static void library_vs_reference(const char *precision) {
             ref[t] = calloc((size_t)numel + 1, sizeof(float));
             cr_assert_not_null(ref[t]);
             cuda_view_gather(b->host, ref[t], numel / b->per, b->per, b->bs, sizeof(float));
+            const Tensor *x = &g->tensors[t];
+            if (!tensor_logical_order(x)) emul_to_nchw(ref[t], numel / b->per, b->per, x->shape.d[1], x->shape.d[2] * x->shape.d[3]);
         }
         cr_assert(rk(g, op, ref, err, sizeof err), "%s: %s", op_def(op->kind)->name, err);
         YlArgs a = cuda_lib_args(g, &v.p.fusion.views, op, v.ptr);
@@ -435,10 +439,13 @@ static void library_vs_reference(const char *precision) {
         int64_t bad = damaged(b, true);
         cr_expect_eq(bad, -1 - RZ, "launch %d %s (op %d): element %lld of its output outside the view or its span changed", l, k->name, op->id, (long long)bad);
         double tol = b->dt == DT_F32 ? 0 : 1, worst = 0;
+        const Tensor *x = &g->tensors[t];
+        const bool cl = !tensor_logical_order(x);
         for (int64_t e = 0; e < b->span; e++) {
             if (!in_view(b, e)) continue;
             int64_t img = b->bs ? e / b->bs : e / b->per, r = b->bs ? e % b->bs : e % b->per;
-            double want = ((float *)ref[t])[img * b->per + r], d = diff(b, e, want, false);
+            double want = ((float *)ref[t])[img * b->per + emul_logical(cl, cl ? x->shape.d[1] : 1, cl ? x->shape.d[2] * x->shape.d[3] : 1, r)];
+            double d = diff(b, e, want, false);
             elements++;
             inexact += d > 0;
             if (d > worst) worst = d;
@@ -469,7 +476,8 @@ static void library_vs_reference(const char *precision) {
     printf("cuda_emul %s library: %d launches (%s), %d view operands, %lld elements, %lld not bit-exact, worst %.3g\n", precision, launches, kinds, strided,
            (long long)elements, (long long)inexact, worst_ulp);
     cr_expect_gt(launches, 0);
-    cr_expect_gt(strided, 0, "some operand of the tiny plan's library launches is a view");
+    if (strcmp(layout, "nchw") == 0) cr_expect_gt(strided, 0, "some operand of the tiny plan's library launches is a view");
+    else cr_expect_gt(per_kind[OP_RESHAPE], 0, "the layout changes ran");
 
     /* the compute-copy cast over every parameter (random bits and the edge cases), and the unscale */
     if (v.lp.cast >= 0) {
@@ -528,9 +536,13 @@ static void library_vs_reference(const char *precision) {
     env_close(&v);
 }
 
-Test(cuda_emul, library_kernels_match_the_reference_fp32) { library_vs_reference("fp32"); }
-Test(cuda_emul, library_kernels_match_the_reference_bf16) { library_vs_reference("bf16"); }
-Test(cuda_emul, library_kernels_match_the_reference_fp16) { library_vs_reference("fp16"); }
+Test(cuda_emul, library_kernels_match_the_reference_fp32) { library_vs_reference("fp32", "nchw"); }
+Test(cuda_emul, library_kernels_match_the_reference_bf16) { library_vs_reference("bf16", "nchw"); }
+Test(cuda_emul, library_kernels_match_the_reference_fp16) { library_vs_reference("fp16", "nchw"); }
+/* channels last: pooling and resize on NHWC operands, and the layout
+ * changes (images and weights in, the head's levels out) */
+Test(cuda_emul, library_kernels_match_the_reference_fp32_nhwc) { library_vs_reference("fp32", "nhwc"); }
+Test(cuda_emul, library_kernels_match_the_reference_bf16_nhwc) { library_vs_reference("bf16", "nhwc"); }
 
 /* ---- every library entry on odd shapes ---- */
 
@@ -538,7 +550,8 @@ Test(cuda_emul, library_kernels_match_the_reference_fp16) { library_vs_reference
  * attributes (padding, stride, dilation, overlapping windows, non-integer
  * resize ratios, asymmetric pads), as tests/test_lib_kernels.c builds them for
  * the GPU: every op in fp32, bf16 and fp16 storage, packed and with 7
- * poisoned elements between images, against the reference kernel. */
+ * poisoned elements between images, NCHW and channels last, against the
+ * reference kernel. */
 Test(cuda_emul, every_library_entry_on_odd_shapes) {
     skip_without_cxx();
     Arena ar;
@@ -571,10 +584,14 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
     int64_t elements = 0, inexact = 0;
     for (int o = 0; o < g.n_ops; o++)
         for (int ti = 0; ti < NT; ti++)
-            for (int gap = 0; gap <= 7; gap += 7) {
+            for (int run = 0; run < 4; run++) {
+                /* packed, with gaps between images, each in NCHW and channels last */
+                const int gap = run & 1 ? 7 : 0;
+                const bool cl = run >= 2;
                 const Op *op = &g.ops[o];
                 const LibKernel *k = &ks[o * NT + ti];
                 YlArgs a = lib_launch_args(&g, &views, op);
+                if (cl) a.cl = (1 << k->n_operands) - 1;
                 Buf b[YL_MAX_OPERANDS];
                 void **ref = calloc((size_t)g.n_tensors, sizeof *ref);
                 cr_assert_not_null(ref);
@@ -593,6 +610,8 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                     /* the first max pool reads two levels only: windows full of ties */
                     fill_buf(&b[i], i < op->n_in ? (o == 0 ? 2 : 3 + (int)(rng_next(&seed) % 3)) : 0, -1.0f, &seed);
                     cuda_view_gather(b[i].host, ref[t], nimg, b[i].per, b[i].bs, sizeof(float));
+                    const Shape *s = &g.tensors[t].shape;
+                    if (cl) emul_to_nchw(ref[t], nimg, b[i].per, s->d[1], s->d[2] * s->d[3]);
                     a.t[i] = b[i].emu;
                     a.bs[i] = gap ? b[i].bs : b[i].per;
                 }
@@ -600,19 +619,22 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                 run_threads(h, call_yl, sym(h, k->name), &a);
                 const Buf *ob = &b[op->n_in];
                 float *want = ref[op->out[0]];
+                const Shape *os = &g.tensors[op->out[0]].shape;
                 double tol = ob->dt == DT_F32 ? 0 : 1, worst = 0;
                 for (int64_t e = 0; e < ob->span; e++) {
                     if (!in_view(ob, e)) continue;
                     int64_t img = gap ? e / ob->bs : e / ob->per, r = gap ? e % ob->bs : e % ob->per;
-                    double d = diff(ob, e, want[img * ob->per + r], false);
+                    int64_t at = img * ob->per + emul_logical(cl, os->d[1], os->d[2] * os->d[3], r);
+                    double d = diff(ob, e, want[at], false);
                     elements++;
                     inexact += d > 0;
                     if (d > worst) worst = d;
                     if (d > tol && failed++ < 20)
-                        cr_log_error("%s (%s, gap %d) element %lld (image %lld, offset %lld): emulated %.9g, reference %.9g", k->name, op_def(op->kind)->name, gap,
-                                     (long long)e, (long long)img, (long long)r, emu_value(ob, e), want[img * ob->per + r]);
+                        cr_log_error("%s (%s, gap %d%s) element %lld (image %lld, offset %lld): emulated %.9g, reference %.9g", k->name, op_def(op->kind)->name, gap,
+                                     cl ? ", channels last" : "", (long long)e, (long long)img, (long long)r, emu_value(ob, e), want[at]);
                 }
-                cr_expect_leq(worst, tol, "%s (%s storage, gap %d): differs from the reference by %.3g", op_def(op->kind)->name, dt_name(types[ti]), gap, worst);
+                cr_expect_leq(worst, tol, "%s (%s storage, gap %d%s): differs from the reference by %.3g", op_def(op->kind)->name, dt_name(types[ti]), gap,
+                              cl ? ", channels last" : "", worst);
                 for (int i = 0; i < k->n_operands; i++) {
                     int64_t bad = damaged(&b[i], true);
                     cr_expect_eq(bad, -1 - RZ, "%s (%s, gap %d) operand %d: element %lld outside its view changed", op_def(op->kind)->name, dt_name(types[ti]), gap, i,
@@ -623,10 +645,10 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                 free(ref);
                 runs++;
             }
-    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped = %d runs, %lld elements, %lld not bit-exact\n", g.n_ops, runs, (long long)elements,
-           (long long)inexact);
+    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped x NCHW/channels last = %d runs, %lld elements, %lld not bit-exact\n", g.n_ops, runs,
+           (long long)elements, (long long)inexact);
     cr_log_info("odd shapes: %d runs, %lld elements, %lld not bit-exact", runs, (long long)elements, (long long)inexact);
-    cr_expect_eq(runs, g.n_ops * NT * 2);
+    cr_expect_eq(runs, g.n_ops * NT * 4);
     dlclose(h);
     free(ks);
     arena_free(&ar);

@@ -319,8 +319,9 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
         float *back = malloc(sizeof(float) * (size_t)n), *lowp = malloc(sizeof(float) * (size_t)n);
         cr_assert(cuda_step_download(cs, t, back, err, sizeof err), "%s", err);
         cr_expect_arr_eq(back, state[t], sizeof(float) * (size_t)n, "parameter %s: the fp32 master round-trips exactly", g->tensors[t].name);
-        cuda_storage_to_f32(DT_BF16, (const void *)(uintptr_t)cuda_mem_compute_ptr(&cs->mem, t), lowp, n);
-        for (int64_t e = 0; e < n; e++) {
+        /* convolution weights and biases keep copies; the others' readers take the fp32 master */
+        if (cs->mem.layout.lowp_off[t] >= 0) cuda_storage_to_f32(DT_BF16, (const void *)(uintptr_t)cuda_mem_compute_ptr(&cs->mem, t), lowp, n);
+        for (int64_t e = 0; e < n && cs->mem.layout.lowp_off[t] >= 0; e++) {
             uint16_t b;
             float r;
             cuda_f32_to_storage(DT_BF16, &((float *)state[t])[e], &b, 1);
@@ -477,13 +478,15 @@ static void set_input(CudaStep *cs, int t, const void *v) {
  * `precision` CUDA plan through CudaStep); the losses must agree within
  * loss_tol relative and every parameter afterwards within param_tol
  * (relative as rel_diff, or absolute). */
-static void step_vs_cpu(const char *precision, int steps, double loss_tol, double param_tol, bool param_abs) {
+static void step_vs_cpu(const char *precision, const char *layout, int steps, double loss_tol, double param_tol, bool param_abs) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
     char extra[256], err[2048], line[1024];
     Plan pc, pg;
-    tiny_plan("--imgsz 64 --batch 2 --precision fp32 --target cpu", &pc);
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
+    /* the CPU plan in the same layout (it trains to the same numbers in either), so tensor ids match */
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision fp32 --layout %s --target cpu", layout);
+    tiny_plan(extra, &pc);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cuda --arch sm_80,sm_90", precision, layout);
     tiny_plan(extra, &pg);
     cr_assert(pc.g.n_tensors == pg.g.n_tensors && pc.g.n_ops == pg.g.n_ops, "both targets compile the same step");
     for (int o = 0; o < pc.g.n_ops; o++) cr_assert_eq(pc.g.ops[o].kind, pg.g.ops[o].kind, "op %d", o);
@@ -565,14 +568,20 @@ static void step_vs_cpu(const char *precision, int steps, double loss_tol, doubl
  * totals), so each convolution agrees to a few fp32 roundings of reordered
  * sums (~1e-6); ~100 convolutions forward and backward and two SGD steps
  * compound that to well under 1e-4 relative. */
-Test(cuda_step, tiny_step_matches_the_cpu_fp32) { step_vs_cpu("fp32", 2, 1e-4, 1e-4, false); }
+Test(cuda_step, tiny_step_matches_the_cpu_fp32) { step_vs_cpu("fp32", "nchw", 2, 1e-4, 1e-4, false); }
 
 /* bf16 GPU plan vs the fp32 CPU plan after one step: bf16 keeps 8 mantissa
  * bits (2^-9 = 0.2% per rounding) on every activation, so the loss may move
  * a few percent: 5e-2 relative. Parameters change by lr * gradient (lr 0.01)
  * from identical fp32 masters, so bf16 gradient errors move them by far less
  * than 1e-2 absolute; a wrong master or compute copy would not. */
-Test(cuda_step, tiny_step_matches_the_cpu_bf16) { step_vs_cpu("bf16", 1, 5e-2, 1e-2, true); }
+Test(cuda_step, tiny_step_matches_the_cpu_bf16) { step_vs_cpu("bf16", "nchw", 1, 5e-2, 1e-2, true); }
+
+/* The same in NHWC (channels-last cuDNN descriptors and library kernels,
+ * the layout changes on the device), against the CPU's NHWC plan, which
+ * trains to the NCHW plan's numbers bit for bit (tests/test_layout.c). */
+Test(cuda_step, tiny_step_matches_the_cpu_fp32_nhwc) { step_vs_cpu("fp32", "nhwc", 2, 1e-4, 1e-4, false); }
+Test(cuda_step, tiny_step_matches_the_cpu_bf16_nhwc) { step_vs_cpu("bf16", "nhwc", 1, 5e-2, 1e-2, true); }
 
 /* CudaStep allocates exactly the plan's arena, the persistent layout and the
  * cuDNN workspace (each rounded as cuda_mem_alloc rounds it), and nothing of

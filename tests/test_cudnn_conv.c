@@ -520,10 +520,12 @@ Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_a
     char err[4096];
     CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};
     cr_assert(cuda_libs_open(&L, &names, false, err, sizeof err), "%s", err);
-    /* the tiny plan at each precision, and the benchmark's YOLOv8n at batch 16 */
+    /* the tiny plan at each precision, and the benchmark's YOLOv8n at batch 16, in NCHW and NHWC (channels-last strides, KRSC weights) */
     const char *plans[] = {"models/tiny.yaml --imgsz 64 --batch 2 --precision fp32", "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16",
-                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp16", "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16"};
-    for (int q = 0; q < 4; q++) {
+                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp16", "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16",
+                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp32 --layout nhwc", "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16 --layout nhwc",
+                           "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16 --layout nhwc"};
+    for (int q = 0; q < (int)(sizeof plans / sizeof plans[0]); q++) {
         const char *what = plans[q];
         Plan p;
         compile_plan(what, &p);
@@ -540,7 +542,9 @@ Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_a
             cr_assert_not(cudnn_conv_run(&cc, op, in, 0x40000000, &widen, err, sizeof err));
             cr_expect(strncmp(err, "cuDNN 9", 7) == 0 && strstr(err, " has no deterministic") && strstr(err, "engine configs tried"), "%s op %d: %s", what, o, err);
             cr_expect(!strstr(err, "failed with"), "%s op %d: a descriptor call failed: %s", what, o, err);
-            bool stageable = op->kind == OP_CONV2D_WGRAD && p.precision != PREC_FP32;
+            cr_expect_eq(strstr(err, " NHWC ") != NULL, strstr(what, "nhwc") != NULL, "%s op %d: the key names its layout: %s", what, o, err);
+            /* channels last, a low-precision weight gradient is an activation in the compute type (its layout change widens it into the master's gradient) */
+            bool stageable = op->kind == OP_CONV2D_WGRAD && p.precision != PREC_FP32 && !strstr(what, "nhwc");
             cr_expect_eq(strstr(err, "nor with dw in") != NULL, stageable, "%s op %d: the staged key is tried for low-precision weight gradients: %s", what, o, err);
             staged_tries += stageable, convs++;
         }

@@ -95,4 +95,21 @@ static inline void emul_lib_run(const EmulKernel *e, YlArgs a) {
         for (unsigned t = 0; t < 3; t++) e->thread(2, 3, b, t), e->fn(a);
 }
 
+/* The logical (NCHW) offset within an image of stored offset r: channels
+ * last (cl) with c channels over planes of `plane` elements, else r. */
+static inline int64_t emul_logical(bool cl, int64_t c, int64_t plane, int64_t r) { return cl ? (r % c) * plane + r / c : r; }
+
+/* nimg packed images of per elements in ref, each stored channels last
+ * (c channels over planes of `plane`), reordered in place into NCHW as the
+ * reference kernels read them. */
+static inline void emul_to_nchw(float *ref, int64_t nimg, int64_t per, int64_t c, int64_t plane) {
+    float *tmp = malloc(sizeof(float) * (size_t)per + 1);
+    cr_assert_not_null(tmp);
+    for (int64_t n = 0; n < nimg; n++) {
+        memcpy(tmp, ref + n * per, sizeof(float) * (size_t)per);
+        for (int64_t r = 0; r < per; r++) ref[n * per + emul_logical(true, c, plane, r)] = tmp[r];
+    }
+    free(tmp);
+}
+
 #endif

@@ -1,9 +1,12 @@
 /* tests/test_layout.c — channels-last plans (--layout nhwc): the layout rule
  * of the IR (only a reshape changes a layout; no op mixes them), what the
  * kernel lowering makes of channels-last tensors (rows of channels, copies of
- * channel runs, transposing reshapes as library routines), and that a CPU
- * plan trains to the same numbers in either layout. */
+ * channel runs, transposing reshapes as library routines), that a CPU
+ * plan trains to the same numbers in either layout, and that CUDA plans
+ * compile in it. */
+#include "../compiler/codegen.h"
 #include "../compiler/kernel_ir.h"
+#include "../compiler/nvrtc_build.h"
 #include "test_build.h"
 #include "test_step.h"
 
@@ -207,18 +210,41 @@ static void corpus_step(const char *file, const char *scale) {
 Test(layout, nhwc_step_equals_nchw_yolo12) { corpus_step("yolo12.yaml", "n"); }
 Test(layout, nhwc_step_equals_nchw_yolov9t) { corpus_step("yolov9t.yaml", NULL); }
 
-/* The CLI: an unknown layout is a usage error; NHWC for the CUDA target is
- * refused with one line (its library kernels take NCHW only so far) and
- * writes nothing. */
+/* The CLI: an unknown layout is a usage error with one line and writes
+ * nothing. */
 Test(layout, cli_errors) {
     CliResult r = tu_run("models/tiny.yaml --layout nwhc -o /tmp/yolocc-layout-never.plan");
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "--layout must be nchw or nhwc") != NULL, "%s", r.err);
-    tu_free(&r);
-    r = tu_run("models/tiny.yaml --layout nhwc --target cuda -o /tmp/yolocc-layout-never.plan");
-    cr_expect_eq(r.status, 2);
-    cr_expect(strstr(r.err, "--layout nhwc") != NULL && strstr(r.err, "CUDA") != NULL, "%s", r.err);
     cr_expect_eq(tu_lines(r.err), 1, "%s", r.err);
     tu_free(&r);
     cr_expect_neq(access("/tmp/yolocc-layout-never.plan", F_OK), 0);
+}
+
+/* A CUDA plan compiles channels last: its META says so, and its kernels
+ * carry the layout-change library kernel (images and weights in, levels
+ * out) beside the pooling and resize kernels the NCHW plan has. */
+Test(layout, cuda_plans_compile_channels_last) {
+    char why[512];
+    if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
+    char path[32], err[512];
+    Plan p;
+    compile_and_read("models/tiny.yaml --imgsz 64 --batch 2 --precision bf16 --layout nhwc --target cuda --arch sm_80", path, &p);
+    unlink(path);
+    const cJSON *layout = cJSON_GetObjectItemCaseSensitive(p.meta, "layout");
+    cr_expect(cJSON_IsString(layout) && strcmp(layout->valuestring, "nhwc") == 0, "META layout");
+    cJSON *idx = NULL;
+    const unsigned char *blobs;
+    size_t blobs_len;
+    cr_assert(codegen_parse_section(p.kernels, p.kernels_len, &idx, &blobs, &blobs_len, err, sizeof err), "%s", err);
+    int relayout = 0, pool = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(idx, "library")) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(k, "name")->valuestring;
+        relayout += strncmp(name, "yl_relayout_", 12) == 0, pool += strncmp(name, "yl_maxpool2d_", 13) == 0;
+    }
+    cr_expect_geq(relayout, 2, "fp32 masters and bf16 activations into channels last, at least");
+    cr_expect_gt(pool, 0);
+    cJSON_Delete(idx);
+    plan_free(&p);
 }

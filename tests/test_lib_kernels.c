@@ -13,14 +13,14 @@
 #include "../runtime/ref_kernels.h"
 #include "test_gpu.h"
 
-static void compile_model(Arena *a, TrainCompiled *tc, const char *path, const char *scale, Precision p) {
+static void compile_model(Arena *a, TrainCompiled *tc, const char *path, const char *scale, Precision p, bool channels_last) {
     ModelConfig cfg;
     Diag d;
     arena_init(a, 0);
     diag_init(&d, path);
     ModelOptions mo = {.scale = scale};
     TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
-                       .precision = p, .target = TARGET_CUDA};
+                       .precision = p, .target = TARGET_CUDA, .channels_last = channels_last};
     cr_assert(model_cfg_load(a, path, &mo, &cfg, &d) && compile_training(a, &cfg, &to, tc, &d), "%s: %s", path, d.msg);
 }
 
@@ -33,6 +33,9 @@ Test(lib_kernels, entries_cover_pooling_resize_padding_attention_and_decode) {
     /* cuDNN, the loss's own phases, generated kernels */
     const OpKind without[] = {OP_CONV2D, OP_DETECT_LOSS, OP_DETECT_LOSS_BWD, OP_CONCAT};
     for (size_t i = 0; i < sizeof without / sizeof without[0]; i++) cr_expect_lt(lib_entry_of(without[i]), 0, "%s", op_def(without[i])->name);
+    /* reshapes and detaches are library launches only between layouts, and then one kernel changes it */
+    cr_expect_eq(lib_entry_of(OP_RESHAPE), LK_RELAYOUT);
+    cr_expect_eq(lib_entry_of(OP_DETACH), LK_RELAYOUT);
 }
 
 /* The tiny bf16 step: every pooling / resize launch has a kernel named by
@@ -41,7 +44,7 @@ Test(lib_kernels, entries_cover_pooling_resize_padding_attention_and_decode) {
 Test(lib_kernels, tiny_plan_kernels_and_arguments) {
     Arena a;
     TrainCompiled tc = {0};
-    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16);
+    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16, false);
     const Graph *g = &tc.m.g;
     KProgram kp;
     LibProgram lp;
@@ -96,13 +99,79 @@ Test(lib_kernels, tiny_plan_kernels_and_arguments) {
     arena_free(&a);
 }
 
+/* The tiny bf16 step in NHWC: the images and every convolution weight come
+ * into channels last through a layout change (the weights from their fp32
+ * masters into bf16), the head's levels leave it through one; every
+ * library launch's arguments say which operands are channels last and give
+ * their channels, planes and image sizes. */
+Test(lib_kernels, tiny_nhwc_plan_layout_changes_and_arguments) {
+    Arena a;
+    TrainCompiled tc = {0};
+    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16, true);
+    const Graph *g = &tc.m.g;
+    KProgram kp;
+    LibProgram lp;
+    char err[256];
+    cr_assert(kernel_lower(g, &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+    cr_assert(lib_program_build(g, PREC_BF16, &kp, &lp, err, sizeof err), "%s", err);
+    int convs = 0, into_cl = 0, weights_in = 0, out_of_cl = 0, spatial = 0;
+    bool *seen = calloc((size_t)g->n_tensors, sizeof *seen);
+    cr_assert_not_null(seen);
+    /* a 1x1 kernel (or a single input channel) is in the same order either way: its layout change is a plain copy */
+    for (int o = 0; o < g->n_ops; o++)
+        if (g->ops[o].kind == OP_CONV2D) convs += !tensor_logical_order(&g->tensors[g->ops[o].in[1]]);
+    for (int l = 0; l < kp.n_launches; l++) {
+        int ki = lp.launch_kernel[l];
+        if (ki < 0) continue;
+        const LibKernel *k = &lp.kernels[ki];
+        const Op *op = &g->ops[kp.launches[l].op_lo];
+        YlArgs y = lib_launch_args(g, &tc.fu.views, op);
+        for (int i = 0; i < op->n_in + op->n_out && i < YL_MAX_OPERANDS; i++) {
+            const Tensor *t = &g->tensors[lib_operand_tensor(op, i)];
+            cr_expect_eq(y.cl >> i & 1, t->channels_last, "op %d operand %d", op->id, i);
+            cr_expect_eq(y.per[i], shape_numel(&t->shape) / t->shape.d[0]);
+            if (t->shape.nd == 4) cr_expect(y.ch[i] == t->shape.d[1] && y.plane[i] == t->shape.d[2] * t->shape.d[3], "op %d operand %d", op->id, i);
+        }
+        if (op->kind != OP_RESHAPE && op->kind != OP_DETACH) {
+            cr_expect_eq(y.cl, (1 << (op->n_in + op->n_out)) - 1, "op %d (%s): every operand channels last", op->id, op_def(op->kind)->name);
+            spatial++;
+            continue;
+        }
+        cr_expect_eq(k->entry, LK_RELAYOUT, "op %d", op->id);
+        cr_expect_eq(y.total, shape_numel(&g->tensors[op->out[0]].shape));
+        const Tensor *in = &g->tensors[op->in[0]], *out = &g->tensors[op->out[0]];
+        /* recomputation may change a tensor's layout again for the backward pass: count tensors */
+        if (out->channels_last && !in->channels_last && !seen[in->id]) {
+            seen[in->id] = true;
+            into_cl++;
+            if (in->kind == TK_PARAM) {
+                weights_in++;
+                cr_expect(k->dt[0] == DT_F32 && k->dt[1] == DT_BF16, "%s: the fp32 master into a bf16 channels-last weight", k->name);
+            }
+        }
+        out_of_cl += in->channels_last && !out->channels_last;
+    }
+    cr_log_info("tiny NHWC: %d layout changes in (%d weights), %d out, %d pooling / resize launches", into_cl, weights_in, out_of_cl, spatial);
+    cr_expect_eq(weights_in, convs, "one per convolution weight of a k x k kernel: %d of %d", weights_in, convs);
+    cr_expect_eq(into_cl, convs + 1, "and the images: %d", into_cl);
+    cr_expect_geq(out_of_cl, 3, "the head's three levels, and the weight gradients back into the masters' order");
+    cr_expect_eq(spatial, 10, "3 max pools, 3 resizes and their 4 gradients, as in NCHW");
+    free(seen);
+    lib_program_free(&lp);
+    kernel_program_free(&kp);
+    train_compiled_free(&tc);
+    arena_free(&a);
+}
+
 /* Every library kernel of the tiny, YOLOv5n, YOLOv8n and YOLO11n steps and
- * validation graphs, in every precision, compiles with NVRTC for sm_80 and
- * sm_90 and to PTX (no cache: the compiler itself is asked). */
+ * validation graphs (YOLO11n in NCHW and NHWC: the layout changes), in every
+ * precision, compiles with NVRTC for sm_80 and sm_90 and to PTX (no cache:
+ * the compiler itself is asked). */
 Test(lib_kernels, every_library_kernel_compiles_with_nvrtc) {
     char why[512];
     if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
-    const char *models[][2] = {{"models/tiny.yaml", NULL}, {"models/yolov5.yaml", "n"}, {"models/yolov8.yaml", "n"}, {"models/yolo11.yaml", "n"}};
+    const char *models[][3] = {{"models/tiny.yaml", NULL, "nchw"}, {"models/yolov5.yaml", "n", "nchw"}, {"models/yolov8.yaml", "n", "nchw"},
+                               {"models/yolo11.yaml", "n", "nchw"}, {"models/yolo11.yaml", "n", "nhwc"}};
     const Precision precs[] = {PREC_FP32, PREC_BF16, PREC_FP16};
     char names[128][KIR_NAME];
     int n_names = 0, compiled = 0;
@@ -110,7 +179,7 @@ Test(lib_kernels, every_library_kernel_compiles_with_nvrtc) {
         for (size_t pi = 0; pi < 3; pi++) {
             Arena a;
             TrainCompiled tc = {0};
-            compile_model(&a, &tc, models[m][0], models[m][1], precs[pi]);
+            compile_model(&a, &tc, models[m][0], models[m][1], precs[pi], strcmp(models[m][2], "nhwc") == 0);
             for (int which = 0; which < 2; which++) {
                 const Graph *g = which ? &tc.em.g : &tc.m.g;
                 KProgram kp;
@@ -144,9 +213,10 @@ Test(lib_kernels, every_library_kernel_compiles_with_nvrtc) {
             train_compiled_free(&tc);
             arena_free(&a);
         }
-    int attention = 0;
-    for (int j = 0; j < n_names; j++) attention += strncmp(names[j], "yl_attention", 12) == 0;
-    cr_log_info("%d distinct library kernels (%d of attention), %d NVRTC compiles", n_names, attention, compiled);
+    int attention = 0, relayout = 0;
+    for (int j = 0; j < n_names; j++) attention += strncmp(names[j], "yl_attention", 12) == 0, relayout += strncmp(names[j], "yl_relayout", 11) == 0;
+    cr_log_info("%d distinct library kernels (%d of attention, %d layout changes), %d NVRTC compiles", n_names, attention, relayout, compiled);
+    cr_expect_geq(relayout, 3, "NHWC YOLO11n: images and weights in, levels out, in some storage types");
     cr_expect_geq(n_names, 12, "maxpool, resize and their gradients, and the cast, in three storage types");
     cr_expect_geq(attention, 3, "YOLO11's C2PSA: attention, its gradient and the gradient's statistics kernel");
 }

@@ -111,13 +111,15 @@ bool cuda_layout_build(const Plan *p, CudaLayout *l, char *err, int errcap) {
     l->region = calloc((size_t)n + 1, 1);
     l->off = calloc((size_t)n + 1, sizeof *l->off);
     l->lowp_off = calloc((size_t)n + 1, sizeof *l->lowp_off);
-    bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
-    if (!l->region || !l->off || !l->lowp_off || !persistent) {
+    bool *persistent = calloc((size_t)n + 1, sizeof *persistent), *has_copy = calloc((size_t)n + 1, sizeof *has_copy);
+    if (!l->region || !l->off || !l->lowp_off || !persistent || !has_copy) {
         free(persistent);
+        free(has_copy);
         cuda_layout_free(l);
         return errf(err, errcap, "out of memory");
     }
     memplan_mark_persistent(g, persistent);
+    memplan_mark_compute_copies(g, p->precision, has_copy);
     l->arena_bytes = p->arena_bytes;
     for (int t = 0; t < n; t++) l->lowp_off[t] = -1;
     /* inputs first, so the region's head is what the loader refills every step */
@@ -136,7 +138,7 @@ bool cuda_layout_build(const Plan *p, CudaLayout *l, char *err, int errcap) {
                 l->off[t] = l->persistent_bytes;
                 l->persistent_bytes += bytes;
                 *(input ? &l->input_bytes : &l->state_bytes) += bytes;
-                if (g->tensors[t].kind == TK_PARAM && p->precision != PREC_FP32) {
+                if (has_copy[t]) {
                     /* the bf16/fp16 copy of an fp32 master weight that convolutions read */
                     int64_t copy = align_up(shape_numel(&g->tensors[t].shape) * 2);
                     l->lowp_off[t] = l->persistent_bytes;
@@ -146,6 +148,7 @@ bool cuda_layout_build(const Plan *p, CudaLayout *l, char *err, int errcap) {
             }
         }
     free(persistent);
+    free(has_copy);
     return true;
 }
 

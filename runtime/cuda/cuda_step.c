@@ -48,10 +48,23 @@ static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, i
     return errf(err, errcap, "%s tensor %s, which has no device memory (internal to its fusion group, or no such tensor)", what, label);
 }
 
-/* Host memory can take t's device bytes as they are: a packed fp32 / int64 tensor. */
+/* Host memory can take t's device bytes as they are: a packed fp32 / int64 tensor in NCHW order. */
 static bool copies_directly(const CudaStep *cs, int t) {
     DType st = (DType)cs->stype[t];
-    return (st == DT_F32 || st == DT_I64) && !views_batch_stride(&cs->plan->g, &cs->plan->fusion.views, t);
+    return (st == DT_F32 || st == DT_I64) && !views_batch_stride(&cs->plan->g, &cs->plan->fusion.views, t) && tensor_logical_order(&cs->plan->g.tensors[t]);
+}
+
+/* A channels-last tensor's host copy, fp32 in its stored order, reordered in place into NCHW (the host's order). */
+static bool host_to_nchw(const CudaStep *cs, int t, float *host, const char *doing, char *err, int errcap) {
+    const Tensor *x = &cs->plan->g.tensors[t];
+    if (tensor_logical_order(x)) return true;
+    size_t bytes = sizeof(float) * (size_t)shape_numel(&x->shape);
+    float *stored = malloc(bytes + 1);
+    if (!stored) return errf(err, errcap, "out of memory while %s", doing);
+    memcpy(stored, host, bytes);
+    ref_channels_last_copy(x, stored, host, true);
+    free(stored);
+    return true;
 }
 
 void cuda_step_master_changed(CudaStep *cs, int t) {
@@ -76,6 +89,7 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     ok = ok && CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (raw, cs->ptr[t], (size_t)span * es, cs->dev.main), doing, err, errcap) && sync_main(cs, doing, err, errcap);
     if (ok && stride) cuda_view_gather(raw, packed, images, row, stride, es);
     if (ok && !direct) cuda_storage_to_f32(st, packed, host, n);
+    ok = ok && host_to_nchw(cs, t, host, doing, err, errcap);
     if (packed != raw) free(packed);
     if (!direct) free(raw);
     return ok;
@@ -94,9 +108,12 @@ static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errc
     char label[160], doing[224];
     cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "uploading tensor %s", label);
-    unsigned char *stage = st == DT_F32 || st == DT_I64 ? (unsigned char *)(uintptr_t)host : malloc((size_t)n * es + 1);
+    bool cl = !tensor_logical_order(&cs->plan->g.tensors[t]);
+    unsigned char *stage = (st == DT_F32 || st == DT_I64) && !cl ? (unsigned char *)(uintptr_t)host : malloc((size_t)n * (cl ? 4 : es) + 1);
     if (!stage) return errf(err, errcap, "out of memory while %s", doing);
-    if (stage != host) cuda_f32_to_storage(st, host, stage, n);
+    /* channels last: reordered into the stored order first, then converted in place */
+    if (cl) ref_channels_last_copy(&cs->plan->g.tensors[t], (float *)stage, (float *)(uintptr_t)host, false);
+    if (stage != host && (!cl || st != DT_F32)) cuda_f32_to_storage(st, cl ? stage : host, stage, n);
     bool ok = true;
     for (int64_t i = 0; ok && i < images; i++)
         ok = CUDA_CALL(&cs->dev.L, cuMemcpyHtoDAsync, (cs->ptr[t] + (CuDevicePtr)((size_t)(i * (stride ? stride : row)) * es), stage + (size_t)(i * row) * es,
@@ -168,9 +185,6 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(p->meta, "kind");
     if (!cJSON_IsString(kind) || (strcmp(kind->valuestring, "train") != 0 && strcmp(kind->valuestring, "eval") != 0))
         return errf(err, errcap, "not a training or validation plan (META kind is neither \"train\" nor \"eval\")");
-    for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].channels_last)
-            return errf(err, errcap, "the plan stores tensors channels last (--layout nhwc); the CUDA library kernels and cuDNN descriptors take NCHW only so far");
     int n = g->n_tensors;
     bool *persistent = calloc((size_t)n + 1, sizeof *persistent);
     cs->stype = calloc((size_t)n + 1, 1);

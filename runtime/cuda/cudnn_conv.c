@@ -66,7 +66,11 @@ bool conv_key_from_op(const Graph *g, const Op *op, Precision p, const bool *per
         break;
     default: return errf(err, errcap, "op %d (%s) is not a convolution cuDNN runs here", op->id, op_def(op->kind)->name);
     }
-    if (x->nd != 4 || w->nd != 4 || y->nd != 4) return errf(err, errcap, "op %d (%s): convolutions must be 2-D over NCHW tensors", op->id, op_def(op->kind)->name);
+    if (x->nd != 4 || w->nd != 4 || y->nd != 4) return errf(err, errcap, "op %d (%s): convolutions must be 2-D over 4-D tensors", op->id, op_def(op->kind)->name);
+    /* dgrad's dx and wgrad's dw are outputs whose shapes sit in the attributes: their layout is the output tensor's */
+    k->channels_last = g->tensors[yt].channels_last;
+    if (g->tensors[xt].channels_last != k->channels_last || g->tensors[wt].channels_last != k->channels_last)
+        return errf(err, errcap, "op %d (%s): x, w and y must share one layout (channels last or NCHW)", op->id, op_def(op->kind)->name);
     const OpAttrs *a = &op->a;
     k->x_type = storage_type(g, xt, p, persistent);
     k->y_type = storage_type(g, yt, p, persistent);
@@ -99,12 +103,14 @@ ConvKey conv_bias_key(const ConvKey *fwd) {
     k.kh = k.kw = k.groups = 1;
     k.stride[0] = k.stride[1] = k.dilation[0] = k.dilation[1] = 1;
     k.y_bs = fwd->y_bs, k.x_align = TENSOR_ALIGN, k.y_align = fwd->y_align;
+    k.channels_last = fwd->channels_last;
     return k;
 }
 
 #define KEY_FIELDS(X)                                                                                                                            \
     X(dir) X(accumulate) X(x_type) X(w_type) X(y_type) X(n) X(ci) X(h) X(w) X(co) X(ho) X(wo) X(kh) X(kw) X(groups) X(stride[0]) X(stride[1]) \
-        X(dilation[0]) X(dilation[1]) X(pre_pad[0]) X(pre_pad[1]) X(post_pad[0]) X(post_pad[1]) X(x_bs) X(y_bs) X(x_align) X(y_align)
+        X(dilation[0]) X(dilation[1]) X(pre_pad[0]) X(pre_pad[1]) X(post_pad[0]) X(post_pad[1]) X(x_bs) X(y_bs) X(x_align) X(y_align) \
+            X(channels_last)
 
 bool conv_key_equal(const ConvKey *a, const ConvKey *b) {
 #define EQ(f) && a->f == b->f
@@ -129,8 +135,8 @@ static const char *type_name(int t) { return t == DNN_DATA_FLOAT ? "fp32" : t ==
 
 void conv_key_describe(const ConvKey *k, char *buf, int cap) {
     static const char *const dir[] = {"forward", "dgrad", "wgrad"};
-    snprintf(buf, (size_t)cap, "%s%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] y[%lld,%lld,%lld,%lld] stride %lldx%lld pad %lld,%lld,%lld,%lld dilation %lldx%lld groups %lld %s/%s/%s",
-             dir[k->dir >= 0 && k->dir <= 2 ? k->dir : 0], k->accumulate ? " (accumulating)" : "", (long long)k->n, (long long)k->ci, (long long)k->h,
+    snprintf(buf, (size_t)cap, "%s%s%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] y[%lld,%lld,%lld,%lld] stride %lldx%lld pad %lld,%lld,%lld,%lld dilation %lldx%lld groups %lld %s/%s/%s",
+             dir[k->dir >= 0 && k->dir <= 2 ? k->dir : 0], k->accumulate ? " (accumulating)" : "", k->channels_last ? " NHWC" : "", (long long)k->n, (long long)k->ci, (long long)k->h,
              (long long)k->w, (long long)k->co, (long long)(k->groups ? k->ci / k->groups : 0), (long long)k->kh, (long long)k->kw, (long long)k->n,
              (long long)k->co, (long long)k->ho, (long long)k->wo, (long long)k->stride[0], (long long)k->stride[1], (long long)k->pre_pad[0],
              (long long)k->post_pad[0], (long long)k->pre_pad[1], (long long)k->post_pad[1], (long long)k->dilation[0], (long long)k->dilation[1],
@@ -187,10 +193,13 @@ static bool make(CudnnConv *cc, int type, CudnnBackendDescriptor *d, const char 
     return DN(cudnnBackendCreateDescriptor, (type, d));
 }
 
-/* bs: elements between images (0: packed) */
+/* Dimensions in NCHW (KCRS) order whatever the layout, which the strides
+ * give: packed, or channels last (NHWC, KRSC). bs: elements between images
+ * (0: packed). */
 static bool tensor(CudnnConv *cc, CudnnBackendDescriptor *d, int64_t uid, int type, int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t bs, int64_t align,
-                   const char *doing, char *err, int errcap) {
+                   bool channels_last, const char *doing, char *err, int errcap) {
     int64_t dims[4] = {d0, d1, d2, d3}, strides[4] = {bs ? bs : d1 * d2 * d3, d2 * d3, d3, 1};
+    if (channels_last) strides[1] = 1, strides[2] = d3 * d1, strides[3] = d1;
     return make(cc, DN_TENSOR_DESCRIPTOR, d, doing, err, errcap) && SET(*d, DA_TENSOR_DATA_TYPE, AT_DATA_TYPE, 1, &type) &&
            SET(*d, DA_TENSOR_DIMENSIONS, AT_INT64, 4, dims) && SET(*d, DA_TENSOR_STRIDES, AT_INT64, 4, strides) &&
            SET(*d, DA_TENSOR_UNIQUE_ID, AT_INT64, 1, &uid) && SET(*d, DA_TENSOR_BYTE_ALIGNMENT, AT_INT64, 1, &align) && DN(cudnnBackendFinalize, (*d));
@@ -274,9 +283,10 @@ static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, bool *no_en
     CudnnBackendDescriptor *x = &e->keep[0], *w = &e->keep[1], *y = &e->keep[2], *conv = &e->keep[3], *op = &e->keep[4], *graph = &e->keep[5];
     int comp = DNN_DATA_FLOAT, cmode = DNN_CROSS_CORRELATION;
     float alpha = 1, beta = k->accumulate ? 1.0f : 0.0f;
-    if (!tensor(cc, x, UID_X, k->x_type, k->n, k->ci, k->h, k->w, k->x_bs, k->x_align, doing, err, errcap) ||
-        !tensor(cc, w, UID_W, k->w_type, k->co, k->ci / k->groups, k->kh, k->kw, 0, TENSOR_ALIGN, doing, err, errcap) ||
-        !tensor(cc, y, UID_Y, k->y_type, k->n, k->co, k->ho, k->wo, k->y_bs, k->y_align, doing, err, errcap))
+    const bool cl = k->channels_last;
+    if (!tensor(cc, x, UID_X, k->x_type, k->n, k->ci, k->h, k->w, k->x_bs, k->x_align, cl, doing, err, errcap) ||
+        !tensor(cc, w, UID_W, k->w_type, k->co, k->ci / k->groups, k->kh, k->kw, 0, TENSOR_ALIGN, cl, doing, err, errcap) ||
+        !tensor(cc, y, UID_Y, k->y_type, k->n, k->co, k->ho, k->wo, k->y_bs, k->y_align, cl, doing, err, errcap))
         return false;
     int64_t dims = 2;
     if (!make(cc, DN_CONVOLUTION_DESCRIPTOR, conv, doing, err, errcap) || !SET(*conv, DA_CONV_SPATIAL_DIMS, AT_INT64, 1, &dims) ||

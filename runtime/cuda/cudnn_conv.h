@@ -4,9 +4,9 @@
  * cached. Owns no plan memory (its workspace comes from cuda_device.h) and
  * must not include CUDA headers.
  *
- * Layout: NCHW with packed strides, because the generated kernels index
- * [n, c, inner]; NHWC (DESIGN decision 8, what tensor cores want) is a later
- * step that changes the strides here and the kernels' indexing together.
+ * Layout: the plan's (ir.h, Tensor.channels_last): NCHW with packed
+ * strides, or under --layout nhwc NHWC activations and KRSC weights, what
+ * tensor cores want (DESIGN decision 8); one convolution's x, w and y share it.
  * Data types follow the plan's storage (fp32, or bf16/fp16 activations and
  * compute copies of the weights); accumulation is fp32. fp32 plans refuse
  * engines that round inputs (TF32 tensor cores) or reduce in lower
@@ -32,6 +32,7 @@ typedef struct ConvKey {
     /* x (dx) and y (dy) as zero-copy views (passes/views.h): elements
      * between images (0: packed) and the byte alignment of their address */
     int64_t x_bs, y_bs, x_align, y_align;
+    int64_t channels_last;          /* 1: x, w and y stored channels last */
 } ConvKey;
 
 /* Pure: the key of an OP_CONV2D / OP_CONV2D_DGRAD / OP_CONV2D_WGRAD op.

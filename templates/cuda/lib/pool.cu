@@ -1,14 +1,14 @@
 /* Library kernels: max and average pooling and their gradients, as
  * runtime/ref_layout.c computes them. Operands: inputs, then the output;
  * one thread per output element (grid-stride); image n of operand s starts
- * at n * a.bs[s]. Gradients gather over the windows covering each input
+ * at n * a.bs[s]; every operand NCHW or, when a.cl is set, channels last. Gradients gather over the windows covering each input
  * element in the reference's window order, so sums are reproducible and no
  * atomics are needed. */
 #if defined(YL_MAXPOOL2D) || defined(YL_MAXPOOL2D_BWD)
 /* Plane offset of the window maximum: the first in row-major order wins
  * ties, a later value must be strictly greater, a NaN always wins; padding
  * is skipped, which is -inf padding where some input lies in the window. */
-__device__ __forceinline__ long long yl_argmax(const void *x, long long xb, const YlArgs &a, long long oy, long long ox) {
+__device__ __forceinline__ long long yl_argmax(const void *x, long long xb, long long ch, const YlArgs &a, long long oy, long long ox) {
     long long best = -1;
     float bv = __int_as_float(0xff800000);
     for (int ky = 0; ky < a.kh; ky++) {
@@ -17,7 +17,7 @@ __device__ __forceinline__ long long yl_argmax(const void *x, long long xb, cons
         for (int kx = 0; kx < a.kw; kx++) {
             const long long ix = ox * a.sw - a.pw + (long long)kx * a.dw;
             if (ix < 0 || ix >= a.w) continue;
-            const float v = yk_ld_@X@(x, xb + iy * a.w + ix);
+            const float v = yk_ld_@X@(x, xb + yl_at(a.cl, ch, iy * a.w + ix, a.c, a.h * a.w));
             if (best < 0 || v > bv || v != v) best = iy * a.w + ix, bv = v;
         }
     }
@@ -37,9 +37,9 @@ __device__ __forceinline__ void yl_cover(long long i, int k, int s, int p, int d
 /* @NAME@: maxpool2d(x) -> y */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
-        const long long xb = o.n * a.bs[0] + o.ch * a.h * a.w;
-        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], xb + yl_argmax(a.t[0], xb, a, o.y, o.x)));
+        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+        const long long xb = o.n * a.bs[0], best = yl_argmax(a.t[0], xb, o.ch, a, o.y, o.x);
+        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], xb + yl_at(a.cl, o.ch, best, a.c, a.h * a.w)));
     }
 }
 #endif
@@ -48,15 +48,15 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
  * argmax, summed in fp32 over the windows in row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.c, a.h, a.w);
-        const long long xb = e.n * a.bs[1] + e.ch * a.h * a.w, db = e.n * a.bs[0] + e.ch * a.oh * a.ow;
+        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+        const long long xb = e.n * a.bs[1], db = e.n * a.bs[0];
         long long y0, y1, x0, x1;
         yl_cover(e.y, a.kh, a.sh, a.ph, a.dh, a.oh, &y0, &y1);
         yl_cover(e.x, a.kw, a.sw, a.pw, a.dw, a.ow, &x0, &x1);
         float acc = 0.0f;
         for (long long oy = y0; oy <= y1; oy++)
             for (long long ox = x0; ox <= x1; ox++)
-                if (yl_argmax(a.t[1], xb, a, oy, ox) == e.p) acc += yk_ld_@T0@(a.t[0], db + oy * a.ow + ox);
+                if (yl_argmax(a.t[1], xb, e.ch, a, oy, ox) == e.p) acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, oy * a.ow + ox, a.c, a.oh * a.ow));
         yk_st_@T2@(a.t[2], e.n * a.bs[2] + e.r, acc);
     }
 }
@@ -65,13 +65,13 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
 /* @NAME@: avgpool2d(x) -> y; count_include_pad, an fp64 sum (no dilation, as the reference) */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
-        const long long xb = o.n * a.bs[0] + o.ch * a.h * a.w;
+        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+        const long long xb = o.n * a.bs[0];
         double acc = 0;
         for (int ky = 0; ky < a.kh; ky++)
             for (int kx = 0; kx < a.kw; kx++) {
                 const long long iy = o.y * a.sh - a.ph + ky, ix = o.x * a.sw - a.pw + kx;
-                if (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) acc += yk_ld_@T0@(a.t[0], xb + iy * a.w + ix);
+                if (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) acc += yk_ld_@T0@(a.t[0], xb + yl_at(a.cl, o.ch, iy * a.w + ix, a.c, a.h * a.w));
             }
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, (float)(acc / (double)(a.kh * a.kw)));
     }
@@ -81,8 +81,8 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
 /* @NAME@: avgpool2d_bwd(dy) -> dx; fp64 sums of dy / (kh * kw) over the covering windows */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.c, a.h, a.w);
-        const long long db = e.n * a.bs[0] + e.ch * a.oh * a.ow;
+        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+        const long long db = e.n * a.bs[0];
         long long y0, y1, x0, x1;
         yl_cover(e.y, a.kh, a.sh, a.ph, 1, a.oh, &y0, &y1);
         yl_cover(e.x, a.kw, a.sw, a.pw, 1, a.ow, &x0, &x1);
@@ -90,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
         for (long long oy = y0; oy <= y1; oy++)
             for (long long ox = x0; ox <= x1; ox++) {
                 const long long ky = e.y - (oy * a.sh - a.ph), kx = e.x - (ox * a.sw - a.pw);
-                if (ky >= 0 && ky < a.kh && kx >= 0 && kx < a.kw) acc += yk_ld_@T0@(a.t[0], db + oy * a.ow + ox) / (double)(a.kh * a.kw);
+                if (ky >= 0 && ky < a.kh && kx >= 0 && kx < a.kw) acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, oy * a.ow + ox, a.c, a.oh * a.ow)) / (double)(a.kh * a.kw);
             }
         yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, (float)acc);
     }

@@ -1,6 +1,7 @@
 /* Library kernels: nearest resize and its gradient, as runtime/ref_layout.c
  * computes them. Operands: input, then output; one thread per output
- * element (grid-stride); image n of operand s starts at n * a.bs[s]. */
+ * element (grid-stride); image n of operand s starts at n * a.bs[s]; both
+ * NCHW or, when a.cl is set, channels last. */
 /* Source index of destination index i: floor(i * in / out) in double, as
  * PyTorch's nearest mode and the reference compute it. */
 __device__ __forceinline__ long long yl_nearest(long long i, long long in, long long out) {
@@ -11,8 +12,8 @@ __device__ __forceinline__ long long yl_nearest(long long i, long long in, long 
 /* @NAME@: resize_nearest(x [h, w]) -> y [oh, ow] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.c, a.oh, a.ow);
-        const long long src = o.n * a.bs[0] + (o.ch * a.h + yl_nearest(o.y, a.h, a.oh)) * a.w + yl_nearest(o.x, a.w, a.ow);
+        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+        const long long src = o.n * a.bs[0] + yl_at(a.cl, o.ch, yl_nearest(o.y, a.h, a.oh) * a.w + yl_nearest(o.x, a.w, a.ow), a.c, a.h * a.w);
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], src));
     }
 }
@@ -28,8 +29,8 @@ __device__ __forceinline__ long long yl_first(long long i, long long in, long lo
  * gradients of the outputs that copied it, in fp32 and row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.c, a.h, a.w);
-        const long long iy = e.y, ix = e.x, db = e.n * a.bs[0] + e.ch * a.oh * a.ow, x0 = yl_first(ix, a.w, a.ow);
+        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+        const long long iy = e.y, ix = e.x, db = e.n * a.bs[0], x0 = yl_first(ix, a.w, a.ow);
         float acc = 0.0f;
         for (long long y = yl_first(iy, a.h, a.oh); y < a.oh; y++) {
             const long long sy = yl_nearest(y, a.h, a.oh);
@@ -39,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
                 const long long sx = yl_nearest(x, a.w, a.ow);
                 if (sx < ix) continue;
                 if (sx > ix) break;
-                acc += yk_ld_@T0@(a.t[0], db + y * a.ow + x);
+                acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, y * a.ow + x, a.c, a.oh * a.ow));
             }
         }
         yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, acc);
