@@ -204,18 +204,28 @@ typedef struct ConvGraph {
     int fwd, dgrad, wgrad;  /* op ids */
 } ConvGraph;
 
-/* conv2d(x, w[, b]) and its dgrad and wgrad from an input dy */
-static void conv_graph(ConvGraph *cg, const ConvCase *c) {
+/* t through a layout reshape into channels last (cl), else t */
+static int into_layout(Graph *g, int t, bool cl) {
+    if (!cl) return t;
+    OpAttrs a = {.shape = g->tensors[t].shape, .channels_last = true};
+    int o = graph_add_op(g, OP_RESHAPE, &t, 1, &a, 1, 0, "layout");
+    cr_assert_geq(o, 0, "%s", g->err);
+    return g->ops[o].out[0];
+}
+
+/* conv2d(x, w[, b]) and its dgrad and wgrad from an input dy; cl: x, w and
+ * dy enter channels last, so the convolutions run NHWC / KRSC */
+static void conv_graph(ConvGraph *cg, const ConvCase *c, bool cl) {
     arena_init(&cg->arena, 0);
     Graph *g = &cg->g;
     graph_init(g, &cg->arena);
-    int x = graph_add_input(g, "x", shape4(c->n, c->ci, c->h, c->w), DT_F32);
-    int w = graph_add_state(g, TK_PARAM, "w", shape4(c->co, c->ci / c->groups, c->k, c->k), DT_F32);
+    int x = into_layout(g, graph_add_input(g, "x", shape4(c->n, c->ci, c->h, c->w), DT_F32), cl);
+    int w = into_layout(g, graph_add_state(g, TK_PARAM, "w", shape4(c->co, c->ci / c->groups, c->k, c->k), DT_F32), cl);
     int in[3] = {x, w, c->bias ? graph_add_state(g, TK_PARAM, "b", shape1(c->co), DT_F32) : -1};
     OpAttrs a = {.kernel = {c->k, c->k}, .stride = {c->stride, c->stride}, .pad = {c->pad, c->pad, c->pad, c->pad}, .dilation = {1, 1}, .groups = c->groups};
     cg->fwd = graph_add_op(g, OP_CONV2D, in, c->bias ? 3 : 2, &a, 1, 0, "conv");
     cr_assert_geq(cg->fwd, 0, "%s", g->err);
-    int dy = graph_add_input(g, "dy", g->tensors[g->ops[cg->fwd].out[0]].shape, DT_F32);
+    int dy = into_layout(g, graph_add_input(g, "dy", g->tensors[g->ops[cg->fwd].out[0]].shape, DT_F32), cl);
     OpAttrs ad = a, aw = a;
     ad.shape = g->tensors[x].shape;
     aw.shape = g->tensors[w].shape;
@@ -227,7 +237,7 @@ static void conv_graph(ConvGraph *cg, const ConvCase *c) {
 /* x as a zero-copy view: channels [8, 24) of a 40-channel buffer */
 static ConvKey key_of_view(const ConvCase *c) {
     ConvGraph cg;
-    conv_graph(&cg, c);
+    conv_graph(&cg, c, false);
     bool persistent[16] = {0};
     memplan_mark_persistent(&cg.g, persistent);
     const Shape *xs = &cg.g.tensors[cg.g.ops[cg.fwd].in[0]].shape;
@@ -244,9 +254,9 @@ static ConvKey key_of_view(const ConvCase *c) {
     return k;
 }
 
-static ConvKey key_of(const ConvCase *c, int which, Precision p) {
+static ConvKey key_of_layout(const ConvCase *c, int which, Precision p, bool cl) {
     ConvGraph cg;
-    conv_graph(&cg, c);
+    conv_graph(&cg, c, cl);
     bool persistent[16] = {0};
     cr_assert_lt(cg.g.n_tensors, 16);
     memplan_mark_persistent(&cg.g, persistent);
@@ -257,6 +267,8 @@ static ConvKey key_of(const ConvCase *c, int which, Precision p) {
     arena_free(&cg.arena);
     return k;
 }
+
+static ConvKey key_of(const ConvCase *c, int which, Precision p) { return key_of_layout(c, which, p, false); }
 
 Test(cuda, conv_plan_keys) {
     const ConvCase base = {2, 16, 32, 32, 32, 3, 1, 1, 1, false};
@@ -290,7 +302,8 @@ Test(cuda, conv_plan_keys) {
     /* each single field of the key changes it */
     ConvKey m;
     int64_t *fields[] = {&m.n, &m.ci, &m.h, &m.w, &m.co, &m.ho, &m.wo, &m.kh, &m.kw, &m.groups, &m.stride[0], &m.stride[1], &m.dilation[0],
-                         &m.dilation[1], &m.pre_pad[0], &m.pre_pad[1], &m.post_pad[0], &m.post_pad[1], &m.x_bs, &m.y_bs, &m.x_align, &m.y_align};
+                         &m.dilation[1], &m.pre_pad[0], &m.pre_pad[1], &m.post_pad[0], &m.post_pad[1], &m.x_bs, &m.y_bs, &m.x_align, &m.y_align,
+                         &m.channels_last};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         m = a;
         ++*fields[i];
@@ -307,6 +320,17 @@ Test(cuda, conv_plan_keys) {
               "the bias step: ones[N,1,Ho,Wo] (*) b[Co,1,1,1] added to y");
     /* bf16 plans read weights through their bf16 compute copies */
     cr_expect(h.y_type != a.y_type && h.w_type == h.y_type, "bf16: the activation y and the weight copy are bf16");
+    /* channels last: the same convolution in every direction under its own key, which names the layout; the bias step keeps it */
+    for (int which = 0; which < 3; which++) {
+        ConvKey kn = key_of(&base, which, PREC_FP32), kc = key_of_layout(&base, which, PREC_FP32, true);
+        cr_expect(kc.channels_last == 1 && kn.channels_last == 0, "direction %d", which);
+        cr_expect(!conv_key_equal(&kn, &kc) && conv_key_hash(&kn) != conv_key_hash(&kc), "direction %d: a layout of its own", which);
+        cr_expect(kc.n == kn.n && kc.ci == kn.ci && kc.h == kn.h && kc.w == kn.w && kc.co == kn.co && kc.ho == kn.ho && kc.wo == kn.wo && kc.kh == kn.kh,
+                  "direction %d: dimensions in NCHW order either way", which);
+        conv_key_describe(&kc, what, sizeof what);
+        cr_expect(strstr(what, " NHWC x[2,16,32,32]") != NULL, "%s", what);
+        cr_expect_eq(conv_bias_key(&kc).channels_last, 1);
+    }
 }
 
 
@@ -332,14 +356,14 @@ static int64_t span_of(const Plan *p, int t) {
     return bs ? (s->d[0] - 1) * bs + numel / s->d[0] : numel;
 }
 
-static void kernels_vs_cpu(const char *precision, double tol) {
+static void kernels_vs_cpu(const char *precision, const char *layout, double tol) {
     CudaDevice d;
     open_gpu_or_skip(&d);
     char extra[256], err[1024];
     Plan pc, pg;
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cpu", precision);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cpu", precision, layout);
     tiny_plan(extra, &pc);
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cuda --arch sm_80,sm_90", precision, layout);
     tiny_plan(extra, &pg);
     GenCpu gc;
     CudaKernels ck;
@@ -449,12 +473,16 @@ static void kernels_vs_cpu(const char *precision, double tol) {
     cuda_device_close(&d);
 }
 
-Test(cuda, generated_kernels_match_the_cpu_fp32) { kernels_vs_cpu("fp32", 1e-5); }
-Test(cuda, generated_kernels_match_the_cpu_bf16) { kernels_vs_cpu("bf16", 1e-2); }
+Test(cuda, generated_kernels_match_the_cpu_fp32) { kernels_vs_cpu("fp32", "nchw", 1e-5); }
+Test(cuda, generated_kernels_match_the_cpu_bf16) { kernels_vs_cpu("bf16", "nchw", 1e-2); }
+/* channels last: map kernels over rows of channels, BN statistics reduced
+ * over n * h * w rows with channels C apart (only a real block runs these) */
+Test(cuda, generated_kernels_match_the_cpu_bf16_nhwc) { kernels_vs_cpu("bf16", "nhwc", 1e-2); }
 
 /* cuDNN forward, dgrad and wgrad against the reference kernels on random
- * tensors; fp32 (no TF32: the engines are filtered), tolerance 1e-4 of the
- * largest reference magnitude. */
+ * tensors, NCHW and channels last (NHWC activations, KRSC weights: the
+ * reference reads NCHW copies); fp32 (no TF32: the engines are filtered),
+ * tolerance 1e-4 of the largest reference magnitude. */
 Test(cuda, cudnn_conv_matches_the_reference) {
     CudaDevice d;
     open_gpu_or_skip(&d);
@@ -465,9 +493,11 @@ Test(cuda, cudnn_conv_matches_the_reference) {
         {2, 16, 12, 12, 16, 3, 1, 1, 16, false}, /* depthwise */
     };
     char err[2048];
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (size_t run = 0; run < 2 * sizeof cases / sizeof cases[0]; run++) {
+        const size_t c = run % (sizeof cases / sizeof cases[0]);
+        const bool cl = run >= sizeof cases / sizeof cases[0];
         ConvGraph cg;
-        conv_graph(&cg, &cases[c]);
+        conv_graph(&cg, &cases[c], cl);
         Graph *g = &cg.g;
         CudnnConv cc;
         cr_assert(cudnn_conv_open(&cc, &d.L, d.main, err, sizeof err), "%s", err);
@@ -476,15 +506,21 @@ Test(cuda, cudnn_conv_matches_the_reference) {
         CuDevicePtr wsp = 0;
         if (ws) cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&wsp, (size_t)ws), "allocating the workspace", err, sizeof err), "%s", err);
         cudnn_conv_bind(&cc, wsp, ws);
+        /* host copies NCHW for the reference, the device's in each tensor's layout */
         void *host[16] = {0};
         CuDevicePtr dev[16] = {0};
         uint64_t seed = 12345 + c;
+        float *stored = NULL;
         for (int t = 0; t < g->n_tensors; t++) {
             int64_t numel = shape_numel(&g->tensors[t].shape);
             host[t] = calloc((size_t)numel, sizeof(float));
+            stored = realloc(stored, (size_t)numel * sizeof(float));
+            cr_assert(host[t] && stored);
             for (int64_t e = 0; e < numel; e++) ((float *)host[t])[e] = rng_uniform(&seed, -1, 1);
+            if (tensor_logical_order(&g->tensors[t])) memcpy(stored, host[t], (size_t)numel * 4);
+            else ref_channels_last_copy(&g->tensors[t], stored, host[t], false);
             cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)numel * 4), "allocating", err, sizeof err), "%s", err);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], host[t], (size_t)numel * 4), "uploading", err, sizeof err), "%s", err);
+            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stored, (size_t)numel * 4), "uploading", err, sizeof err), "%s", err);
         }
         const int ops[3] = {cg.fwd, cg.dgrad, cg.wgrad};
         for (int k = 0; k < 3; k++) {
@@ -500,19 +536,28 @@ Test(cuda, cudnn_conv_matches_the_reference) {
             float *got = malloc((size_t)numel * 4);
             cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "running the convolution", err, sizeof err), "%s", err);
             cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (got, dev[t], (size_t)numel * 4), "downloading", err, sizeof err), "%s", err);
+            if (!tensor_logical_order(&g->tensors[t])) {
+                float *nchw = malloc((size_t)numel * 4);
+                cr_assert_not_null(nchw);
+                ref_channels_last_copy(&g->tensors[t], got, nchw, true);
+                free(got);
+                got = nchw;
+            }
             double max_ref = 0, max_diff = 0;
             for (int64_t e = 0; e < numel; e++) {
                 max_ref = fmax(max_ref, fabs(((float *)host[t])[e]));
                 max_diff = fmax(max_diff, fabs((double)got[e] - ((float *)host[t])[e]));
             }
-            cr_log_info("case %zu %s: max |cuDNN - reference| %.3g of max magnitude %.3g", c, op_def(op->kind)->name, max_diff, max_ref);
-            cr_expect(max_ref > 0 && max_diff <= 1e-4 * max_ref, "case %zu %s: differs by %.3g (max magnitude %.3g)", c, op_def(op->kind)->name, max_diff,
-                      max_ref);
+            const char *lay = cl ? "NHWC" : "NCHW";
+            cr_log_info("case %zu %s %s: max |cuDNN - reference| %.3g of max magnitude %.3g", c, lay, op_def(op->kind)->name, max_diff, max_ref);
+            cr_expect(max_ref > 0 && max_diff <= 1e-4 * max_ref, "case %zu %s %s: differs by %.3g (max magnitude %.3g)", c, lay, op_def(op->kind)->name,
+                      max_diff, max_ref);
             free(got);
         }
         cr_log_info("case %zu: %d execution plans, workspace %lld bytes", c, cc.n_plans, (long long)ws);
         cr_expect_eq(cc.n_plans, 3 + cases[c].bias, "one plan per direction (and the bias step)");
         for (int t = 0; t < g->n_tensors; t++) (void)d.L.cuMemFree(dev[t]), free(host[t]);
+        free(stored);
         if (wsp) (void)d.L.cuMemFree(wsp);
         cudnn_conv_close(&cc);
         arena_free(&cg.arena);
