@@ -38,19 +38,25 @@ Test(lib_kernels, entries_cover_pooling_resize_padding_attention_and_decode) {
     cr_expect_eq(lib_entry_of(OP_DETACH), LK_RELAYOUT);
 }
 
+/* The tiny bf16 training step compiled for CUDA (cl: --layout nhwc), its
+ * kernel program and its library kernels. */
+static void tiny_bf16_programs(Arena *a, TrainCompiled *tc, bool cl, KProgram *kp, LibProgram *lp) {
+    compile_model(a, tc, "models/tiny.yaml", NULL, PREC_BF16, cl);
+    char err[256];
+    cr_assert(kernel_lower(&tc->m.g, &tc->fu, PREC_BF16, kp, err, sizeof err), "%s", err);
+    cr_assert(lib_program_build(&tc->m.g, PREC_BF16, kp, lp, err, sizeof err), "%s", err);
+}
+
 /* The tiny bf16 step: every pooling / resize launch has a kernel named by
  * its operands' storage types, its arguments are the ops' shapes and
  * attributes, views step their base's stride, and the cast comes last. */
 Test(lib_kernels, tiny_plan_kernels_and_arguments) {
     Arena a;
     TrainCompiled tc = {0};
-    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16, false);
-    const Graph *g = &tc.m.g;
     KProgram kp;
     LibProgram lp;
-    char err[256];
-    cr_assert(kernel_lower(g, &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
-    cr_assert(lib_program_build(g, PREC_BF16, &kp, &lp, err, sizeof err), "%s", err);
+    tiny_bf16_programs(&a, &tc, false, &kp, &lp);
+    const Graph *g = &tc.m.g;
     cr_assert_eq(lp.n_launches, kp.n_launches);
     int launches = 0, strided = 0;
     for (int l = 0; l < kp.n_launches; l++) {
@@ -107,13 +113,10 @@ Test(lib_kernels, tiny_plan_kernels_and_arguments) {
 Test(lib_kernels, tiny_nhwc_plan_layout_changes_and_arguments) {
     Arena a;
     TrainCompiled tc = {0};
-    compile_model(&a, &tc, "models/tiny.yaml", NULL, PREC_BF16, true);
-    const Graph *g = &tc.m.g;
     KProgram kp;
     LibProgram lp;
-    char err[256];
-    cr_assert(kernel_lower(g, &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
-    cr_assert(lib_program_build(g, PREC_BF16, &kp, &lp, err, sizeof err), "%s", err);
+    tiny_bf16_programs(&a, &tc, true, &kp, &lp);
+    const Graph *g = &tc.m.g;
     int convs = 0, into_cl = 0, weights_in = 0, out_of_cl = 0, spatial = 0;
     bool *seen = calloc((size_t)g->n_tensors, sizeof *seen);
     cr_assert_not_null(seen);
