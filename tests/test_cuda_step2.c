@@ -104,13 +104,14 @@ Test(cuda_step, graph_segments_of_the_tiny_plan) {
     plan_free(&p);
 }
 
-/* The YOLO11 step (C2PSA: attention and its gradient): every launch has a
- * device route, the attention ops among the library launches; its
- * validation graph runs attention there too. The routes depend on the op kinds only, so the graphs
- * are compiled without kernels. */
+/* The YOLO11 step (C2PSA: attention and its gradient), NCHW and NHWC
+ * (its layout changes too): every launch has a device route, the attention
+ * ops among the library launches; its validation graph runs attention there
+ * too. The routes depend on the op kinds only, so the graphs are compiled
+ * without kernels. */
 Test(cuda_step, yolo11_runs_nothing_on_the_host) {
-    const char *models[] = {"models/yolo11.yaml"};
-    for (int m = 0; m < 1; m++) {
+    const char *models[] = {"models/yolo11.yaml", "models/yolo11.yaml"};
+    for (int m = 0; m < 2; m++) {
         Arena a;
         ModelConfig cfg;
         Diag d;
@@ -119,7 +120,8 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
         diag_init(&d, models[m]);
         ModelOptions mo = {.scale = "n"};
         TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
-                           .precision = PREC_BF16, .target = TARGET_CUDA};
+                           .precision = PREC_BF16, .target = TARGET_CUDA, .channels_last = m == 1};
+        const char *layout = m == 1 ? "nhwc" : "nchw";
         cr_assert(model_cfg_load(&a, models[m], &mo, &cfg, &d) && compile_training(&a, &cfg, &to, &tc, &d), "%s: %s", models[m], d.msg);
         for (int which = 0; which < 2; which++) {
             const Graph *g = which ? &tc.em.g : &tc.m.g;
@@ -129,19 +131,25 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
             CudaStep cs;
             memset(&cs, 0, sizeof cs);
             cuda_step_census(&cs, g, &kp);
-            int attention = 0, attention_bwd = 0;
+            int attention = 0, attention_bwd = 0, relayouts = 0;
             for (int l = 0; l < kp.n_launches; l++) {
                 const KLaunch *ln = &kp.launches[l];
                 OpKind k = g->ops[ln->op_lo].kind;
+                if (ln->kernel < 0 && (k == OP_RESHAPE || k == OP_DETACH)) {
+                    cr_expect_eq(cuda_step_route(g, ln), CUDA_ROUTE_LIBRARY, "launch %d: a layout change", l);
+                    relayouts++;
+                }
                 if (ln->kernel >= 0 || (k != OP_ATTENTION && k != OP_ATTENTION_BWD)) continue;
                 cr_expect_eq(cuda_step_route(g, ln), CUDA_ROUTE_LIBRARY, "launch %d (%s)", l, op_def(k)->name);
                 attention += k == OP_ATTENTION, attention_bwd += k == OP_ATTENTION_BWD;
             }
             cuda_step_describe(&cs, line, sizeof line);
-            cr_log_info("%s %s: %s", models[m], which ? "validation" : "step", line);
-            printf("cuda_step %s %s: %s (attention x%d, attention_bwd x%d)\n", models[m], which ? "validation" : "step", line, attention, attention_bwd);
+            cr_log_info("%s %s %s: %s", models[m], layout, which ? "validation" : "step", line);
+            printf("cuda_step %s %s %s: %s (attention x%d, attention_bwd x%d, layout changes x%d)\n", models[m], layout, which ? "validation" : "step", line,
+                   attention, attention_bwd, relayouts);
+            cr_expect_eq(relayouts > 0, m == 1, "%s: layout changes exactly in NHWC", layout);
             /* validation decodes boxes (dfl, dist2bbox) on the host: not attention's business */
-            cr_expect_eq(which ? cs.host_op_kinds[OP_ATTENTION] : cs.host_ops, 0, "%s %s: %s", models[m], which ? "validation" : "step", line);
+            cr_expect_eq(which ? cs.host_op_kinds[OP_ATTENTION] : cs.host_ops, 0, "%s %s %s: %s", models[m], layout, which ? "validation" : "step", line);
             cr_expect_gt(attention, 0, "%s has attention", models[m]);
             cr_expect_eq(attention_bwd > 0, which == 0, "only the step differentiates it");
             kernel_program_free(&kp);
