@@ -53,6 +53,9 @@ bool ref_detect_loss_bwd(const Graph *g, const Op *op, void **buf, char *err, in
 /* Between a channels-last tensor as stored and a packed NCHW copy of it
  * (fp32): pack fills packed, else stored. The reference kernels read NCHW. */
 void ref_channels_last_copy(const Tensor *x, float *stored, float *packed, bool pack);
+/* The same in place: data, channels-last x as stored, becomes its NCHW
+ * copy. False when out of memory (data unchanged). */
+bool ref_channels_last_to_nchw(const Tensor *x, float *data);
 
 #define REF_KERNEL(name) bool name(const Graph *g, const Op *op, void **buf, char *err, int errcap)
 #define T(i) ((float *)buf[op->in[i]])

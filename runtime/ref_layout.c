@@ -21,6 +21,16 @@ void ref_channels_last_copy(const Tensor *x, float *stored, float *packed, bool 
                 }
 }
 
+bool ref_channels_last_to_nchw(const Tensor *x, float *data) {
+    size_t bytes = sizeof(float) * (size_t)shape_numel(&x->shape);
+    float *stored = malloc(bytes + 1);
+    if (!stored) return false;
+    memcpy(stored, data, bytes);
+    ref_channels_last_copy(x, stored, data, true);
+    free(stored);
+    return true;
+}
+
 /* outer x dim x inner split of a shape around an axis */
 static void around(const Shape *s, int axis, int64_t *outer, int64_t *inner) {
     *outer = *inner = 1;

@@ -425,7 +425,7 @@ static void library_vs_reference(const char *precision, const char *layout) {
             cr_assert_not_null(ref[t]);
             cuda_view_gather(b->host, ref[t], numel / b->per, b->per, b->bs, sizeof(float));
             const Tensor *x = &g->tensors[t];
-            if (!tensor_logical_order(x)) emul_to_nchw(ref[t], numel / b->per, b->per, x->shape.d[1], x->shape.d[2] * x->shape.d[3]);
+            if (!tensor_logical_order(x)) emul_to_nchw(ref[t], &x->shape);
         }
         cr_assert(rk(g, op, ref, err, sizeof err), "%s: %s", op_def(op->kind)->name, err);
         YlArgs a = cuda_lib_args(g, &v.p.fusion.views, op, v.ptr);
@@ -610,8 +610,7 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                     /* the first max pool reads two levels only: windows full of ties */
                     fill_buf(&b[i], i < op->n_in ? (o == 0 ? 2 : 3 + (int)(rng_next(&seed) % 3)) : 0, -1.0f, &seed);
                     cuda_view_gather(b[i].host, ref[t], nimg, b[i].per, b[i].bs, sizeof(float));
-                    const Shape *s = &g.tensors[t].shape;
-                    if (cl) emul_to_nchw(ref[t], nimg, b[i].per, s->d[1], s->d[2] * s->d[3]);
+                    if (cl) emul_to_nchw(ref[t], &g.tensors[t].shape);
                     a.t[i] = b[i].emu;
                     a.bs[i] = gap ? b[i].bs : b[i].per;
                 }

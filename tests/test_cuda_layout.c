@@ -34,6 +34,14 @@ static void open_host(HostStep *h, const Plan *p) {
     h->cs.dev.L.cuMemcpyHtoDAsync = htod, h->cs.dev.L.cuMemcpyDtoHAsync = dtoh, h->cs.dev.L.cuStreamSynchronize = sync_none;
 }
 
+/* v rounded to what storage type st holds, in place */
+static void round_to(DType st, float *v, int64_t n) {
+    for (int64_t i = 0; i < n && st != DT_F32; i++) {
+        uint16_t b;
+        cuda_f32_to_storage(st, &v[i], &b, 1), cuda_storage_to_f32(st, &b, &v[i], 1);
+    }
+}
+
 /* n values in [-2, 2) that the storage type st holds exactly */
 static float *values(DType st, int64_t n, uint64_t *seed) {
     float *v = malloc(sizeof(float) * (size_t)n + 1);
@@ -41,9 +49,8 @@ static float *values(DType st, int64_t n, uint64_t *seed) {
     for (int64_t i = 0; i < n; i++) {
         *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
         v[i] = (float)((double)(*seed >> 40) / (1 << 24) * 4 - 2);
-        uint16_t b;
-        if (st != DT_F32) cuda_f32_to_storage(st, &v[i], &b, 1), cuda_storage_to_f32(st, &b, &v[i], 1);
     }
+    round_to(st, v, n);
     return v;
 }
 
@@ -139,11 +146,8 @@ Test(cuda_layout, library_ops_on_the_host_fallback_equal_the_reference) {
         /* the reference in fp32, rounded to the output's storage as the upload rounds it */
         float *want = malloc(sizeof(float) * (size_t)n + 1);
         cr_assert_not_null(want);
-        for (int64_t e = 0; e < n; e++) {
-            uint16_t b;
-            want[e] = ((float *)buf[t])[e];
-            if (cs->stype[t] != DT_F32) cuda_f32_to_storage((DType)cs->stype[t], &want[e], &b, 1), cuda_storage_to_f32((DType)cs->stype[t], &b, &want[e], 1);
-        }
+        memcpy(want, buf[t], sizeof(float) * (size_t)n);
+        round_to((DType)cs->stype[t], want, n);
         cr_assert(cuda_step_run(cs, ln->op_lo, ln->op_hi + 1, err, sizeof err), "%s", err);
         cr_assert(cuda_step_download(cs, t, got, err, sizeof err), "%s", err);
         cr_expect_arr_eq(got, want, sizeof(float) * (size_t)n, "op %d (%s, %s -> %s): host fallback vs reference", op->id, op_def(op->kind)->name,

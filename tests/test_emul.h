@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "../compiler/lib_kernels.h"
+#include "../runtime/ref_kernels.h"
 #include "test_util.h"
 
 extern char **environ;
@@ -99,17 +100,11 @@ static inline void emul_lib_run(const EmulKernel *e, YlArgs a) {
  * last (cl) with c channels over planes of `plane` elements, else r. */
 static inline int64_t emul_logical(bool cl, int64_t c, int64_t plane, int64_t r) { return cl ? (r % c) * plane + r / c : r; }
 
-/* nimg packed images of per elements in ref, each stored channels last
- * (c channels over planes of `plane`), reordered in place into NCHW as the
- * reference kernels read them. */
-static inline void emul_to_nchw(float *ref, int64_t nimg, int64_t per, int64_t c, int64_t plane) {
-    float *tmp = malloc(sizeof(float) * (size_t)per + 1);
-    cr_assert_not_null(tmp);
-    for (int64_t n = 0; n < nimg; n++) {
-        memcpy(tmp, ref + n * per, sizeof(float) * (size_t)per);
-        for (int64_t r = 0; r < per; r++) ref[n * per + emul_logical(true, c, plane, r)] = tmp[r];
-    }
-    free(tmp);
+/* A packed tensor of shape s in ref, stored channels last, reordered in
+ * place into NCHW as the reference kernels read it. */
+static inline void emul_to_nchw(float *ref, const Shape *s) {
+    Tensor x = {.shape = *s, .channels_last = true};
+    cr_assert(ref_channels_last_to_nchw(&x, ref), "out of memory");
 }
 
 #endif

@@ -54,19 +54,6 @@ static bool copies_directly(const CudaStep *cs, int t) {
     return (st == DT_F32 || st == DT_I64) && !views_batch_stride(&cs->plan->g, &cs->plan->fusion.views, t) && tensor_logical_order(&cs->plan->g.tensors[t]);
 }
 
-/* A channels-last tensor's host copy, fp32 in its stored order, reordered in place into NCHW (the host's order). */
-static bool host_to_nchw(const CudaStep *cs, int t, float *host, const char *doing, char *err, int errcap) {
-    const Tensor *x = &cs->plan->g.tensors[t];
-    if (tensor_logical_order(x)) return true;
-    size_t bytes = sizeof(float) * (size_t)shape_numel(&x->shape);
-    float *stored = malloc(bytes + 1);
-    if (!stored) return errf(err, errcap, "out of memory while %s", doing);
-    memcpy(stored, host, bytes);
-    ref_channels_last_copy(x, stored, host, true);
-    free(stored);
-    return true;
-}
-
 void cuda_step_master_changed(CudaStep *cs, int t) {
     if (cs->plan->g.tensors[t].kind == TK_PARAM && cs->mem.layout.lowp_off[t] >= 0) cs->dirty[t] = true;
 }
@@ -89,7 +76,9 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     ok = ok && CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (raw, cs->ptr[t], (size_t)span * es, cs->dev.main), doing, err, errcap) && sync_main(cs, doing, err, errcap);
     if (ok && stride) cuda_view_gather(raw, packed, images, row, stride, es);
     if (ok && !direct) cuda_storage_to_f32(st, packed, host, n);
-    ok = ok && host_to_nchw(cs, t, host, doing, err, errcap);
+    /* channels last: the host's copy is NCHW */
+    const Tensor *x = &cs->plan->g.tensors[t];
+    if (ok && !tensor_logical_order(x) && !ref_channels_last_to_nchw(x, host)) ok = errf(err, errcap, "out of memory while %s", doing);
     if (packed != raw) free(packed);
     if (!direct) free(raw);
     return ok;
@@ -108,19 +97,27 @@ static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errc
     char label[160], doing[224];
     cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "uploading tensor %s", label);
-    bool cl = !tensor_logical_order(&cs->plan->g.tensors[t]);
-    unsigned char *stage = (st == DT_F32 || st == DT_I64) && !cl ? (unsigned char *)(uintptr_t)host : malloc((size_t)n * (cl ? 4 : es) + 1);
-    if (!stage) return errf(err, errcap, "out of memory while %s", doing);
-    /* channels last: reordered into the stored order first, then converted in place */
-    if (cl) ref_channels_last_copy(&cs->plan->g.tensors[t], (float *)stage, (float *)(uintptr_t)host, false);
-    if (stage != host && (!cl || st != DT_F32)) cuda_f32_to_storage(st, cl ? stage : host, stage, n);
+    /* channels last: into the stored order first, then into the storage type */
+    const Tensor *x = &cs->plan->g.tensors[t];
+    const bool cl = !tensor_logical_order(x);
+    float *ordered = cl ? malloc(sizeof(float) * (size_t)n + 1) : NULL;
+    if (cl && !ordered) return errf(err, errcap, "out of memory while %s", doing);
+    if (cl) ref_channels_last_copy(x, ordered, (float *)(uintptr_t)host, false);
+    const void *src = cl ? ordered : host;
+    unsigned char *stage = st == DT_F32 || st == DT_I64 ? (unsigned char *)(uintptr_t)src : malloc((size_t)n * es + 1);
+    if (!stage) {
+        free(ordered);
+        return errf(err, errcap, "out of memory while %s", doing);
+    }
+    if (stage != src) cuda_f32_to_storage(st, src, stage, n);
     bool ok = true;
     for (int64_t i = 0; ok && i < images; i++)
         ok = CUDA_CALL(&cs->dev.L, cuMemcpyHtoDAsync, (cs->ptr[t] + (CuDevicePtr)((size_t)(i * (stride ? stride : row)) * es), stage + (size_t)(i * row) * es,
                                                       (size_t)row * es, cs->dev.main),
                        doing, err, errcap);
     ok = ok && sync_main(cs, doing, err, errcap);
-    if (stage != host) free(stage);
+    if (stage != src) free(stage);
+    free(ordered);
     return ok;
 }
 

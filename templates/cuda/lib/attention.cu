@@ -15,8 +15,8 @@
 /* The geometry of one thread: image n, head h, group g, token t, its area's first token a0. */
 struct YlAtt {
     long long n, t, a0, T, L, q, k, v; /* q, k, v: element offsets of the head's first q, k, v channel in qkv */
-    /* steps between channels and between tokens of qkv (and d_qkv), and of o, v, d_o, d_v */
-    long long qc, qt, oc, ot;
+    /* the step between channels (every operand), and between tokens of qkv (and d_qkv) and of o, v, d_o, d_v */
+    long long cs, qt, ot;
     int h, g;
 };
 
@@ -32,11 +32,10 @@ __device__ __forceinline__ YlAtt yl_att(const YlArgs &a, long long i, int groups
     r.g = (int)(rem / r.T);
     r.t = rem - (long long)r.g * r.T;
     r.a0 = r.t / r.L * r.L;
-    r.qc = a.cl ? 1 : r.T, r.qt = a.cl ? a.c : 1;
-    r.oc = a.cl ? 1 : r.T, r.ot = a.cl ? (long long)a.heads * a.head_dim : 1;
-    r.q = r.n * qkv_bs + (long long)r.h * (2 * a.key_dim + a.head_dim) * r.qc;
-    r.k = r.q + (long long)a.key_dim * r.qc;
-    r.v = r.k + (long long)a.key_dim * r.qc;
+    r.cs = a.cl ? 1 : r.T, r.qt = a.cl ? a.c : 1, r.ot = a.cl ? (long long)a.heads * a.head_dim : 1;
+    r.q = r.n * qkv_bs + (long long)r.h * (2 * a.key_dim + a.head_dim) * r.cs;
+    r.k = r.q + (long long)a.key_dim * r.cs;
+    r.v = r.k + (long long)a.key_dim * r.cs;
     return r;
 }
 
@@ -44,7 +43,7 @@ __device__ __forceinline__ YlAtt yl_att(const YlArgs &a, long long i, int groups
  * reference's scaled score (exact fp32 products summed in fp64) */
 __device__ __forceinline__ double yl_score(const void *qkv, const YlArgs &a, const YlAtt &r, long long i, long long j) {
     double s = 0;
-    for (int c = 0; c < a.key_dim; c++) s += (double)yk_ld_@TQ@(qkv, r.q + c * r.qc + i * r.qt) * yk_ld_@TQ@(qkv, r.k + c * r.qc + j * r.qt);
+    for (int c = 0; c < a.key_dim; c++) s += (double)yk_ld_@TQ@(qkv, r.q + c * r.cs + i * r.qt) * yk_ld_@TQ@(qkv, r.k + c * r.cs + j * r.qt);
     return yl_dmul(s, a.scale);
 }
 
@@ -69,12 +68,12 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
         for (int d = 0; d < YL_ATT_G; d++) acc[d] = 0;
         for (long long j = 0; j < r.L; j++) {
             const double p = exp(yl_score(a.t[0], a, r, r.t, r.a0 + j) - mx) / sum;
-            for (int d = 0; d < nd; d++) acc[d] += yl_dmul(yk_ld_@T0@(a.t[0], r.v + (d0 + d) * r.qc + (r.a0 + j) * r.qt), p);
+            for (int d = 0; d < nd; d++) acc[d] += yl_dmul(yk_ld_@T0@(a.t[0], r.v + (d0 + d) * r.cs + (r.a0 + j) * r.qt), p);
         }
-        const long long o = ((long long)r.h * a.head_dim + d0) * r.oc + r.t * r.ot;
+        const long long o = ((long long)r.h * a.head_dim + d0) * r.cs + r.t * r.ot;
         for (int d = 0; d < nd; d++) {
-            yk_st_@T1@(a.t[1], r.n * a.bs[1] + o + d * r.oc, (float)acc[d]);
-            yk_st_@T2@(a.t[2], r.n * a.bs[2] + o + d * r.oc, yk_ld_@T0@(a.t[0], r.v + (d0 + d) * r.qc + r.t * r.qt));
+            yk_st_@T1@(a.t[1], r.n * a.bs[1] + o + d * r.cs, (float)acc[d]);
+            yk_st_@T2@(a.t[2], r.n * a.bs[2] + o + d * r.cs, yk_ld_@T0@(a.t[0], r.v + (d0 + d) * r.cs + r.t * r.qt));
         }
     }
 }
@@ -90,9 +89,9 @@ __device__ __forceinline__ int yl_att_groups(const YlArgs &a) { return 2 * ((a.k
 
 /* dP[i][j] = d_o of token i . v of token j (exact products summed in fp64) */
 __device__ __forceinline__ double yl_dp(const YlArgs &a, const YlAtt &r, long long i, long long j) {
-    const long long ob = r.n * a.bs[0] + (long long)r.h * a.head_dim * r.oc;
+    const long long ob = r.n * a.bs[0] + (long long)r.h * a.head_dim * r.cs;
     double s = 0;
-    for (int d = 0; d < a.head_dim; d++) s += (double)yk_ld_@T0@(a.t[0], ob + d * r.oc + i * r.ot) * yk_ld_@T2@(a.t[2], r.v + d * r.qc + j * r.qt);
+    for (int d = 0; d < a.head_dim; d++) s += (double)yk_ld_@T0@(a.t[0], ob + d * r.cs + i * r.ot) * yk_ld_@T2@(a.t[2], r.v + d * r.cs + j * r.qt);
     return s;
 }
 
@@ -131,24 +130,24 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
         const int region = r.g < nq ? 0 : r.g < 2 * nq ? 1 : 2, width = region < 2 ? a.key_dim : a.head_dim;
         const int c0 = (r.g - region * nq) * YL_ATT_G, nc = width - c0 < YL_ATT_G ? width - c0 : YL_ATT_G;
         double acc[YL_ATT_G];
-        const long long ob = (long long)r.h * a.head_dim * r.oc;
-        for (int c = 0; c < YL_ATT_G; c++) acc[c] = region == 2 && c < nc ? (double)yk_ld_@T1@(a.t[1], r.n * a.bs[1] + ob + (c0 + c) * r.oc + r.t * r.ot) : 0.0;
+        const long long ob = (long long)r.h * a.head_dim * r.cs;
+        for (int c = 0; c < YL_ATT_G; c++) acc[c] = region == 2 && c < nc ? (double)yk_ld_@T1@(a.t[1], r.n * a.bs[1] + ob + (c0 + c) * r.cs + r.t * r.ot) : 0.0;
         for (long long u = 0; u < r.L; u++) {
             /* the pair (query qi, key kj): this thread's row against key u, or query u against its column */
             const long long qi = region == 0 ? r.t : r.a0 + u, kj = region == 0 ? r.a0 + u : r.t;
             const double *w = yl_ws(a, r, qi);
             const double p = exp(yl_score(a.t[2], a, r, qi, kj) - w[0]) / w[1];
             if (region == 2) {
-                for (int c = 0; c < nc; c++) acc[c] += yl_dmul(p, yk_ld_@T0@(a.t[0], r.n * a.bs[0] + ob + (c0 + c) * r.oc + qi * r.ot));
+                for (int c = 0; c < nc; c++) acc[c] += yl_dmul(p, yk_ld_@T0@(a.t[0], r.n * a.bs[0] + ob + (c0 + c) * r.cs + qi * r.ot));
                 continue;
             }
             const double ds = p * (yl_dp(a, r, qi, kj) - w[2]);
             /* dq reads k of the key, dk reads q of the query */
             const long long src = region == 0 ? r.k + kj * r.qt : r.q + qi * r.qt;
-            for (int c = 0; c < nc; c++) acc[c] += yl_dmul(ds, yk_ld_@T2@(a.t[2], src + (c0 + c) * r.qc));
+            for (int c = 0; c < nc; c++) acc[c] += yl_dmul(ds, yk_ld_@T2@(a.t[2], src + (c0 + c) * r.cs));
         }
-        const long long base = r.n * a.bs3 + ((long long)r.h * (2 * a.key_dim + a.head_dim) + (long long)region * a.key_dim + c0) * r.qc + r.t * r.qt;
-        for (int c = 0; c < nc; c++) yk_st_@T3@(a.t3, base + c * r.qc, (float)(region == 2 ? acc[c] : acc[c] * a.scale));
+        const long long base = r.n * a.bs3 + ((long long)r.h * (2 * a.key_dim + a.head_dim) + (long long)region * a.key_dim + c0) * r.cs + r.t * r.qt;
+        for (int c = 0; c < nc; c++) yk_st_@T3@(a.t3, base + c * r.cs, (float)(region == 2 ? acc[c] : acc[c] * a.scale));
     }
 }
 #endif

@@ -1,9 +1,10 @@
 /* Library kernels: max and average pooling and their gradients, as
  * runtime/ref_layout.c computes them. Operands: inputs, then the output;
  * one thread per output element (grid-stride); image n of operand s starts
- * at n * a.bs[s]; every operand NCHW or, when a.cl is set, channels last. Gradients gather over the windows covering each input
- * element in the reference's window order, so sums are reproducible and no
- * atomics are needed. */
+ * at n * a.bs[s]; every operand NCHW or, when a.cl is set, channels last.
+ * Gradients gather over the windows covering each input element in the
+ * reference's window order, so sums are reproducible and no atomics are
+ * needed. */
 #if defined(YL_MAXPOOL2D) || defined(YL_MAXPOOL2D_BWD)
 /* Plane offset of the window maximum: the first in row-major order wins
  * ties, a later value must be strictly greater, a NaN always wins; padding

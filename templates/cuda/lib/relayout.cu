@@ -11,7 +11,7 @@ __device__ __forceinline__ long long yl_stored(const YlArgs &a, int s, long long
     const long long n = i / a.per[s], r = i - n * a.per[s];
     if (!(a.cl >> s & 1)) return n * a.bs[s] + r;
     const long long ch = r / a.plane[s];
-    return n * a.bs[s] + (r - ch * a.plane[s]) * a.ch[s] + ch;
+    return n * a.bs[s] + yl_at(true, ch, r - ch * a.plane[s], a.ch[s], a.plane[s]);
 }
 /* @NAME@: relayout(x) -> y, y's logical elements equal to x's */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
