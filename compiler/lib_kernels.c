@@ -33,6 +33,9 @@ static const struct {
     [LK_CAST] = {"cast", "cast", OP_COUNT},
     [LK_UNSCALE] = {"unscale", "unscale", OP_COUNT},
     [LK_ATTENTION_STATS] = {"attention_stats", "attention", OP_COUNT},
+    [LK_ATT_PARTIALS] = {"att_partials", "attention_gemm", OP_COUNT},
+    [LK_ATT_ROWS] = {"att_rows", "attention_gemm", OP_COUNT},
+    [LK_ATT_VCOPY] = {"att_vcopy", "attention_gemm", OP_COUNT},
     [LK_EMA] = {"ema", "ema", OP_COUNT},
     [LK_IMAGES_U8] = {"images_u8", "cast", OP_COUNT},
     [LK_DETLOSS_DECODE] = {"detloss_decode", "detloss", OP_COUNT},
@@ -77,6 +80,13 @@ int lib_entry_of(OpKind k) {
     for (int e = 0; e < LK_CAST; e++)
         if (ENTRY[e].op == k) return e;
     return -1;
+}
+
+void lib_att_gemm_types(OpKind k, const DType *dt, LibEntry e, DType out[2]) {
+    bool bwd = k == OP_ATTENTION_BWD;
+    /* operands: attention qkv, o, v; attention_bwd d_o, d_v, qkv, d_qkv */
+    if (e == LK_ATT_VCOPY) out[0] = dt[bwd ? 1 : 0], out[1] = dt[bwd ? 3 : 2];
+    else out[0] = DT_F32, out[1] = dt[bwd ? 2 : 0];
 }
 
 static const char *tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
@@ -167,6 +177,12 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         /* the statistics launch runs first, so it is interned first */
         if (e == LK_ATTENTION_BWD) ok = intern(lp, &cap, LK_ATTENTION_STATS, n, dt) >= 0;
         ok = ok && (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, n, dt)) >= 0;
+        /* and the kernels around its cuBLASLt products, which the runtime prefers */
+        for (int g2 = LK_ATT_PARTIALS; ok && (e == LK_ATTENTION || e == LK_ATTENTION_BWD) && g2 <= LK_ATT_VCOPY; g2++) {
+            DType gt[2];
+            lib_att_gemm_types(op->kind, dt, (LibEntry)g2, gt);
+            ok = intern(lp, &cap, (LibEntry)g2, 2, gt) >= 0;
+        }
     }
     if (ok && trains) {
         DType dt[2] = {DT_F32, DT_F32};

@@ -19,6 +19,10 @@ typedef enum {
     /* attention_bwd's first launch (per query row: the softmax statistics into
      * YlArgs.ws), same operands and arguments as LK_ATTENTION_BWD's */
     LK_ATTENTION_STATS,
+    /* attention through cuBLASLt (runtime/cuda/attention_gemm.h), around its products: a
+     * softmax row's partial statistics per chunk of columns, each element from its row's
+     * chunks, v between qkv's layout and the op's v (d_v) */
+    LK_ATT_PARTIALS, LK_ATT_ROWS, LK_ATT_VCOPY,
     LK_EMA,     /* training plans: ModelEMA's update of one fp32 state tensor on the device */
     /* plans with an images input: a batch's pixels uploaded as bytes, value / 255 into the
      * images' storage type (what the loader computes on the host, a quarter of the traffic) */
@@ -76,6 +80,11 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
  * reduce, finish), or the levels', the gradients' and d_total's (grad).
  * Returns their number; -1 when e is no loss phase. */
 int lib_detloss_types(LibEntry e, DType level, DType grad, DType d_total, DType dt[YL_MAX_OPERANDS]);
+/* The two operand types of kernel e (LK_ATT_PARTIALS, LK_ATT_ROWS, LK_ATT_VCOPY) around
+ * the cuBLASLt products of an attention (k: OP_ATTENTION or OP_ATTENTION_BWD) whose operands
+ * are stored as dt (inputs, then outputs): partials and rows {fp32 scores, qkv's type};
+ * vcopy {source, destination}. */
+void lib_att_gemm_types(OpKind k, const DType *dt, LibEntry e, DType out[2]);
 /* The index in lp of kernel (e, dt[0..n)), or -1. */
 int lib_program_find(const LibProgram *lp, LibEntry e, int n, const DType *dt);
 void lib_program_free(LibProgram *lp);

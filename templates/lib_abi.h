@@ -30,5 +30,10 @@ typedef struct YlArgs {
      * logical shape, which relayout (a reshape between layouts) reads. */
     int cl;
     long long ch[YL_MAX_OPERANDS], plane[YL_MAX_OPERANDS], per[YL_MAX_OPERANDS];
+    /* attention through cuBLASLt (runtime/cuda/attention_gemm.h): one slice's score rows
+     * (images x tokens per area) and their length; att_bwd: the gradient's pass (the
+     * softmax's gradient, d_v into d_qkv) instead of the forward's */
+    long long att_rows, att_len;
+    int att_bwd;
 } YlArgs;
 #endif

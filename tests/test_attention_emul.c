@@ -10,9 +10,10 @@
 #include "../runtime/cuda/cuda_convert.h"
 #include "../runtime/ref_kernels.h"
 #include "test_emul.h"
+#include "test_emul_operand.h"
 #include "test_gpu.h"
 
-enum { RZ = 32, EMU_GRID = 2, EMU_BLOCK = 3, GAP = 7, NT = 3, MIXED = NT, NSETS = NT + 1 };
+enum { EMU_GRID = 2, EMU_BLOCK = 3, NT = 3, MIXED = NT, NSETS = NT + 1 };
 static const DType TYPES[NT] = {DT_F32, DT_BF16, DT_F16};
 
 /* Storage type of operand i of op o in type set ts: every operand in one
@@ -21,19 +22,6 @@ static const DType TYPES[NT] = {DT_F32, DT_BF16, DT_F16};
 static DType type_of(int ts, int o, int i) { return ts < NT ? TYPES[ts] : TYPES[(o + i) % NT]; }
 
 static const char *dtag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
-static size_t esz(DType d) { return d == DT_F32 ? 4 : 2; }
-
-static uint64_t rnd(uint64_t *s) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return *s;
-}
-
-/* poison of gaps, red zones and the scratch: a NaN no kernel writes */
-static const uint16_t POISON16 = 0x7fd5;
-static const uint32_t POISON32 = 0x7fc0dead;
-static void poison_at(DType d, unsigned char *p) { d == DT_F32 ? memcpy(p, &POISON32, 4) : memcpy(p, &POISON16, 2); }
-static bool poisoned_at(DType d, const unsigned char *p) { return d == DT_F32 ? !memcmp(p, &POISON32, 4) : !memcmp(p, &POISON16, 2); }
-
 /* The kernels of op o in type set ts: the op's own, and for attention_bwd
  * its statistics kernel, named as below. */
 static int op_kernels(const Op *op, int o, int ts, LibKernel *ks) {
@@ -81,42 +69,6 @@ static void emul_run(void *h, const char *name, const YlArgs *a) {
     cr_assert(thread && fn, "%s is not in the emulation object", name);
     for (unsigned b = 0; b < EMU_GRID; b++)
         for (unsigned t = 0; t < EMU_BLOCK; t++) thread(EMU_GRID, EMU_BLOCK, b, t), fn(*a);
-}
-
-/* One operand as the device holds it: images `bs` apart (per + GAP for a
- * view, else per), poison between them and RZ elements either side; each
- * image NCHW or (cl) channels last, c channels over planes of `plane`. */
-typedef struct Operand {
-    DType dt;
-    int64_t per, bs, span, nimg, c, plane;
-    bool cl;
-    unsigned char *base, *at;
-} Operand;
-
-/* index in the packed NCHW reference of stored element e */
-static int64_t ref_index(const Operand *b, int64_t e) { return e / b->bs * b->per + emul_logical(b->cl, b->c, b->plane, e % b->bs); }
-
-static bool in_view(const Operand *b, int64_t e) { return e >= 0 && e < b->span && e % b->bs < b->per; }
-
-/* Allocates and poisons b (shape s); inputs get values uniform in [-1, 1), and ref (packed NCHW fp32) the stored values. */
-static void operand_open(Operand *b, DType dt, const Shape *s, bool gap, bool cl, bool input, float *ref, uint64_t *seed) {
-    int64_t nimg = s->d[0];
-    *b = (Operand){.dt = dt, .per = shape_numel(s) / nimg, .nimg = nimg, .c = s->d[1], .plane = s->d[2] * s->d[3], .cl = cl};
-    b->bs = b->per + (gap ? GAP : 0);
-    b->span = (nimg - 1) * b->bs + b->per;
-    b->base = malloc((size_t)(b->span + 2 * RZ) * esz(dt));
-    cr_assert_not_null(b->base);
-    b->at = b->base + RZ * esz(dt);
-    for (int64_t e = -RZ; e < b->span + RZ; e++) {
-        unsigned char *p = b->at + e * (int64_t)esz(dt);
-        if (!input || !in_view(b, e)) {
-            poison_at(dt, p);
-            continue;
-        }
-        float x = (float)((double)(rnd(seed) >> 40) * (2.0 / 16777216.0) - 1.0);
-        cuda_f32_to_storage(dt, &x, p, 1);
-        cuda_storage_to_f32(dt, p, &ref[ref_index(b, e)], 1);
-    }
 }
 
 /* Worst difference of output b from the packed reference: fp32 storage
@@ -266,11 +218,14 @@ Test(attention_emul, entries_and_arguments) {
     kp.launches = ln, kp.n_launches = 2;
     LibProgram lp;
     cr_assert(lib_program_build(&g, PREC_BF16, &kp, &lp, err, sizeof err), "%s", err);
-    cr_assert_eq(lp.n_kernels, 4, "attention, its gradient's two kernels, the cast");
+    cr_assert_eq(lp.n_kernels, 7, "attention, its gradient's two kernels, the three around the cuBLASLt products (shared by both ops), the cast");
     /* the graph's inputs are fp32, the ops' outputs bf16 activations */
     cr_expect_str_eq(lp.kernels[lp.launch_kernel[0]].name, "yl_attention_f32_bf16_bf16");
     cr_expect_str_eq(lp.kernels[lp.launch_kernel[1]].name, "yl_attention_bwd_f32_f32_f32_bf16");
     cr_expect_str_eq(lp.kernels[lp.launch_kernel[1] - 1].name, "yl_attention_stats_f32_f32_f32_bf16");
+    /* the cuBLASLt route's: scores fp32 and P in qkv's type (here the fp32 input), v from qkv into o's type, d_v into d_qkv's */
+    const char *route[] = {"yl_att_partials_f32_f32", "yl_att_rows_f32_f32", "yl_att_vcopy_f32_bf16"};
+    for (int i = 0; i < 3; i++) cr_expect_eq(lp.kernels[lp.launch_kernel[0] + 1 + i].name[0] ? strcmp(lp.kernels[lp.launch_kernel[0] + 1 + i].name, route[i]) : -1, 0, "%s", route[i]);
     lib_program_free(&lp);
     arena_free(&ar);
 }
