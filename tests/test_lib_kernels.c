@@ -1,7 +1,8 @@
 /* tests/test_lib_kernels.c — the CUDA library kernels (compiler/lib_kernels.h, templates/cuda/lib):
  * which ops get one, names, launch arguments and NVRTC compiles for every model and precision (no
  * GPU); on a GPU, each kernel against its reference kernel on inputs full of ties, packed and as
- * views, and the compute-copy cast (`SKIP: no CUDA device` without one). Owns no library code. */
+ * views, attention through cuBLASLt and the kernels around its products, and the compute-copy cast
+ * (`SKIP: no CUDA device` without one). Owns no library code. */
 #include <math.h>
 
 #include "../compiler/lib_kernels.h"
@@ -9,6 +10,7 @@
 #include "../compiler/nvrtc_build.h"
 #include "../compiler/train_compile.h"
 #include "../passes/views.h"
+#include "../runtime/cuda/cuda_attention.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/ref_kernels.h"
 #include "test_gpu.h"
@@ -235,6 +237,7 @@ typedef struct Dev {
     CudaDevice d;
     CuModule mod[LK_COUNT * 3];
     int n_mod;
+    CublasLtHandle blas;    /* attention through cuBLASLt: created and destroyed by its tests */
 } Dev;
 
 /* Device 0 (or `SKIP: no CUDA device`) with NVRTC to compile for it. */
@@ -550,3 +553,174 @@ Test(lib_kernels, cast_rounds_like_the_host) {
     free(x);
     dev_close(&v);
 }
+
+/* ---- attention through cuBLASLt (runtime/cuda/cuda_attention.h) on a GPU ---- */
+
+/* Kernel e around attention's products with operand types kt, compiled once per
+ * device: a module this Dev already loaded under the kernel's name serves again. */
+static CuFunction load_att_gemm(Dev *v, LibEntry e, const DType kt[2]) {
+    LibKernel k = {.entry = e, .n_operands = 2, .dt = {kt[0], kt[1]}};
+    snprintf(k.name, sizeof k.name, "yl_agc_%d_%d_%d", (int)e, (int)kt[0], (int)kt[1]);
+    CuFunction f;
+    for (int i = 0; i < v->n_mod; i++)
+        if (v->d.L.cuModuleGetFunction(&f, v->mod[i], k.name) == 0) return f;
+    cr_assert_lt(v->n_mod, (int)(sizeof v->mod / sizeof v->mod[0]), "%s: no module slot left", k.name);
+    return load(v, &k);
+}
+
+/* Stored index of element (ch, p) of image im: NCHW or channels last, images bs apart. */
+static int64_t att_stored(bool cl, int64_t ch, int64_t p, int64_t channels, int64_t plane, int64_t im, int64_t bs) {
+    return im * bs + (cl ? p * channels + ch : ch * plane + p);
+}
+
+/* Attention op o of lib_attention_graph through cuBLASLt and the three kernels around its
+ * products (cuda_attention_run on the device's main stream, v->blas made by the caller),
+ * every operand in storage type dt, `gap` elements between images, every operand NCHW or
+ * (cl) channels last; the reference (packed NCHW) runs on the same stored values. Outputs
+ * start filled with 0x5a, so every element must be written (attention_bwd's d_qkv v slots:
+ * d_v's copy, then the accumulated product), gaps must keep their bytes and inputs stay
+ * unchanged. Returns the worst |got - ref| relative to each output's largest |ref|. */
+static double check_attention_cublaslt(Dev *v, const Graph *g, int o, DType dt, int64_t gap, bool cl, uint64_t *seed) {
+    const Op *op = &g->ops[o];
+    const int n = op->n_in + op->n_out;
+    const size_t es = esize(dt);
+    const CudaLibs *L = &v->d.L;
+    char err[1024], what[160];
+    snprintf(what, sizeof what, "op %d %s (%s, gap %lld, %s)", o, op_def(op->kind)->name, dt == DT_F32 ? "fp32" : dt == DT_BF16 ? "bf16" : "fp16", (long long)gap,
+             cl ? "channels last" : "NCHW");
+    Views views;
+    cr_assert(views_identity(g, g->arena, &views, err, sizeof err), "%s", err);
+    YlArgs la = lib_launch_args(g, &views, op);
+    void **ref = calloc((size_t)g->n_tensors, sizeof *ref);
+    CuDevicePtr *ptr = calloc((size_t)g->n_tensors, sizeof *ptr);
+    cr_assert(ref && ptr);
+    DType dts[LIB_MAX_OPERANDS];
+    CuDevicePtr dev[LIB_MAX_OPERANDS] = {0};
+    unsigned char *stage[LIB_MAX_OPERANDS] = {0};
+    int64_t span[LIB_MAX_OPERANDS], per[LIB_MAX_OPERANDS], chans[LIB_MAX_OPERANDS], plane[LIB_MAX_OPERANDS];
+    const int64_t nimg = g->tensors[op->in[0]].shape.d[0];
+    for (int i = 0; i < n; i++) {
+        const int t = lib_operand_tensor(op, i);
+        const Shape *s = &g->tensors[t].shape;
+        dts[i] = dt;
+        per[i] = shape_numel(s) / nimg, chans[i] = s->d[1], plane[i] = s->d[2] * s->d[3];
+        *lib_operand_bs(&la, i) = per[i] + gap;
+        span[i] = (nimg - 1) * (per[i] + gap) + per[i];
+        ref[t] = calloc((size_t)shape_numel(s) + 1, sizeof(float));
+        stage[i] = malloc((size_t)span[i] * es);
+        cr_assert(ref[t] && stage[i]);
+        memset(stage[i], 0x5a, (size_t)span[i] * es);
+        float *x = ref[t];
+        for (int64_t im = 0; i < op->n_in && im < nimg; im++)
+            for (int64_t ch = 0; ch < chans[i]; ch++)
+                for (int64_t p = 0; p < plane[i]; p++) {
+                    /* the reference reads the value as stored */
+                    float *r = &x[im * per[i] + ch * plane[i] + p];
+                    unsigned char *at = stage[i] + (size_t)att_stored(cl, ch, p, chans[i], plane[i], im, per[i] + gap) * es;
+                    *r = (float)((double)(next(seed) >> 40) * (2.0 / 16777216.0) - 1.0);
+                    cuda_f32_to_storage(dt, r, at, 1);
+                    cuda_storage_to_f32(dt, at, r, 1);
+                }
+        cr_assert(CUDA_CALL(L, cuMemAlloc, (&dev[i], (size_t)span[i] * es), "allocating an operand", err, sizeof err), "%s: %s", what, err);
+        cr_assert(CUDA_CALL(L, cuMemcpyHtoD, (dev[i], stage[i], (size_t)span[i] * es), "uploading an operand", err, sizeof err), "%s: %s", what, err);
+        ptr[t] = dev[i];
+    }
+    la.cl = cl ? (1 << n) - 1 : 0;
+    cr_assert(ref_kernel(op->kind)(g, op, ref, err, sizeof err), "%s: %s", what, err);
+
+    CudaAttOp a;
+    memset(&a, 0, sizeof a);
+    cr_assert(attention_gemm_build(&a.ag, g, op, &la, dts, err, sizeof err), "%s: %s", what, err);
+    const LibEntry ent[3] = {LK_ATT_PARTIALS, LK_ATT_ROWS, LK_ATT_VCOPY};
+    for (int e = 0; e < 3; e++) {
+        DType kt[2];
+        lib_att_gemm_types(op->kind, dts, ent[e], kt);
+        a.fn[e] = load_att_gemm(v, ent[e], kt);
+    }
+    CuDevicePtr scratch = 0, ws = 0, buf[AB_COUNT];
+    cr_assert_gt(a.ag.scratch_bytes, 0, "%s", what);
+    cr_assert(CUDA_CALL(L, cuMemAlloc, (&scratch, (size_t)a.ag.scratch_bytes), "allocating attention's scratch", err, sizeof err), "%s: %s", what, err);
+    /* NaN in every type: a scratch element read before the work list writes it shows in the outputs */
+    cr_assert(CUDA_CALL(L, cuMemsetD8Async, (scratch, 0xff, (size_t)a.ag.scratch_bytes, v->d.main), "filling the scratch", err, sizeof err), "%s: %s", what, err);
+    cr_assert(CUDA_CALL(L, cuMemAlloc, (&ws, (size_t)CUDA_ATT_GEMM_WORKSPACE), "allocating the cuBLASLt workspace", err, sizeof err), "%s: %s", what, err);
+    cuda_attention_buffers(&a, op, ptr, scratch, buf);
+    cr_assert(cuda_attention_prepare(&a, L, v->blas, buf, err, sizeof err), "%s: %s", what, err);
+    cr_assert(cuda_attention_run(&a, L, v->blas, buf, ws, v->d.sm_count, v->d.main, err, sizeof err), "%s: %s", what, err);
+    cr_assert(CUDA_CALL(L, cuStreamSynchronize, (v->d.main), "running attention through cuBLASLt", err, sizeof err), "%s: %s", what, err);
+
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned char *got = malloc((size_t)span[i] * es);
+        cr_assert_not_null(got);
+        cr_assert(CUDA_CALL(L, cuMemcpyDtoH, (got, dev[i], (size_t)span[i] * es), "downloading an operand", err, sizeof err), "%s: %s", what, err);
+        if (i < op->n_in) {
+            cr_expect(memcmp(got, stage[i], (size_t)span[i] * es) == 0, "%s: input %d changed", what, i);
+            free(got);
+            continue;
+        }
+        const float *want = ref[lib_operand_tensor(op, i)];
+        double mx = 0;
+        for (int64_t e = 0; e < nimg * per[i]; e++) mx = fmax(mx, fabs((double)want[e]));
+        double w = 0;
+        int64_t gap_changed = 0;
+        for (int64_t im = 0; im < nimg; im++) {
+            for (int64_t ch = 0; ch < chans[i]; ch++)
+                for (int64_t p = 0; p < plane[i]; p++) {
+                    float gv;
+                    cuda_storage_to_f32(dt, got + (size_t)att_stored(cl, ch, p, chans[i], plane[i], im, per[i] + gap) * es, &gv, 1);
+                    const double d = isfinite(gv) ? fabs((double)gv - want[im * per[i] + ch * plane[i] + p]) / fmax(mx, 1e-30) : INFINITY;
+                    w = fmax(w, d);
+                }
+            for (int64_t e = per[i]; im + 1 < nimg && e < per[i] + gap; e++)
+                for (size_t b = 0; b < es; b++) gap_changed += got[(size_t)(im * (per[i] + gap) + e) * es + b] != 0x5a;
+        }
+        cr_expect_eq(gap_changed, 0, "%s output %d: %lld bytes between the images changed", what, i - op->n_in, (long long)gap_changed);
+        cr_log_info("%s output %d: worst error %.3g of the largest (%.3g)", what, i - op->n_in, w, mx);
+        worst = fmax(worst, w);
+        free(got);
+    }
+    cuda_attention_free(&a, L);
+    (void)L->cuMemFree(ws), (void)L->cuMemFree(scratch);
+    for (int i = 0; i < n; i++) (void)L->cuMemFree(dev[i]), free(stage[i]);
+    for (int t = 0; t < g->n_tensors; t++) free(ref[t]);
+    free(ref), free(ptr);
+    return worst;
+}
+
+/* Every op of lib_attention_graph through cuBLASLt in storage type dt, packed and 7 apart,
+ * NCHW and channels last: each within tol of its output's largest reference value. */
+static void each_attention_cublaslt(DType dt, double tol) {
+    Dev v;
+    dev_open(&v);
+    const char *tag = dt == DT_F32 ? "fp32" : dt == DT_BF16 ? "bf16" : "fp16";
+    const CublasStatus st = v.d.L.cublasLtCreate(&v.blas);
+    cr_assert_eq(st, 0, "cublasLtCreate failed (cublasStatus %d) on %s", st, v.d.name);
+    Arena ar;
+    Graph g;
+    lib_attention_graph(&g, &ar);
+    uint64_t seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)dt;
+    double worst = 0;
+    long long elements = 0;
+    for (int o = 0; o < g.n_ops; o++)
+        for (int run = 0; run < 4; run++) {
+            const int64_t gap = run & 1 ? 7 : 0;
+            const bool cl = run >= 2;
+            const double w = check_attention_cublaslt(&v, &g, o, dt, gap, cl, &seed);
+            cr_expect_leq(w, tol, "op %d %s (%s, gap %lld, %s): worst error %.3g of the largest value (tolerance %.3g)", o, op_def(g.ops[o].kind)->name, tag,
+                          (long long)gap, cl ? "channels last" : "NCHW", w, tol);
+            worst = fmax(worst, w);
+            for (int i = 0; i < g.ops[o].n_out; i++) elements += shape_numel(&g.tensors[g.ops[o].out[i]].shape);
+        }
+    cr_log_info("attention through cuBLASLt on %s: worst error %.3g of the largest over %lld elements", v.d.name, worst, elements);
+    printf("lib_kernels attention_cublaslt %s: worst error %.3g of the largest over %lld elements\n", tag, worst, elements);
+    cr_assert_eq(v.d.L.cublasLtDestroy(v.blas), 0, "cublasLtDestroy");
+    v.blas = NULL;
+    arena_free(&ar);
+    dev_close(&v);
+}
+
+/* fp32: cuBLAS sums in another order than the host (never TF32); 16-bit: P and dS are
+ * rounded to the storage type before their products, as on the host (test_attention_gemm.c). */
+Test(lib_kernels, attention_through_cublaslt_matches_the_reference_fp32) { each_attention_cublaslt(DT_F32, 2e-5); }
+Test(lib_kernels, attention_through_cublaslt_matches_the_reference_bf16) { each_attention_cublaslt(DT_BF16, 1.5e-2); }
+Test(lib_kernels, attention_through_cublaslt_matches_the_reference_fp16) { each_attention_cublaslt(DT_F16, 3e-3); }

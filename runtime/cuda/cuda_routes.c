@@ -20,11 +20,12 @@ CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
 
 CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
     CudaRoute r = cuda_step_route(g, ln);
-    return (r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host ? CUDA_ROUTE_HOST : r;
+    if ((r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host) return CUDA_ROUTE_HOST;
+    return r == CUDA_ROUTE_LIBRARY && cuda_step_attention_routed(cs, ln->op_lo) ? CUDA_ROUTE_CUBLASLT : r;
 }
 
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
-    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = 0;
+    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = cs->cublaslt_ops = 0;
     memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
     for (int l = 0; l < kp->n_launches; l++) {
         const KLaunch *ln = &kp->launches[l];
@@ -33,6 +34,7 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
         case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
         case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
         case CUDA_ROUTE_DETLOSS: cs->loss_ops++; break;
+        case CUDA_ROUTE_CUBLASLT: cs->cublaslt_ops++; break;
         case CUDA_ROUTE_HOST:
             cs->host_ops++;
             cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
@@ -71,6 +73,9 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
             append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
         }
     }
+    if (cs->cublaslt_ops) append(buf, cap, &used, "; %d attention op%s through cuBLASLt", cs->cublaslt_ops, cs->cublaslt_ops == 1 ? "" : "s");
+    if (cs->att_library)
+        append(buf, cap, &used, "; %d attention op%s in library kernels (%s)", cs->att_library, cs->att_library == 1 ? "" : "s", cs->att_why);
     if (cs->conv.staged_ops)
         append(buf, cap, &used, "; %d weight gradient%s in %s by cuDNN, then widened to fp32 (no engine writes fp32 from those inputs)", cs->conv.staged_ops,
                cs->conv.staged_ops == 1 ? "" : "s", precision_name(cs->conv.precision));

@@ -154,13 +154,14 @@ static bool check_routes(const CudaStep *cs, char *err, int errcap) {
     return true;
 }
 
-/* cuDNN's workspace, the detection loss's scratch and the library kernels'
- * (attention_bwd's statistics) take turns on the main stream, so they share
+/* cuDNN's workspace, the detection loss's scratch, the library kernels'
+ * (attention_bwd's statistics) and attention's through cuBLASLt take turns on the main stream, so they share
  * one allocation of the largest size. */
 int64_t cuda_step_workspace_need(const CudaStep *cs) {
     const Graph *g = &cs->plan->g;
     int64_t w = cudnn_conv_workspace_bytes(&cs->conv);
     if (cs->kern.scratch_bytes > w) w = cs->kern.scratch_bytes;
+    if (cuda_step_attention_workspace(cs) > w) w = cuda_step_attention_workspace(cs);
     for (int o = 0; o < g->n_ops; o++) {
         int64_t l = cuda_detloss_op_scratch_bytes(g, &g->ops[o]);
         if (l > w) w = l;
@@ -197,15 +198,16 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     char doing[256];
     /* kernels first: a plan compiled for another architecture fails before any memory is taken */
     bool ok = (cs->dev_open = cuda_device_open(&cs->dev, ordinal, false, err, errcap)) &&
-              (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) &&
+              (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) && cuda_step_attention_open(cs, err, errcap) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) &&
               (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
         cs->kern.scratch = cs->mem.workspace;
-        cuda_step_census(cs, g, &cs->kern.kp);
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
+        ok = ok && cuda_step_attention_prepare(cs, err, errcap);
+        cuda_step_census(cs, g, &cs->kern.kp);
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
     ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_lists(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
@@ -238,6 +240,7 @@ void cuda_step_close(CudaStep *cs) {
     }
     free(cs->graphs);
     if (cs->mem_open) cuda_mem_free(&cs->mem, &cs->dev);
+    cuda_step_attention_close(cs);
     if (cs->conv_open) cudnn_conv_close(&cs->conv);
     if (cs->kern_open) cuda_kernels_close(&cs->kern, &cs->dev);
     if (cs->dev_open) cuda_device_close(&cs->dev);
@@ -402,6 +405,7 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_CUDNN   ? run_conv(cs, op, why, sizeof why)
+              : r == CUDA_ROUTE_CUBLASLT ? cuda_step_attention_run(cs, ln->op_lo, why, sizeof why)
               : r == CUDA_ROUTE_DETLOSS ? cuda_detloss_launch(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, op, cs->ptr, cs->stype, cs->mem.workspace,
                                                               cs->mem.workspace_bytes, cs->dev.main, why, sizeof why)
                                         : run_host(cs, ln->op_lo, why, sizeof why);

@@ -5,6 +5,7 @@
  * or schedules; no CUDA headers. */
 #ifndef YOLOCC_CUDA_STEP_H
 #define YOLOCC_CUDA_STEP_H
+#include "cuda_attention.h"
 #include "cuda_convert.h"
 #include "cuda_device.h"
 #include "cuda_kernels.h"
@@ -13,8 +14,9 @@
 
 /* Where a launch of the plan runs: its generated kernel, a library kernel
  * (compiler/lib_kernels.h), cuDNN, the detection loss's phase kernels
- * (cuda_detloss.h), or the reference kernel on the host. */
-typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_DETLOSS, CUDA_ROUTE_HOST } CudaRoute;
+ * (cuda_detloss.h), the reference kernel on the host, or (attention, set up by
+ * the step) cuBLASLt's products around small library kernels (cuda_attention.h). */
+typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_DETLOSS, CUDA_ROUTE_HOST, CUDA_ROUTE_CUBLASLT } CudaRoute;
 
 /* Launches [lo, hi) of a run (positions in its launch list): a maximal run
  * that needs no host work (host false: captured as one CUDA graph), or one
@@ -73,7 +75,7 @@ typedef struct CudaStep {
      * loss) run on the host instead (the reference), to bisect a suspect one */
     bool lib_host;
     /* the plan's launches by route, per step (cuda_step_census) */
-    int kernel_launches, lib_launches, cudnn_ops, loss_ops, host_ops;
+    int kernel_launches, lib_launches, cudnn_ops, loss_ops, host_ops, cublaslt_ops;
     int host_op_kinds[OP_COUNT];
     /* since open */
     long host_ops_run;          /* library ops run on the host */
@@ -102,6 +104,12 @@ typedef struct CudaStep {
      * for the backward of a data-parallel step); NULL: none */
     const CudaRunHook *hook;
     long eager_host_ops;        /* host ops run between graphs since open */
+    /* attention through cuBLASLt (cuda_step_attention.c): per op its index in att, or -1 */
+    CudaAttOp *att;
+    int n_att, *att_of_op;
+    CublasLtHandle blas;
+    int att_library;            /* attention ops left to their library kernels; att_why: the first one's reason */
+    char att_why[200];
 } CudaStep;
 
 /* Opens device `ordinal` for training plan p (compiled with --target cuda), or
@@ -238,17 +246,33 @@ void cuda_step_tensor_label(const Graph *g, int t, char *buf, size_t cap);
 
 /* The route of launch ln of graph g. */
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);
-/* The route cs takes: library-kernel and loss ops go to the host under cs->lib_host. */
+/* The route cs takes: library-kernel and loss ops go to the host under cs->lib_host;
+ * attention ops cs set up for cuBLASLt take it. */
 CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln);
 /* Fills cs's route counts (kernel_launches, lib_launches, cudnn_ops,
- * loss_ops, host_ops, host_op_kinds) from a lowered program, library and
+ * loss_ops, host_ops, cublaslt_ops, host_op_kinds) from a lowered program, library and
  * loss ops counted on the host when cs->lib_host; nothing else of cs is
  * touched. */
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
 /* One line for yolort: "12 library ops run on the host each step:
  * maxpool2d x3, resize_nearest x3, ..." (kinds by count, then op order), or
  * that none does; then how many weight gradients cuDNN computed in bf16 /
- * fp16 to be widened (cudnn_conv.h), if any. */
+ * fp16 to be widened (cudnn_conv.h), if any; then attention through
+ * cuBLASLt, and why any attention op kept its library kernels. */
 void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
+
+/* ---- attention through cuBLASLt (cuda_step_attention.c) ---- */
+
+/* Builds the work list of every attention library launch (unless
+ * YOLOCC_CUDA_ATTENTION=library or cs->lib_host) after the kernels are open;
+ * ops cuBLASLt cannot take are counted in att_library. False only when out of memory. */
+bool cuda_step_attention_open(CudaStep *cs, char *err, int errcap);
+/* Workspace bytes the routed ops need: scratch plus cuBLASLt's. */
+int64_t cuda_step_attention_workspace(const CudaStep *cs);
+/* Once the memory is bound: the cuBLASLt handle and each op's algorithms (an op without one keeps its library kernels). */
+bool cuda_step_attention_prepare(CudaStep *cs, char *err, int errcap);
+bool cuda_step_attention_routed(const CudaStep *cs, int op);
+bool cuda_step_attention_run(CudaStep *cs, int op, char *err, int errcap);
+void cuda_step_attention_close(CudaStep *cs);
 
 #endif
