@@ -178,10 +178,10 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         if (e == LK_ATTENTION_BWD) ok = intern(lp, &cap, LK_ATTENTION_STATS, n, dt) >= 0;
         ok = ok && (lp->launch_kernel[l] = intern(lp, &cap, (LibEntry)e, n, dt)) >= 0;
         /* and the kernels around its cuBLASLt products, which the runtime prefers */
-        for (int g2 = LK_ATT_PARTIALS; ok && (e == LK_ATTENTION || e == LK_ATTENTION_BWD) && g2 <= LK_ATT_VCOPY; g2++) {
-            DType gt[2];
-            lib_att_gemm_types(op->kind, dt, (LibEntry)g2, gt);
-            ok = intern(lp, &cap, (LibEntry)g2, 2, gt) >= 0;
+        for (int ae = LK_ATT_PARTIALS; ok && (e == LK_ATTENTION || e == LK_ATTENTION_BWD) && ae <= LK_ATT_VCOPY; ae++) {
+            DType at[2];
+            lib_att_gemm_types(op->kind, dt, (LibEntry)ae, at);
+            ok = intern(lp, &cap, (LibEntry)ae, 2, at) >= 0;
         }
     }
     if (ok && trains) {

@@ -13,7 +13,7 @@
 #include "test_emul_operand.h"
 #include "test_gpu.h"
 
-enum { EMU_GRID = 2, EMU_BLOCK = 3, NT = 3, MIXED = NT, NSETS = NT + 1 };
+enum { NT = 3, MIXED = NT, NSETS = NT + 1 };
 static const DType TYPES[NT] = {DT_F32, DT_BF16, DT_F16};
 
 /* Storage type of operand i of op o in type set ts: every operand in one
@@ -62,13 +62,10 @@ static void *emul_load(const Graph *g) {
     return h;
 }
 
-/* every emulated thread of a EMU_GRID x EMU_BLOCK grid, one after another */
+/* every emulated thread of the grid, one after another */
 static void emul_run(void *h, const char *name, const YlArgs *a) {
-    void (*thread)(unsigned, unsigned, unsigned, unsigned) = (void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread");
-    void (*fn)(YlArgs) = (void (*)(YlArgs))dlsym(h, name);
-    cr_assert(thread && fn, "%s is not in the emulation object", name);
-    for (unsigned b = 0; b < EMU_GRID; b++)
-        for (unsigned t = 0; t < EMU_BLOCK; t++) thread(EMU_GRID, EMU_BLOCK, b, t), fn(*a);
+    EmulKernel k = emul_kernel_in(h, name);
+    emul_lib_run(&k, *a);
 }
 
 /* Worst difference of output b from the packed reference: fp32 storage

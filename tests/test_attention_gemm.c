@@ -50,11 +50,8 @@ static void *load_kernels(void) {
 static void run_kernel(void *h, LibEntry e, int ts, const YlArgs *a) {
     char name[32];
     kernel_name(name, sizeof name, e, ts);
-    void (*thread)(unsigned, unsigned, unsigned, unsigned) = (void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread");
-    void (*fn)(YlArgs) = (void (*)(YlArgs))dlsym(h, name);
-    cr_assert(thread && fn, "%s is not in the emulation object", name);
-    for (unsigned b = 0; b < 2; b++)
-        for (unsigned t = 0; t < 3; t++) thread(2, 3, b, t), fn(*a);
+    EmulKernel k = emul_kernel_in(h, name);
+    emul_lib_run(&k, *a);
 }
 
 /* Worst error of an output against the reference, relative to the output's largest reference value. */

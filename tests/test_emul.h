@@ -78,15 +78,20 @@ typedef struct EmulKernel {
     void (*fn)(YlArgs a);
 } EmulKernel;
 
+/* Kernel `name` of an object emul_build loaded. */
+static inline EmulKernel emul_kernel_in(void *h, const char *name) {
+    EmulKernel e = {(void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread"), (void (*)(YlArgs))dlsym(h, name)};
+    cr_assert(e.thread && e.fn, "%s: the built object has its entry and yk_emu_thread", name);
+    return e;
+}
+
 /* Renders library kernel k and builds it with emul_build. */
 static inline EmulKernel emul_lib_kernel(const LibKernel *k) {
     char *src = lib_kernel_render(k);
     cr_assert_not_null(src, "%s", k->name);
     void *h = emul_build(src, strlen(src), k->name);
     free(src);
-    EmulKernel e = {(void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread"), (void (*)(YlArgs))dlsym(h, k->name)};
-    cr_assert(e.thread && e.fn, "%s: the built kernel has its entry and yk_emu_thread", k->name);
-    return e;
+    return emul_kernel_in(h, k->name);
 }
 
 /* Runs a grid-stride kernel over a as 2 blocks of 3 threads: each emulated

@@ -7,19 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static size_t esz(DType d) { return d == DT_F32 ? 4 : d == DT_I64 ? 8 : 2; }
 static int64_t align_up(int64_t x) { return (x + ATT_ALIGN - 1) / ATT_ALIGN * ATT_ALIGN; }
 
+/* The operand (inputs, then outputs) behind buffer b: attention(qkv) -> o, v;
+ * attention_bwd(d_o, d_v, qkv) -> d_qkv; -1 for the scratch and the forward's d_qkv. */
+static int operand_of(const Op *op, AttBuf b) {
+    static const int FWD[AB_COUNT] = {0, 1, 2, -1, -1, -1, -1}, BWD[AB_COUNT] = {2, 0, 1, 3, -1, -1, -1};
+    return (op->kind == OP_ATTENTION_BWD ? BWD : FWD)[b];
+}
+
 int attention_gemm_tensor(const Op *op, AttBuf b) {
-    bool bwd = op->kind == OP_ATTENTION_BWD;
-    switch (b) {
-    case AB_QKV: return op->in[bwd ? 2 : 0];
-    case AB_O: return bwd ? op->in[0] : op->out[0];
-    case AB_V: return bwd ? op->in[1] : op->out[1];
-    case AB_DQKV: return bwd ? op->out[0] : -1;
-    default: return -1;
-    }
+    int i = operand_of(op, b);
+    return i < 0 ? -1 : lib_operand_tensor(op, i);
 }
 
 /* Where channel c, token t of a tensor lies relative to its image: steps between channels and between tokens. */
@@ -28,11 +27,10 @@ typedef struct Lay {
     bool cl;
 } Lay;
 
-/* operand i (inputs, then outputs) as lib_launch_args gives it: its image stride and layout bit */
+/* buffer b's operand as lib_launch_args gives it: its image stride and layout bit */
 static Lay lay_of(const YlArgs *la, const Op *op, AttBuf b, int64_t channels, int64_t T) {
-    int i = 0;
-    while (lib_operand_tensor(op, i) != attention_gemm_tensor(op, b)) i++;
-    long long bs = *lib_operand_bs((YlArgs *)la, i);
+    int i = operand_of(op, b);
+    long long bs = i < YL_MAX_OPERANDS ? la->bs[i] : la->bs3;
     return la->cl >> i & 1 ? (Lay){1, channels, bs, true} : (Lay){T, 1, bs, false};
 }
 
@@ -90,10 +88,8 @@ bool attention_gemm_build(AttGemm *ag, const Graph *g, const Op *op, const YlArg
     ge.chunks = (ge.L + ATT_CHUNK - 1) / ATT_CHUNK, ge.rows = ge.n * ge.L;
     ge.qkv = lay_of(la, op, AB_QKV, ge.C, ge.T), ge.o = lay_of(la, op, AB_O, ge.OC, ge.T), ge.v = lay_of(la, op, AB_V, ge.OC, ge.T);
     if (bwd) ge.dqkv = lay_of(la, op, AB_DQKV, ge.C, ge.T);
-    /* dt is in operand order: forward qkv, o, v; backward d_o, d_v, qkv, d_qkv */
-    ag->type[AB_QKV] = dt[bwd ? 2 : 0], ag->type[AB_O] = dt[bwd ? 0 : 1], ag->type[AB_V] = dt[bwd ? 1 : 2];
-    ag->type[AB_DQKV] = bwd ? dt[3] : DT_F32;
-    ag->type[AB_S] = ag->type[AB_PARTIALS] = DT_F32, ag->type[AB_P] = ag->type[AB_QKV];
+    for (int b = 0; b < AB_COUNT; b++) ag->type[b] = operand_of(op, (AttBuf)b) >= 0 ? dt[operand_of(op, (AttBuf)b)] : DT_F32;
+    ag->type[AB_P] = ag->type[AB_QKV];
 
     const DType tq = ag->type[AB_QKV], tp = ag->type[AB_P], to = ag->type[AB_O];
     const int64_t L = ge.L, LL = L * L;
@@ -117,7 +113,7 @@ bool attention_gemm_build(AttGemm *ag, const Graph *g, const Op *op, const YlArg
 
     ag->scratch_off[AB_S] = 0;
     ag->scratch_off[AB_P] = align_up(ge.n * LL * 4);
-    ag->scratch_off[AB_PARTIALS] = ag->scratch_off[AB_P] + align_up(ge.n * LL * (int64_t)esz(tp));
+    ag->scratch_off[AB_PARTIALS] = ag->scratch_off[AB_P] + align_up(ge.n * LL * (tp == DT_F32 ? 4 : 2));
     ag->scratch_bytes = ag->scratch_off[AB_PARTIALS] + align_up(2 * ge.chunks * ge.rows * 4);
 
     int cap = 0;

@@ -10,21 +10,16 @@
 
 static size_t esz(DType d) { return d == DT_F32 ? 4 : 2; }
 
-void cuda_attention_buffers(const CudaAttOp *a, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, CuDevicePtr buf[AB_COUNT]) {
-    for (int b = 0; b < AB_COUNT; b++) {
-        int t = attention_gemm_tensor(op, (AttBuf)b);
-        buf[b] = b >= AB_S ? scratch + (CuDevicePtr)a->ag.scratch_off[b] : t >= 0 ? ptr[t] : 0;
-    }
-}
-
-static CuDevicePtr addr(const CudaAttOp *a, const CuDevicePtr buf[AB_COUNT], AttRef r) {
-    return buf[r.buf] + (CuDevicePtr)r.off * esz(a->ag.type[r.buf]);
-}
+static CuDevicePtr addr(const CudaAttOp *a, AttRef r) { return a->buf[r.buf] + (CuDevicePtr)r.off * esz(a->ag.type[r.buf]); }
 
 static int kernel_slot(LibEntry e) { return e == LK_ATT_PARTIALS ? 0 : e == LK_ATT_ROWS ? 1 : 2; }
 
-bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const CuDevicePtr buf[AB_COUNT], char *err, int errcap) {
+bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, char *err, int errcap) {
     const AttGemm *ag = &a->ag;
+    for (int b = 0; b < AB_COUNT; b++) {
+        int t = attention_gemm_tensor(op, (AttBuf)b);
+        a->buf[b] = b >= AB_S ? scratch + (CuDevicePtr)ag->scratch_off[b] : t >= 0 ? ptr[t] : 0;
+    }
     bool used[AG_ROLES] = {0};
     unsigned align[AG_ROLES][3];
     for (int r = 0; r < AG_ROLES; r++) align[r][0] = align[r][1] = align[r][2] = 16;
@@ -34,7 +29,7 @@ bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, c
         used[st->role] = true;
         const AttRef ops[3] = {st->a, st->b, st->d};
         for (int i = 0; i < 3; i++) {
-            unsigned al = cublas_gemm_alignment(addr(a, buf, ops[i]));
+            unsigned al = cublas_gemm_alignment(addr(a, ops[i]));
             if (al < align[st->role][i]) align[st->role][i] = al;
         }
     }
@@ -58,21 +53,20 @@ bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, c
     return true;
 }
 
-bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const CuDevicePtr buf[AB_COUNT], CuDevicePtr ws, int sm_count, CuStream s,
-                        char *err, int errcap) {
+bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, CuDevicePtr ws, int sm_count, CuStream s, char *err, int errcap) {
     if (!a->chosen) return snprintf(err, (size_t)errcap, "attention through cuBLASLt was not prepared"), false;
     const AttGemm *ag = &a->ag;
     for (int i = 0; i < ag->n_steps; i++) {
         const AttStep *st = &ag->steps[i];
         if (st->gemm) {
-            if (!cublas_gemm_run(&a->gemm[st->role], L, h, &ag->gemm[st->role], addr(a, buf, st->a), addr(a, buf, st->b), addr(a, buf, st->d), ws,
+            if (!cublas_gemm_run(&a->gemm[st->role], L, h, &ag->gemm[st->role], addr(a, st->a), addr(a, st->b), addr(a, st->d), ws,
                                  CUDA_ATT_GEMM_WORKSPACE, s, err, errcap))
                 return false;
             continue;
         }
         YlArgs args = st->args;
-        args.t[0] = (void *)(uintptr_t)addr(a, buf, st->t0), args.t[1] = (void *)(uintptr_t)addr(a, buf, st->t1);
-        args.ws = (void *)(uintptr_t)buf[AB_PARTIALS];
+        args.t[0] = (void *)(uintptr_t)addr(a, st->t0), args.t[1] = (void *)(uintptr_t)addr(a, st->t1);
+        args.ws = (void *)(uintptr_t)a->buf[AB_PARTIALS];
         unsigned grid = lib_launch_grid(&args, sm_count);
         void *params[] = {&args};
         char doing[96];

@@ -16,22 +16,20 @@ typedef struct CudaAttOp {
     AttGemm ag;
     CublasGemm gemm[AG_ROLES];
     CuFunction fn[3];   /* LK_ATT_PARTIALS, LK_ATT_ROWS, LK_ATT_VCOPY */
+    CuDevicePtr buf[AB_COUNT];  /* each buffer's device address, bound by prepare */
     bool chosen;
 } CudaAttOp;
 
-/* Pure: the device address of each buffer: the op's tensors from ptr (by tensor id), the
- * scratch's parts from scratch. */
-void cuda_attention_buffers(const CudaAttOp *a, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, CuDevicePtr buf[AB_COUNT]);
-/* Describes the op's products and chooses their algorithms for the addresses buf holds (each
- * product's alignment is the worst over the slices) with at most CUDA_ATT_GEMM_WORKSPACE
- * bytes of workspace. a->ag is built and a->fn set by the caller. False with a message (the op
- * then runs its library kernels, and the caller says so); a stays to be freed. */
-bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const CuDevicePtr buf[AB_COUNT], char *err, int errcap);
-/* Enqueues the op's work on stream s: buf as prepared, the cuBLASLt workspace at ws
- * (CUDA_ATT_GEMM_WORKSPACE bytes), kernels in grids for sm_count multiprocessors. */
-bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const CuDevicePtr buf[AB_COUNT], CuDevicePtr ws, int sm_count, CuStream s,
-                        char *err, int errcap);
-/* Destroys the descriptors and frees a->ag (safe on a zeroed or failed one). */
+/* Binds the op's buffers (its tensors at ptr, by tensor id; the scratch's parts at scratch),
+ * describes its products and chooses their algorithms for those addresses (each product's
+ * alignment is the worst over the slices and the batch strides) with at most
+ * CUDA_ATT_GEMM_WORKSPACE bytes of workspace. a->ag is built and a->fn set by the caller.
+ * False with a message (the op then runs its library kernels, and the caller says so); a
+ * stays to be freed. */
+bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, char *err, int errcap);
+/* Enqueues the op's work on stream s on the buffers prepare bound: the cuBLASLt workspace at
+ * ws (CUDA_ATT_GEMM_WORKSPACE bytes), kernels in grids for sm_count multiprocessors. */
+bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, CuDevicePtr ws, int sm_count, CuStream s, char *err, int errcap);
 void cuda_attention_free(CudaAttOp *a, const CudaLibs *L);
 
 #endif

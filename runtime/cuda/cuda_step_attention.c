@@ -10,20 +10,16 @@
 #include "cuda_step.h"
 
 static void refuse(CudaStep *cs, const Op *op, const char *why) {
-    /* the reason is cut to the field: the description is one line */
-    if (!cs->att_library++) {
-        int n = snprintf(cs->att_why, sizeof cs->att_why, "op %d: ", op->id);
-        if (n > 0 && (size_t)n < sizeof cs->att_why) memcpy(cs->att_why + n, why, strnlen(why, sizeof cs->att_why - (size_t)n - 1)), cs->att_why[sizeof cs->att_why - 1] = 0;
-    }
+    /* the first reason, cut to the field: the description is one line */
+    if (!cs->att_library++) snprintf(cs->att_why, sizeof cs->att_why, "op %d: %.*s", op->id, (int)sizeof cs->att_why - 24, why);
 }
 
-/* the loaded function of kernel e for op's operand types, or NULL */
-static CuFunction att_kernel(const CudaStep *cs, const Op *op, LibEntry e) {
-    DType dt[LIB_MAX_OPERANDS], kt[2];
-    for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) dt[i] = (DType)cs->stype[lib_operand_tensor(op, i)];
-    lib_att_gemm_types(op->kind, dt, e, kt);
-    int k = lib_program_find(&cs->kern.lp, e, 2, kt);
-    return k >= 0 ? cs->kern.lib_fn[k] : NULL;
+/* the loaded function of kernel e for an op of kind k whose operands are stored as dt, or NULL */
+static CuFunction att_kernel(const CudaStep *cs, OpKind k, const DType *dt, LibEntry e) {
+    DType kt[2];
+    lib_att_gemm_types(k, dt, e, kt);
+    int i = lib_program_find(&cs->kern.lp, e, 2, kt);
+    return i >= 0 ? cs->kern.lib_fn[i] : NULL;
 }
 
 bool cuda_step_attention_open(CudaStep *cs, char *err, int errcap) {
@@ -60,7 +56,7 @@ bool cuda_step_attention_open(CudaStep *cs, char *err, int errcap) {
         }
         const LibEntry ent[3] = {LK_ATT_PARTIALS, LK_ATT_ROWS, LK_ATT_VCOPY};
         bool found = true;
-        for (int e = 0; e < 3; e++) found = found && (a->fn[e] = att_kernel(cs, op, ent[e])) != NULL;
+        for (int e = 0; e < 3; e++) found = found && (a->fn[e] = att_kernel(cs, op->kind, dt, ent[e])) != NULL;
         if (!found) {
             attention_gemm_free(&a->ag);
             refuse(cs, op, "the plan has no kernels for attention's cuBLASLt route (recompile it)");
@@ -76,8 +72,10 @@ static int64_t gemm_ws_offset(const CudaAttOp *a) { return (a->ag.scratch_bytes 
 
 int64_t cuda_step_attention_workspace(const CudaStep *cs) {
     int64_t w = 0;
-    for (int i = 0; i < cs->n_att; i++)
-        if (gemm_ws_offset(&cs->att[i]) + CUDA_ATT_GEMM_WORKSPACE > w) w = gemm_ws_offset(&cs->att[i]) + CUDA_ATT_GEMM_WORKSPACE;
+    for (int i = 0; i < cs->n_att; i++) {
+        int64_t need = gemm_ws_offset(&cs->att[i]) + CUDA_ATT_GEMM_WORKSPACE;
+        if (need > w) w = need;
+    }
     return w;
 }
 
@@ -94,10 +92,8 @@ bool cuda_step_attention_prepare(CudaStep *cs, char *err, int errcap) {
         int i = cs->att_of_op[o];
         if (i < 0) continue;
         CudaAttOp *a = &cs->att[i];
-        CuDevicePtr buf[AB_COUNT];
-        cuda_attention_buffers(a, &g->ops[o], cs->ptr, cs->mem.workspace, buf);
         char why[256];
-        if (!cuda_attention_prepare(a, L, cs->blas, buf, why, sizeof why)) {
+        if (!cuda_attention_prepare(a, L, cs->blas, &g->ops[o], cs->ptr, cs->mem.workspace, why, sizeof why)) {
             refuse(cs, &g->ops[o], why);
             cs->att_of_op[o] = -1;
         }
@@ -109,9 +105,7 @@ bool cuda_step_attention_routed(const CudaStep *cs, int op) { return cs->att_of_
 
 bool cuda_step_attention_run(CudaStep *cs, int op, char *err, int errcap) {
     const CudaAttOp *a = &cs->att[cs->att_of_op[op]];
-    CuDevicePtr buf[AB_COUNT];
-    cuda_attention_buffers(a, &cs->plan->g.ops[op], cs->ptr, cs->mem.workspace, buf);
-    return cuda_attention_run(a, &cs->dev.L, cs->blas, buf, cs->mem.workspace + (CuDevicePtr)gemm_ws_offset(a), cs->dev.sm_count, cs->dev.main, err, errcap);
+    return cuda_attention_run(a, &cs->dev.L, cs->blas, cs->mem.workspace + (CuDevicePtr)gemm_ws_offset(a), cs->dev.sm_count, cs->dev.main, err, errcap);
 }
 
 void cuda_step_attention_close(CudaStep *cs) {
