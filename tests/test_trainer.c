@@ -16,14 +16,35 @@ static const char *yolort_bin(void) {
     return b ? b : "build/yolort";
 }
 
-/* One dataset and plan per test run, made by the real tools. Criterion runs
- * each test in a child of the runner, so the runner's pid names the run;
- * tests running at once build it in private directories and the first
- * rename wins. */
+/* One dataset and plan per test run, made by the real tools. The runner
+ * makes a fresh private directory before any test and removes it after the
+ * last, so a directory left by an earlier run (a reused /tmp, a recycled pid)
+ * can never be mistaken for this one; tests running at once build the
+ * dataset in their own directories and the first rename wins. */
 static char ROOT[128];
 
+ReportHook(PRE_ALL)(struct criterion_test_set *set) {
+    (void)set;
+    char dir[] = "/tmp/yolocc-trainer-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("test_trainer: mkdtemp");
+        abort();
+    }
+    if (setenv("YOLOCC_TEST_TRAINER_ROOT", dir, 1) != 0) abort();
+}
+
+ReportHook(POST_ALL)(struct criterion_global_stats *stats) {
+    (void)stats;
+    const char *dir = getenv("YOLOCC_TEST_TRAINER_ROOT");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir ? dir : "");
+    if (dir && strncmp(dir, "/tmp/yolocc-trainer-", 20) == 0 && system(cmd) != 0) fprintf(stderr, "test_trainer: could not remove %s\n", dir);
+}
+
 static void prepare(void) {
-    snprintf(ROOT, sizeof ROOT, "/tmp/yolocc-trainer-%ld", (long)getppid());
+    const char *run_dir = getenv("YOLOCC_TEST_TRAINER_ROOT");
+    cr_assert(run_dir, "the runner made no directory for this run");
+    snprintf(ROOT, sizeof ROOT, "%s/run", run_dir);
     char tmp[256], args[768];
     struct stat st;
     snprintf(args, sizeof args, "%s/tiny.plan", ROOT);
