@@ -459,19 +459,6 @@ static int expect_one_type(const Graph *g, Precision prec, const char *what) {
     return convs;
 }
 
-/* Compiles `yolocc MODEL_ARGS` (the fast binary: some models are big) into a temporary plan and reads it. */
-static void compile_plan(const char *model_args, Plan *p) {
-    const char *bin = getenv("YOLOCC_FAST_BIN") ? getenv("YOLOCC_FAST_BIN") : tu_bin();
-    char path[64], args[1024], err[512];
-    snprintf(path, sizeof path, "/tmp/yolocc-cudnn-test-%d.plan", (int)getpid());
-    snprintf(args, sizeof args, "%s -o %s", model_args, path);
-    CliResult r = tu_run_bin(bin, args);
-    cr_assert_eq(r.status, 0, "yolocc %s: %s", args, r.err);
-    tu_free(&r);
-    cr_assert(plan_read(path, p, err, sizeof err), "%s", err);
-    unlink(path);
-}
-
 /* cuDNN's engines take x, w and y of one type; the images are the input
  * that would otherwise reach the first convolution in fp32. */
 Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) {
