@@ -89,6 +89,27 @@ Test(cuda_step, host_op_line_forms) {
     cr_expect_eq(small[12], 'z', "nothing written past cap");
 }
 
+/* The clauses on cuBLASLt: attention and 1x1 convolutions counted apart, the measured times
+ * under auto, the forcing knob, and a candidate left to cuDNN with its reason. */
+Test(cuda_step, cublaslt_line_forms) {
+    CudaStep cs;
+    memset(&cs, 0, sizeof cs);
+    char line[512];
+    cs.kernel_launches = 10, cs.cudnn_ops = 4, cs.cublaslt_ops = 5, cs.conv_gemm_ops = 3, cs.n_cgemm = 7;
+    cs.conv_gemm_ms[0] = 1.5, cs.conv_gemm_ms[1] = 1.25;
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect(strstr(line, "; 2 attention ops through cuBLASLt; 3 of 7 1x1 convolutions through cuBLASLt, where it measured faster (1.250 ms a step instead of 1.500 in cuDNN)"),
+              "%s", line);
+    cs.conv1x1_mode = CONV1X1_CUBLASLT, cs.cublaslt_ops = 7, cs.conv_gemm_ops = 6, cs.cgemm_refused = 1;
+    snprintf(cs.cgemm_why, sizeof cs.cgemm_why, "op 12: cuBLASLt has no algorithm");
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect(strstr(line, "; 1 attention op through cuBLASLt; 6 of 7 1x1 convolutions through cuBLASLt (YOLOCC_CUDA_CONV1X1=cublaslt); 1 1x1 convolution left to cuDNN (op 12: cuBLASLt has no algorithm)"),
+              "%s", line);
+    cs.n_cgemm = cs.cgemm_refused = cs.cublaslt_ops = cs.conv_gemm_ops = 0;
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect_null(strstr(line, "cuBLASLt"), "no clause without candidates: %s", line);
+}
+
 Test(cuda_step, a_plan_that_is_neither_training_nor_validation_is_refused) {
     char err[512] = "";
     Plan p;
@@ -478,7 +499,13 @@ static void set_input(CudaStep *cs, int t, const void *v) {
  * `precision` CUDA plan through CudaStep); the losses must agree within
  * loss_tol relative and every parameter afterwards within param_tol
  * (relative as rel_diff, or absolute). */
+static void step_vs_cpu_routed(const char *precision, const char *layout, int steps, double loss_tol, double param_tol, bool param_abs, const char *conv1x1);
 static void step_vs_cpu(const char *precision, const char *layout, int steps, double loss_tol, double param_tol, bool param_abs) {
+    step_vs_cpu_routed(precision, layout, steps, loss_tol, param_tol, param_abs, NULL);
+}
+
+/* conv1x1: YOLOCC_CUDA_CONV1X1 for the GPU step (NULL: the default, auto) */
+static void step_vs_cpu_routed(const char *precision, const char *layout, int steps, double loss_tol, double param_tol, bool param_abs, const char *conv1x1) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
     char extra[256], err[2048], line[1024];
@@ -496,9 +523,20 @@ static void step_vs_cpu(const char *precision, const char *layout, int steps, do
     cr_assert(weights_init(&pc.g, ts.it.buf, 20250101, err, sizeof err), "%s", err);
     synthetic_batch(7, ts.batch, ts.imgsz, ts.nc, ts.max_boxes, train_step_images(&ts), train_step_boxes(&ts), train_step_counts(&ts));
     CudaStep cs;
+    if (conv1x1) cr_assert_eq(setenv("YOLOCC_CUDA_CONV1X1", conv1x1, 1), 0);
     cr_assert(cuda_step_open(&cs, &pg, 0, err, sizeof err), "%s", err);
     cuda_step_describe(&cs, line, sizeof line);
     cr_log_info("%s (%s): %s", precision, cs.dev.name, line);
+    if (conv1x1 && strcmp(conv1x1, "cublaslt") == 0) {
+        /* the tiny model: four C2f (a 1x1 cv1 and cv2 each) and SPPF's two are 10 forward products; Detect's
+         * four last 1x1 convolutions add their data and weight gradients (14 each); NCHW weight gradients sum over images */
+        const int want = 10 + 14 + (strcmp(layout, "nhwc") == 0 ? 14 : 0);
+        cr_expect_eq(cs.cgemm_refused, 0, "cuBLASLt has an algorithm for every candidate: %s", cs.cgemm_why);
+        cr_expect_eq(cs.conv_gemm_ops, want, "%d convolutions through cuBLASLt, expected %d: %s", cs.conv_gemm_ops, want, line);
+        cr_expect(strstr(line, "1x1 convolutions through cuBLASLt (YOLOCC_CUDA_CONV1X1=cublaslt)"), "%s", line);
+    } else if (!conv1x1) {
+        cr_expect(strstr(line, "1x1 convolutions through cuBLASLt, where it measured faster"), "the default times both routes: %s", line);
+    }
     /* the same tensor ids name the same inputs in both plans */
     const char *names[] = {"images", "boxes", "counts", "grad_seed", "lr", "momentum", "opt_step"};
     const int cpu_ids[] = {ts.images, ts.boxes, ts.counts, ts.grad_seed, ts.lrs, ts.momentum, ts.opt_step};
@@ -582,6 +620,28 @@ Test(cuda_step, tiny_step_matches_the_cpu_bf16) { step_vs_cpu("bf16", "nchw", 1,
  * trains to the NCHW plan's numbers bit for bit (tests/test_layout.c). */
 Test(cuda_step, tiny_step_matches_the_cpu_fp32_nhwc) { step_vs_cpu("fp32", "nhwc", 2, 1e-4, 1e-4, false); }
 Test(cuda_step, tiny_step_matches_the_cpu_bf16_nhwc) { step_vs_cpu("bf16", "nhwc", 1, 5e-2, 1e-2, true); }
+
+/* Every 1x1 convolution cuBLASLt can take, forced through it: the same numbers as above,
+ * since both routes accumulate in fp32 (fp32 never TF32) and round once into the output. */
+Test(cuda_step, tiny_step_with_1x1_convolutions_through_cublaslt_matches_the_cpu_fp32) { step_vs_cpu_routed("fp32", "nchw", 2, 1e-4, 1e-4, false, "cublaslt"); }
+Test(cuda_step, tiny_step_with_1x1_convolutions_through_cublaslt_matches_the_cpu_bf16_nhwc) {
+    step_vs_cpu_routed("bf16", "nhwc", 1, 5e-2, 1e-2, true, "cublaslt");
+}
+
+/* An unknown route for 1x1 convolutions is refused at open, by name, with nothing left open. */
+Test(cuda_step, an_unknown_yolocc_cuda_conv1x1_is_refused) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[1024];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --target cuda --arch sm_80,sm_90", &p);
+    cr_assert_eq(setenv("YOLOCC_CUDA_CONV1X1", "fastest", 1), 0);
+    CudaStep cs;
+    cr_assert_not(cuda_step_open(&cs, &p, 0, err, sizeof err));
+    cr_expect(strstr(err, "YOLOCC_CUDA_CONV1X1=fastest: expected auto, cublaslt or cudnn"), "%s", err);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
 
 /* CudaStep allocates exactly the plan's arena, the persistent layout and the
  * cuDNN workspace (each rounded as cuda_mem_alloc rounds it), and nothing of

@@ -642,7 +642,7 @@ static double check_attention_cublaslt(Dev *v, const Graph *g, int o, DType dt, 
     cr_assert(CUDA_CALL(L, cuMemAlloc, (&scratch, (size_t)a.ag.scratch_bytes), "allocating attention's scratch", err, sizeof err), "%s: %s", what, err);
     /* NaN in every type: a scratch element read before the work list writes it shows in the outputs */
     cr_assert(CUDA_CALL(L, cuMemsetD8Async, (scratch, 0xff, (size_t)a.ag.scratch_bytes, v->d.main), "filling the scratch", err, sizeof err), "%s: %s", what, err);
-    cr_assert(CUDA_CALL(L, cuMemAlloc, (&ws, (size_t)CUDA_ATT_GEMM_WORKSPACE), "allocating the cuBLASLt workspace", err, sizeof err), "%s: %s", what, err);
+    cr_assert(CUDA_CALL(L, cuMemAlloc, (&ws, (size_t)CUBLAS_GEMM_WORKSPACE), "allocating the cuBLASLt workspace", err, sizeof err), "%s: %s", what, err);
     cr_assert(cuda_attention_prepare(&a, L, v->blas, op, ptr, scratch, err, sizeof err), "%s: %s", what, err);
     cr_assert(cuda_attention_run(&a, L, v->blas, ws, v->d.sm_count, v->d.main, err, sizeof err), "%s: %s", what, err);
     cr_assert(CUDA_CALL(L, cuStreamSynchronize, (v->d.main), "running attention through cuBLASLt", err, sizeof err), "%s: %s", what, err);

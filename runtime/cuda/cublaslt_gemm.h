@@ -10,6 +10,10 @@
 #include "dynload.h"
 #include "gemm_desc.h"
 
+/* the cuBLASLt workspace every product may use: what NVIDIA recommends for
+ * Hopper, and enough for every earlier architecture */
+enum { CUBLAS_GEMM_WORKSPACE = 32 << 20 };
+
 typedef struct CublasGemm {
     CublasLtMatmulDesc op;
     CublasLtMatrixLayout a, b, d;   /* d also serves as C (in place) */

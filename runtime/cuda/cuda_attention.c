@@ -44,7 +44,7 @@ bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, c
         }
         cublas_gemm_destroy(&a->gemm[r], L);
         if (!cublas_gemm_describe(&a->gemm[r], L, &ag->gemm[r], err, errcap) ||
-            !cublas_gemm_choose(&a->gemm[r], L, h, &ag->gemm[r], align[r][0], align[r][1], align[r][2], CUDA_ATT_GEMM_WORKSPACE, err, errcap)) {
+            !cublas_gemm_choose(&a->gemm[r], L, h, &ag->gemm[r], align[r][0], align[r][1], align[r][2], CUBLAS_GEMM_WORKSPACE, err, errcap)) {
             for (int q = 0; q < AG_ROLES; q++) cublas_gemm_destroy(&a->gemm[q], L);
             return false;
         }
@@ -60,7 +60,7 @@ bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h,
         const AttStep *st = &ag->steps[i];
         if (st->gemm) {
             if (!cublas_gemm_run(&a->gemm[st->role], L, h, &ag->gemm[st->role], addr(a, st->a), addr(a, st->b), addr(a, st->d), ws,
-                                 CUDA_ATT_GEMM_WORKSPACE, s, err, errcap))
+                                 CUBLAS_GEMM_WORKSPACE, s, err, errcap))
                 return false;
             continue;
         }

@@ -8,10 +8,6 @@
 #include "attention_gemm.h"
 #include "cublaslt_gemm.h"
 
-/* the cuBLASLt workspace every product may use, after the op's scratch: what
- * NVIDIA recommends for Hopper, and enough for every earlier architecture */
-enum { CUDA_ATT_GEMM_WORKSPACE = 32 << 20 };
-
 typedef struct CudaAttOp {
     AttGemm ag;
     CublasGemm gemm[AG_ROLES];
@@ -23,12 +19,12 @@ typedef struct CudaAttOp {
 /* Binds the op's buffers (its tensors at ptr, by tensor id; the scratch's parts at scratch),
  * describes its products and chooses their algorithms for those addresses (each product's
  * alignment is the worst over the slices and the batch strides) with at most
- * CUDA_ATT_GEMM_WORKSPACE bytes of workspace. a->ag is built and a->fn set by the caller.
+ * CUBLAS_GEMM_WORKSPACE bytes of workspace. a->ag is built and a->fn set by the caller.
  * False with a message (the op then runs its library kernels, and the caller says so); a
  * stays to be freed. */
 bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, char *err, int errcap);
 /* Enqueues the op's work on stream s on the buffers prepare bound: the cuBLASLt workspace at
- * ws (CUDA_ATT_GEMM_WORKSPACE bytes), kernels in grids for sm_count multiprocessors. */
+ * ws (CUBLAS_GEMM_WORKSPACE bytes), kernels in grids for sm_count multiprocessors. */
 bool cuda_attention_run(const CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, CuDevicePtr ws, int sm_count, CuStream s, char *err, int errcap);
 void cuda_attention_free(CudaAttOp *a, const CudaLibs *L);
 

@@ -21,11 +21,12 @@ CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
 CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln) {
     CudaRoute r = cuda_step_route(g, ln);
     if ((r == CUDA_ROUTE_LIBRARY || r == CUDA_ROUTE_DETLOSS) && cs->lib_host) return CUDA_ROUTE_HOST;
+    if (r == CUDA_ROUTE_CUDNN && cuda_step_conv_gemm_routed(cs, ln->op_lo)) return CUDA_ROUTE_CUBLASLT;
     return r == CUDA_ROUTE_LIBRARY && cuda_step_attention_routed(cs, ln->op_lo) ? CUDA_ROUTE_CUBLASLT : r;
 }
 
 void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
-    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = cs->cublaslt_ops = 0;
+    cs->kernel_launches = cs->lib_launches = cs->cudnn_ops = cs->loss_ops = cs->host_ops = cs->cublaslt_ops = cs->conv_gemm_ops = 0;
     memset(cs->host_op_kinds, 0, sizeof cs->host_op_kinds);
     for (int l = 0; l < kp->n_launches; l++) {
         const KLaunch *ln = &kp->launches[l];
@@ -34,7 +35,10 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp) {
         case CUDA_ROUTE_LIBRARY: cs->lib_launches++; break;
         case CUDA_ROUTE_CUDNN: cs->cudnn_ops++; break;
         case CUDA_ROUTE_DETLOSS: cs->loss_ops++; break;
-        case CUDA_ROUTE_CUBLASLT: cs->cublaslt_ops++; break;
+        case CUDA_ROUTE_CUBLASLT:
+            cs->cublaslt_ops++;
+            cs->conv_gemm_ops += is_conv(g->ops[ln->op_lo].kind);
+            break;
         case CUDA_ROUTE_HOST:
             cs->host_ops++;
             cs->host_op_kinds[g->ops[ln->op_lo].kind]++;
@@ -73,7 +77,14 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
             append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
         }
     }
-    if (cs->cublaslt_ops) append(buf, cap, &used, "; %d attention op%s through cuBLASLt", cs->cublaslt_ops, cs->cublaslt_ops == 1 ? "" : "s");
+    const int att = cs->cublaslt_ops - cs->conv_gemm_ops;
+    if (att) append(buf, cap, &used, "; %d attention op%s through cuBLASLt", att, att == 1 ? "" : "s");
+    if (cs->n_cgemm && cs->conv1x1_mode == CONV1X1_AUTO)
+        append(buf, cap, &used, "; %d of %d 1x1 convolutions through cuBLASLt, where it measured faster (%.3f ms a step instead of %.3f in cuDNN)",
+               cs->conv_gemm_ops, cs->n_cgemm, cs->conv_gemm_ms[1], cs->conv_gemm_ms[0]);
+    else if (cs->n_cgemm)
+        append(buf, cap, &used, "; %d of %d 1x1 convolutions through cuBLASLt (YOLOCC_CUDA_CONV1X1=cublaslt)", cs->conv_gemm_ops, cs->n_cgemm);
+    if (cs->cgemm_refused) append(buf, cap, &used, "; %d 1x1 convolution%s left to cuDNN (%s)", cs->cgemm_refused, cs->cgemm_refused == 1 ? "" : "s", cs->cgemm_why);
     if (cs->att_library)
         append(buf, cap, &used, "; %d attention op%s in library kernels (%s)", cs->att_library, cs->att_library == 1 ? "" : "s", cs->att_why);
     if (cs->conv.staged_ops)

@@ -162,6 +162,7 @@ int64_t cuda_step_workspace_need(const CudaStep *cs) {
     int64_t w = cudnn_conv_workspace_bytes(&cs->conv);
     if (cs->kern.scratch_bytes > w) w = cs->kern.scratch_bytes;
     if (cuda_step_attention_workspace(cs) > w) w = cuda_step_attention_workspace(cs);
+    if (cuda_step_conv_gemm_workspace(cs) > w) w = cuda_step_conv_gemm_workspace(cs);
     for (int o = 0; o < g->n_ops; o++) {
         int64_t l = cuda_detloss_op_scratch_bytes(g, &g->ops[o]);
         if (l > w) w = l;
@@ -200,13 +201,13 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
     bool ok = (cs->dev_open = cuda_device_open(&cs->dev, ordinal, false, err, errcap)) &&
               (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) && cuda_step_attention_open(cs, err, errcap) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
-              cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) &&
+              cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) && cuda_step_conv_gemm_open(cs, err, errcap) &&
               (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
         cs->kern.scratch = cs->mem.workspace;
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
-        ok = ok && cuda_step_attention_prepare(cs, err, errcap);
+        ok = ok && cuda_step_attention_prepare(cs, err, errcap) && cuda_step_conv_gemm_prepare(cs, err, errcap);
         cuda_step_census(cs, g, &cs->kern.kp);
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
@@ -240,6 +241,7 @@ void cuda_step_close(CudaStep *cs) {
     }
     free(cs->graphs);
     if (cs->mem_open) cuda_mem_free(&cs->mem, &cs->dev);
+    cuda_step_conv_gemm_close(cs);
     cuda_step_attention_close(cs);
     if (cs->conv_open) cudnn_conv_close(&cs->conv);
     if (cs->kern_open) cuda_kernels_close(&cs->kern, &cs->dev);
@@ -372,13 +374,13 @@ static bool run_host(CudaStep *cs, int o, char *err, int errcap) {
     return true;
 }
 
-static bool run_conv(CudaStep *cs, const Op *op, char *err, int errcap) {
+bool cuda_step_run_conv(CudaStep *cs, const Op *op, CuDevicePtr out, char *err, int errcap) {
     CuDevicePtr in[3] = {0};
     /* weights (and a bias) through their compute copies; for other tensors cuda_mem_compute_ptr is their own address */
     for (int i = 0; i < op->n_in && i < 3; i++) in[i] = cuda_mem_compute_ptr(&cs->mem, op->in[i]);
     ConvWiden widen;
-    return cudnn_conv_run(&cs->conv, op, in, cs->ptr[op->out[0]], &widen, err, errcap) &&
-           (widen.n == 0 || cuda_kernels_widen(&cs->kern, &cs->dev, widen.src, cs->ptr[op->out[0]], widen.n, cs->dev.main, err, errcap));
+    return cudnn_conv_run(&cs->conv, op, in, out, &widen, err, errcap) &&
+           (widen.n == 0 || cuda_kernels_widen(&cs->kern, &cs->dev, widen.src, out, widen.n, cs->dev.main, err, errcap));
 }
 
 /* Parameters that ops [lo, hi] update in place: their compute copies go stale. */
@@ -404,8 +406,9 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     mark_updates(cs, ln->op_lo, ln->op_hi);
     bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
-              : r == CUDA_ROUTE_CUDNN   ? run_conv(cs, op, why, sizeof why)
-              : r == CUDA_ROUTE_CUBLASLT ? cuda_step_attention_run(cs, ln->op_lo, why, sizeof why)
+              : r == CUDA_ROUTE_CUDNN   ? cuda_step_run_conv(cs, op, cs->ptr[op->out[0]], why, sizeof why)
+              : r == CUDA_ROUTE_CUBLASLT ? (cuda_step_conv_gemm_routed(cs, ln->op_lo) ? cuda_step_conv_gemm_run(cs, ln->op_lo, why, sizeof why)
+                                                                                      : cuda_step_attention_run(cs, ln->op_lo, why, sizeof why))
               : r == CUDA_ROUTE_DETLOSS ? cuda_detloss_launch(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, op, cs->ptr, cs->stype, cs->mem.workspace,
                                                               cs->mem.workspace_bytes, cs->dev.main, why, sizeof why)
                                         : run_host(cs, ln->op_lo, why, sizeof why);

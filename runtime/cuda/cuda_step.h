@@ -5,6 +5,7 @@
  * or schedules; no CUDA headers. */
 #ifndef YOLOCC_CUDA_STEP_H
 #define YOLOCC_CUDA_STEP_H
+#include "conv_gemm.h"
 #include "cuda_attention.h"
 #include "cuda_convert.h"
 #include "cuda_device.h"
@@ -60,6 +61,22 @@ typedef struct CudaStepOutcome {
     bool skipped;       /* the updates did not run: parameters and optimizer state are as before */
 } CudaStepOutcome;
 
+/* A 1x1 convolution of the step that cuBLASLt can compute as one product
+ * (cuda_step_conv_gemm.c): the product, its descriptors and bound operand
+ * addresses, and the time each route took when measured at open. */
+typedef struct CudaConvGemmOp {
+    int op;
+    ConvGemm cg;
+    CublasGemm lt;
+    CuDevicePtr a, b, d;        /* the logical operands' addresses */
+    bool out_persistent;        /* a weight gradient in the persistent gradient region */
+    float ms_cudnn, ms_gemm;    /* per run as a CUDA graph replays it (YOLOCC_CUDA_CONV1X1=auto; else 0) */
+    bool routed;                /* the step runs it through cuBLASLt */
+} CudaConvGemmOp;
+
+/* YOLOCC_CUDA_CONV1X1: auto (time both routes, keep the faster), cublaslt or cudnn (always) */
+enum { CONV1X1_AUTO, CONV1X1_CUBLASLT, CONV1X1_CUDNN };
+
 typedef struct CudaStep {
     const Plan *plan;
     CudaDevice dev;
@@ -76,6 +93,7 @@ typedef struct CudaStep {
     bool lib_host;
     /* the plan's launches by route, per step (cuda_step_census) */
     int kernel_launches, lib_launches, cudnn_ops, loss_ops, host_ops, cublaslt_ops;
+    int conv_gemm_ops;          /* of cublaslt_ops: the 1x1 convolutions */
     int host_op_kinds[OP_COUNT];
     /* since open */
     long host_ops_run;          /* library ops run on the host */
@@ -110,6 +128,13 @@ typedef struct CudaStep {
     CublasLtHandle blas;
     int att_library;            /* attention ops left to their library kernels; att_why: the first one's reason */
     char att_why[200];
+    /* 1x1 convolutions through cuBLASLt where faster (cuda_step_conv_gemm.c): per op its index in cgemm, or -1 */
+    CudaConvGemmOp *cgemm;
+    int n_cgemm, *cgemm_of_op;
+    int conv1x1_mode;           /* CONV1X1_* */
+    int cgemm_refused;          /* candidates cuBLASLt has no algorithm for; cgemm_why: the first one's reason */
+    char cgemm_why[200];
+    double conv_gemm_ms[2];     /* the measured candidates per step: all in cuDNN, and as routed */
 } CudaStep;
 
 /* Opens device `ordinal` for training plan p (compiled with --target cuda), or
@@ -274,5 +299,24 @@ bool cuda_step_attention_prepare(CudaStep *cs, char *err, int errcap);
 bool cuda_step_attention_routed(const CudaStep *cs, int op);
 bool cuda_step_attention_run(CudaStep *cs, int op, char *err, int errcap);
 void cuda_step_attention_close(CudaStep *cs);
+/* The step's cuBLASLt handle, created on first need (closed by cuda_step_attention_close). */
+bool cuda_step_blas_open(CudaStep *cs, char *err, int errcap);
+
+/* ---- 1x1 convolutions through cuBLASLt (cuda_step_conv_gemm.c) ---- */
+
+/* After cuDNN's plans: the step's 1x1 convolutions without a bias that are one product
+ * (unless YOLOCC_CUDA_CONV1X1=cudnn); false on an unknown knob value or out of memory. */
+bool cuda_step_conv_gemm_open(CudaStep *cs, char *err, int errcap);
+/* Workspace bytes the candidates need (cuBLASLt's). */
+int64_t cuda_step_conv_gemm_workspace(const CudaStep *cs);
+/* Once the memory is bound: each candidate's algorithm for its addresses, then (auto) both
+ * routes timed and the faster kept; under cublaslt every candidate with an algorithm is routed. */
+bool cuda_step_conv_gemm_prepare(CudaStep *cs, char *err, int errcap);
+bool cuda_step_conv_gemm_routed(const CudaStep *cs, int op);
+bool cuda_step_conv_gemm_run(CudaStep *cs, int op, char *err, int errcap);
+void cuda_step_conv_gemm_close(CudaStep *cs);
+/* Convolution op through cuDNN with its output at out (its widening included): the step's
+ * route for it, and the baseline the 1x1 products are timed against. */
+bool cuda_step_run_conv(CudaStep *cs, const Op *op, CuDevicePtr out, char *err, int errcap);
 
 #endif

@@ -73,20 +73,24 @@ static int64_t gemm_ws_offset(const CudaAttOp *a) { return (a->ag.scratch_bytes 
 int64_t cuda_step_attention_workspace(const CudaStep *cs) {
     int64_t w = 0;
     for (int i = 0; i < cs->n_att; i++) {
-        int64_t need = gemm_ws_offset(&cs->att[i]) + CUDA_ATT_GEMM_WORKSPACE;
+        int64_t need = gemm_ws_offset(&cs->att[i]) + CUBLAS_GEMM_WORKSPACE;
         if (need > w) w = need;
     }
     return w;
 }
 
+bool cuda_step_blas_open(CudaStep *cs, char *err, int errcap) {
+    if (cs->blas) return true;
+    CublasStatus st = cs->dev.L.cublasLtCreate(&cs->blas);
+    if (st == 0) return true;
+    cs->blas = NULL;
+    return snprintf(err, (size_t)errcap, "cublasLtCreate failed (cublasStatus %d) on %s", st, cs->dev.name), false;
+}
+
 bool cuda_step_attention_prepare(CudaStep *cs, char *err, int errcap) {
     if (!cs->n_att) return true;
+    if (!cuda_step_blas_open(cs, err, errcap)) return false;
     const CudaLibs *L = &cs->dev.L;
-    CublasStatus st = L->cublasLtCreate(&cs->blas);
-    if (st != 0) {
-        cs->blas = NULL;
-        return snprintf(err, (size_t)errcap, "cublasLtCreate failed (cublasStatus %d) on %s", st, cs->dev.name), false;
-    }
     const Graph *g = &cs->plan->g;
     for (int o = 0; o < g->n_ops; o++) {
         int i = cs->att_of_op[o];

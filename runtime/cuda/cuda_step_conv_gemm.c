@@ -1,0 +1,167 @@
+/* runtime/cuda/cuda_step_conv_gemm.c — which 1x1 convolutions of a CudaStep run as one cuBLASLt
+ * product (conv_gemm.h) instead of through cuDNN: each candidate's algorithm chosen for its
+ * addresses, then both routes timed on the device and the faster kept (YOLOCC_CUDA_CONV1X1
+ * forces either). Owns the candidates' descriptors; must not allocate plan memory (the
+ * product's workspace is the step's) or change how cuDNN runs a convolution. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+#include "cuda_step.h"
+
+enum { TIMED_RUNS = 3 };
+
+static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+
+bool cuda_step_conv_gemm_open(CudaStep *cs, char *err, int errcap) {
+    const Graph *g = &cs->plan->g;
+    const char *knob = getenv("YOLOCC_CUDA_CONV1X1");
+    if (!knob || !*knob || strcmp(knob, "auto") == 0) cs->conv1x1_mode = CONV1X1_AUTO;
+    else if (strcmp(knob, "cublaslt") == 0) cs->conv1x1_mode = CONV1X1_CUBLASLT;
+    else if (strcmp(knob, "cudnn") == 0) cs->conv1x1_mode = CONV1X1_CUDNN;
+    else return errf(err, errcap, "YOLOCC_CUDA_CONV1X1=%s: expected auto, cublaslt or cudnn", knob);
+    cs->cgemm_of_op = malloc(sizeof(int) * ((size_t)g->n_ops + 1));
+    cs->cgemm = calloc((size_t)g->n_ops + 1, sizeof *cs->cgemm);
+    if (!cs->cgemm_of_op || !cs->cgemm) return errf(err, errcap, "out of memory");
+    for (int o = 0; o < g->n_ops; o++) cs->cgemm_of_op[o] = -1;
+    if (cs->conv1x1_mode == CONV1X1_CUDNN) return true;
+    for (int l = 0; l < cs->kern.kp.n_launches; l++) {
+        const KLaunch *ln = &cs->kern.kp.launches[l];
+        const Op *op = &g->ops[ln->op_lo];
+        /* a bias would be a second step; a convolution that is no single product stays in cuDNN */
+        if (ln->kernel >= 0 || !is_conv(op->kind) || (op->kind == OP_CONV2D && op->n_in > 2)) continue;
+        ConvKey k;
+        char why[256];
+        CudaConvGemmOp *c = &cs->cgemm[cs->n_cgemm];
+        if (!conv_key_from_op(g, op, cs->plan->precision, cs->conv.persistent, &cs->plan->fusion.views, &k, why, sizeof why) ||
+            !conv_gemm_from_key(&k, &c->cg, why, sizeof why))
+            continue;
+        c->op = op->id;
+        c->out_persistent = cs->conv.persistent[op->out[0]];
+        cs->cgemm_of_op[op->id] = cs->n_cgemm++;
+    }
+    return true;
+}
+
+int64_t cuda_step_conv_gemm_workspace(const CudaStep *cs) { return cs->n_cgemm ? CUBLAS_GEMM_WORKSPACE : 0; }
+
+/* the device address of convolution tensor which of op: weights read through their compute copies */
+static CuDevicePtr operand(const CudaStep *cs, const Op *op, ConvGemmTensor which) {
+    /* op order: conv2d (x, w) -> y; dgrad (dy, w) -> dx; wgrad (dy, x) -> dw */
+    int t = op->kind == OP_CONV2D          ? (which == CG_X ? op->in[0] : which == CG_W ? op->in[1] : op->out[0])
+            : op->kind == OP_CONV2D_DGRAD ? (which == CG_Y ? op->in[0] : which == CG_W ? op->in[1] : op->out[0])
+                                          : (which == CG_Y ? op->in[0] : which == CG_X ? op->in[1] : op->out[0]);
+    return t == op->out[0] ? cs->ptr[t] : cuda_mem_compute_ptr(&cs->mem, t);
+}
+
+/* the byte alignment every batch of a matrix at addr keeps */
+static unsigned batch_alignment(CuDevicePtr addr, const GemmMat *m, int64_t batch) {
+    unsigned a = cublas_gemm_alignment(addr);
+    if (batch > 1) {
+        unsigned s = cublas_gemm_alignment((uint64_t)m->stride * (m->type == DT_F32 ? 4 : 2));
+        if (s < a) a = s;
+    }
+    return a;
+}
+
+static bool run_gemm(const CudaStep *cs, const CudaConvGemmOp *c, CuDevicePtr d, char *err, int errcap) {
+    return cublas_gemm_run(&c->lt, &cs->dev.L, cs->blas, &c->cg.g, c->a, c->b, d, cs->mem.workspace, CUBLAS_GEMM_WORKSPACE, cs->dev.main, err, errcap);
+}
+
+static bool run_route(CudaStep *cs, const CudaConvGemmOp *c, bool gemm, CuDevicePtr d, char *err, int errcap) {
+    return gemm ? run_gemm(cs, c, d, err, errcap) : cuda_step_run_conv(cs, &cs->plan->g.ops[c->op], d, err, errcap);
+}
+
+/* Milliseconds per run of one route of candidate c (gemm: the product, else cuDNN) as a step
+ * runs it: TIMED_RUNS runs captured in a CUDA graph and replayed, so the host's work per call
+ * (cuDNN's variant pack, cuBLASLt's checks) is not counted. The output goes to d: the arena's
+ * outputs hold nothing yet, and the caller redirects a persistent one (a weight gradient). */
+static bool time_route(CudaStep *cs, CudaConvGemmOp *c, bool gemm, CuDevicePtr d, CuEvent ev[2], float *ms, char *err, int errcap) {
+    const CudaLibs *L = &cs->dev.L;
+    char doing[128], why[256];
+    snprintf(doing, sizeof doing, "timing op %d's %s", c->op, gemm ? "cuBLASLt product" : "cuDNN convolution");
+    /* once outside the capture: a library loads its kernels on first use, which a capture forbids */
+    if (!run_route(cs, c, gemm, d, err, errcap) || !CUDA_CALL(L, cuStreamSynchronize, (cs->dev.main), doing, err, errcap) ||
+        !CUDA_CALL(L, cuStreamBeginCapture, (cs->dev.main, 1), doing, err, errcap))
+        return false;
+    CuGraph graph = NULL;
+    CuGraphExec exec = NULL;
+    bool ok = true;
+    for (int r = 0; ok && r < TIMED_RUNS; r++) ok = run_route(cs, c, gemm, d, err, errcap);
+    /* the capture always ends, so a failure leaves the stream usable */
+    const bool ended = CUDA_CALL(L, cuStreamEndCapture, (cs->dev.main, &graph), doing, why, sizeof why);
+    if (ok && !ended) ok = errf(err, errcap, "%s", why);
+    ok = ok && CUDA_CALL(L, cuGraphInstantiate, (&exec, graph, 0), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, cs->dev.main), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventRecord, (ev[0], cs->dev.main), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, cs->dev.main), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventRecord, (ev[1], cs->dev.main), doing, err, errcap) && CUDA_CALL(L, cuEventSynchronize, (ev[1]), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventElapsedTime, (ms, ev[0], ev[1]), doing, err, errcap);
+    *ms /= TIMED_RUNS;
+    /* teardown: a failure leaves nothing to undo */
+    if (exec) (void)L->cuGraphExecDestroy(exec);
+    if (graph) (void)L->cuGraphDestroy(graph);
+    return ok;
+}
+
+/* Describes and chooses each candidate's product for the bound addresses; under auto, times
+ * both routes and keeps the faster. A candidate cuBLASLt has no algorithm for stays in cuDNN. */
+bool cuda_step_conv_gemm_prepare(CudaStep *cs, char *err, int errcap) {
+    if (!cs->n_cgemm) return true;
+    if (!cuda_step_blas_open(cs, err, errcap)) return false;
+    const CudaLibs *L = &cs->dev.L;
+    const Graph *g = &cs->plan->g;
+    int64_t scratch_bytes = 0;
+    for (int i = 0; i < cs->n_cgemm; i++) {
+        CudaConvGemmOp *c = &cs->cgemm[i];
+        const Op *op = &g->ops[c->op];
+        c->a = operand(cs, op, c->cg.a), c->b = operand(cs, op, c->cg.b), c->d = operand(cs, op, c->cg.d);
+        /* the product reads A and B from wherever cublas_gemm_run swaps them to; alignment is of the logical operands */
+        char why[384];
+        if (!cublas_gemm_describe(&c->lt, L, &c->cg.g, why, sizeof why) ||
+            !cublas_gemm_choose(&c->lt, L, cs->blas, &c->cg.g, batch_alignment(c->a, c->cg.g.swapped ? &c->cg.g.b : &c->cg.g.a, c->cg.g.batch),
+                                batch_alignment(c->b, c->cg.g.swapped ? &c->cg.g.a : &c->cg.g.b, c->cg.g.batch), batch_alignment(c->d, &c->cg.g.d, c->cg.g.batch),
+                                CUBLAS_GEMM_WORKSPACE, why, sizeof why)) {
+            if (!cs->cgemm_refused++) snprintf(cs->cgemm_why, sizeof cs->cgemm_why, "op %d: %.*s", c->op, (int)sizeof cs->cgemm_why - 24, why);
+            cublas_gemm_destroy(&c->lt, L);
+            continue;
+        }
+        const int64_t out_bytes = shape_numel(&g->tensors[op->out[0]].shape) * (cs->stype[op->out[0]] == DT_F32 ? 4 : 2);
+        if (c->out_persistent && out_bytes > scratch_bytes) scratch_bytes = out_bytes;
+        c->routed = cs->conv1x1_mode == CONV1X1_CUBLASLT;
+    }
+    if (cs->conv1x1_mode != CONV1X1_AUTO) return true;
+    CuEvent ev[2] = {0};
+    CuDevicePtr scratch = 0;
+    bool ok = true;
+    for (int e = 0; ok && e < 2; e++) ok = CUDA_CALL(L, cuEventCreate, (&ev[e], 0), "creating the timing events", err, errcap);
+    ok = ok && (!scratch_bytes || CUDA_CALL(L, cuMemAlloc, (&scratch, (size_t)scratch_bytes), "allocating scratch for timing weight gradients", err, errcap));
+    cs->conv_gemm_ms[0] = cs->conv_gemm_ms[1] = 0;
+    for (int i = 0; ok && i < cs->n_cgemm; i++) {
+        CudaConvGemmOp *c = &cs->cgemm[i];
+        if (!c->lt.chosen) continue;
+        const CuDevicePtr d = c->out_persistent ? scratch : c->d;
+        ok = time_route(cs, c, false, d, ev, &c->ms_cudnn, err, errcap) && time_route(cs, c, true, d, ev, &c->ms_gemm, err, errcap);
+        c->routed = c->ms_gemm < c->ms_cudnn;
+        cs->conv_gemm_ms[0] += c->ms_cudnn;
+        cs->conv_gemm_ms[1] += c->routed ? c->ms_gemm : c->ms_cudnn;
+    }
+    /* teardown of the timing: a failure leaves nothing to undo */
+    if (scratch) (void)L->cuMemFree(scratch);
+    for (int e = 0; e < 2; e++)
+        if (ev[e]) (void)L->cuEventDestroy(ev[e]);
+    return ok;
+}
+
+bool cuda_step_conv_gemm_routed(const CudaStep *cs, int op) { return cs->cgemm_of_op && cs->cgemm_of_op[op] >= 0 && cs->cgemm[cs->cgemm_of_op[op]].routed; }
+
+bool cuda_step_conv_gemm_run(CudaStep *cs, int op, char *err, int errcap) {
+    const CudaConvGemmOp *c = &cs->cgemm[cs->cgemm_of_op[op]];
+    return run_gemm(cs, c, c->d, err, errcap);
+}
+
+void cuda_step_conv_gemm_close(CudaStep *cs) {
+    for (int i = 0; i < cs->n_cgemm; i++) cublas_gemm_destroy(&cs->cgemm[i].lt, &cs->dev.L);
+    free(cs->cgemm);
+    free(cs->cgemm_of_op);
+    cs->cgemm = NULL, cs->cgemm_of_op = NULL, cs->n_cgemm = 0;
+}
