@@ -575,7 +575,7 @@ Test(cuda, device_memory_check_and_allocation) {
     size_t free0 = 0, free1 = 0, total = 0;
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
     CudaMem m;
-    cr_expect(!cuda_mem_alloc(&m, &d, &p, 1 << 20, (int64_t)1 << 50, err, sizeof err), "a petabyte reserve cannot fit");
+    cr_expect(!cuda_mem_alloc(&m, &d, &p, 1 << 20, (int64_t)1 << 50, NULL, err, sizeof err), "a petabyte reserve cannot fit");
     cr_expect(strstr(err, "the plan needs") && strstr(err, "are free") && strstr(err, "not even batch 1 fits"), "%s", err);
     cr_assert(CUDA_CALL(&d.L, cuMemGetInfo, (&free1, &total), "reading free memory", err, sizeof err), "%s", err);
     cr_expect_geq(free1 + (1 << 21), free0, "nothing was allocated by the refused plan");
@@ -585,10 +585,10 @@ Test(cuda, device_memory_check_and_allocation) {
     int64_t room = l.state_bytes + (l.arena_bytes + l.input_bytes) * 3 / 4, reserve = (int64_t)free1 - room;
     cuda_layout_free(&l);
     cr_assert_gt(reserve, 0);
-    cr_expect(!cuda_mem_alloc(&m, &d, &p, 0, reserve, err, sizeof err), "only %lld bytes are left for the plan", (long long)room);
+    cr_expect(!cuda_mem_alloc(&m, &d, &p, 0, reserve, NULL, err, sizeof err), "only %lld bytes are left for the plan", (long long)room);
     cr_expect(strstr(err, "largest batch that fits is 1"), "%s", err);
     cr_log_info("%s", err);
-    cr_assert(cuda_mem_alloc(&m, &d, &p, 1 << 20, 0, err, sizeof err), "%s", err);
+    cr_assert(cuda_mem_alloc(&m, &d, &p, 1 << 20, 0, NULL, err, sizeof err), "%s", err);
     for (int t = 0; t < p.g.n_tensors; t++) {
         CuDevicePtr ptr = cuda_mem_ptr(&m, t);
         if (p.offset[t] == MEMPLAN_INTERNAL) cr_expect_eq(ptr, 0);

@@ -40,6 +40,38 @@ Test(cuda_step, decide_applies_finite_steps_and_skips_nonfinite_ones) {
     cr_expect(ls.scale == 1.0f && ls.skipped == 0);
 }
 
+/* The validation step borrows the training step's arena between the training
+ * step's runs (cuda_step_open_sharing). That holds only if no run reads
+ * arena memory an earlier run wrote: the optimizer's runs (the clip, then the
+ * updates, cuda_step_optimize) read parameters, gradients, optimizer state
+ * and inputs, all persistent, or what the clip itself wrote. */
+Test(cuda_step, the_optimizer_reads_nothing_backward_left_in_the_arena) {
+    const char *plans[] = {"--imgsz 64 --batch 2 --target cuda --arch sm_90", "--imgsz 64 --batch 2 --precision fp16 --optimizer adamw --target cuda --arch sm_90"};
+    for (int q = 0; q < 2; q++) {
+        Plan p;
+        tiny_plan(plans[q], &p);
+        const Graph *g = &p.g;
+        const int clip = clip_op_of(g);
+        cr_assert_geq(clip, 0);
+        bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
+        cr_assert_not_null(persistent);
+        memplan_mark_persistent(g, persistent);
+        int reads = 0;
+        for (int o = clip; o < g->n_ops; o++)
+            for (int i = 0; i < g->ops[o].n_in; i++) {
+                const int t = g->ops[o].in[i];
+                const Tensor *x = &g->tensors[t];
+                const bool own = x->producer >= clip;
+                cr_expect(persistent[t] || x->kind == TK_INPUT || own, "%s: op %d (%s) reads %s, which the arena holds from before the optimizer", plans[q], o,
+                          op_def(g->ops[o].kind)->name, x->name ? x->name : "an activation");
+                reads++;
+            }
+        cr_expect_gt(reads, 0);
+        free(persistent);
+        plan_free(&p);
+    }
+}
+
 Test(cuda_step, graph_segments_split_at_host_ops) {
     const CudaRoute K = CUDA_ROUTE_KERNEL, L = CUDA_ROUTE_LIBRARY, C = CUDA_ROUTE_CUDNN, H = CUDA_ROUTE_HOST;
     CudaRoute r[] = {K, C, L, H, H, K, C, H};

@@ -1,6 +1,7 @@
 /* tests/test_cuda_step_gpu.c — CudaStep's training step on a GPU: a fp16 step
- * with an injected inf is skipped (scale halved, parameters unchanged) and
- * CUDA-graph replay equals eager launch bit for bit. `SKIP: no CUDA device`
+ * with an injected inf is skipped (scale halved, parameters unchanged),
+ * CUDA-graph replay equals eager launch bit for bit, and the validation step
+ * runs in the training step's arena and workspace. `SKIP: no CUDA device`
  * without one; the same logic on a host-memory stand-in is test_cuda_step2.c's. */
 #include <math.h>
 
@@ -170,6 +171,70 @@ Test(cuda_step, graph_replay_equals_eager_launch) {
     free(state[0]), free(state[1]);
     cuda_step_close(&cs);
     start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
+}
+
+/* The trainer's validation step borrows the training step's arena and
+ * workspace where they are large enough: it allocates only its own regions,
+ * and, its runs never overlapping the training step's, predicts bit for bit
+ * the same after a training step has overwritten the shared memory. One
+ * route for 1x1 convolutions, so that nothing timed differs between runs. */
+Test(cuda_step, validation_runs_in_the_training_steps_arena) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16 --target cuda --arch sm_80,sm_90", &p);
+    cr_assert_not_null(p.eval);
+    cr_assert_eq(setenv("YOLOCC_CUDA_CONV1X1", "cudnn", 1), 0);
+    Start st, se;
+    start_make(&p, &st);
+    start_make(p.eval, &se);
+    CudaStep tr, ev;
+    cr_assert(cuda_step_open(&tr, &p, 0, err, sizeof err), "%s", err);
+    size_t free0 = 0, free1 = 0, total = 0;
+    cr_assert(CUDA_CALL(&probe.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
+    cr_assert(cuda_step_open_sharing(&ev, p.eval, 0, &tr, err, sizeof err), "%s", err);
+    cr_assert(CUDA_CALL(&probe.L, cuMemGetInfo, (&free1, &total), "reading free memory", err, sizeof err), "%s", err);
+    const bool arena_fits = ev.mem.layout.arena_bytes <= tr.mem.layout.arena_bytes;
+    const bool ws_fits = memplan_align(cuda_step_workspace_need(&ev)) <= tr.mem.workspace_bytes;
+    cr_expect(arena_fits, "the tiny plan's validation arena (%lld bytes) fits its training arena (%lld)", (long long)ev.mem.layout.arena_bytes,
+              (long long)tr.mem.layout.arena_bytes);
+    cr_expect_eq(ev.mem.arena_lent, arena_fits);
+    cr_expect_eq(ev.mem.workspace_lent, ws_fits);
+    if (ev.mem.arena_lent) cr_expect_eq(ev.mem.arena, tr.mem.arena);
+    if (ev.mem.workspace_lent) cr_expect_eq(ev.mem.workspace, tr.mem.workspace);
+    const int64_t own = ev.mem.layout.persistent_bytes + (ev.mem.arena_lent ? 0 : ev.mem.layout.arena_bytes) + (ev.mem.workspace_lent ? 0 : ev.mem.workspace_bytes);
+    cr_expect_eq(cuda_step_device_bytes(&ev), own, "only its own regions count");
+    cr_log_info("validation step: %lld bytes of its own (arena %s, workspace %s); free memory dropped by %lld across its open", (long long)own,
+                ev.mem.arena_lent ? "lent" : "own", ev.mem.workspace_lent ? "lent" : "own", (long long)free0 - (long long)free1);
+
+    const int pred = plan_meta_tensor(p.eval, "outputs", "predictions");
+    cr_assert_geq(pred, 0);
+    const int64_t n = shape_numel(&p.eval->g.tensors[pred].shape);
+    float *before = malloc(sizeof(float) * (size_t)n), *after = malloc(sizeof(float) * (size_t)n);
+    cr_assert(before && after);
+    start_upload(&ev, &se);
+    cr_assert(cuda_step_run(&ev, 0, p.eval->g.n_ops, err, sizeof err), "validation: %s", err);
+    cr_assert(cuda_step_download(&ev, pred, before, err, sizeof err), "%s", err);
+    /* a training step fills the shared arena and workspace with its own tensors */
+    start_upload(&tr, &st);
+    const float lr[3] = {0.01f, 0.01f, 0.01f};
+    CudaStepOutcome o;
+    cr_assert(cuda_step_train(&tr, lr, 0.9f, 1.0f, &o, err, sizeof err), "training: %s", err);
+    cr_expect(isfinite(o.loss), "loss %g", o.loss);
+    cr_assert(cuda_step_run(&ev, 0, p.eval->g.n_ops, err, sizeof err), "validation again: %s", err);
+    cr_assert(cuda_step_download(&ev, pred, after, err, sizeof err), "%s", err);
+    int64_t differ = 0, finite = 0;
+    for (int64_t i = 0; i < n; i++) differ += memcmp(&before[i], &after[i], 4) != 0, finite += isfinite(before[i]);
+    cr_expect_eq(differ, 0, "%lld of %lld predictions changed after a training step ran in the shared memory", (long long)differ, (long long)n);
+    cr_expect_eq(finite, n, "every prediction is finite");
+    free(before), free(after);
+    cuda_step_close(&ev);
+    cuda_step_close(&tr);
+    start_free(p.eval, &se);
+    start_free(&p, &st);
     plan_free(&p);
     cuda_device_close(&probe);
 }

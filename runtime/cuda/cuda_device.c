@@ -161,7 +161,7 @@ void cuda_layout_free(CudaLayout *l) {
 
 /* ---- device memory ---- */
 
-bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, char *err, int errcap) {
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap) {
     memset(m, 0, sizeof *m);
     if (!cuda_layout_build(p, &m->layout, err, errcap)) return false;
     const CudaLayout *l = &m->layout;
@@ -169,14 +169,19 @@ bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_
     size_t free_b = 0, total_b = 0;
     if (!CUDA_CALL(L, cuMemGetInfo, (&free_b, &total_b), "reading free device memory before allocating the plan's memory", err, errcap))
         return cuda_mem_free(m, d), false;
-    CudaMemNeed need = {.arena = l->arena_bytes, .state = l->state_bytes, .inputs = l->input_bytes, .workspace = align_up(workspace_bytes),
+    const int64_t ws = align_up(workspace_bytes);
+    m->arena_lent = lender && lender->arena && !lender->arena_lent && lender->layout.arena_bytes >= l->arena_bytes && l->arena_bytes > 0;
+    m->workspace_lent = lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
+    CudaMemNeed need = {.arena = m->arena_lent ? 0 : l->arena_bytes, .state = l->state_bytes, .inputs = l->input_bytes, .workspace = m->workspace_lent ? 0 : ws,
                         .reserve = reserve_bytes, .batch = l->batch};
     if (!cuda_mem_check(&need, free_b, err, errcap)) return cuda_mem_free(m, d), false;
-    m->workspace_bytes = need.workspace;
+    if (m->arena_lent) m->arena = lender->arena;
+    if (m->workspace_lent) m->workspace = lender->workspace;
+    m->workspace_bytes = m->workspace_lent ? lender->workspace_bytes : ws;
     /* zero-byte regions get no allocation (cuMemAlloc rejects size 0) */
-    if ((l->arena_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->arena, (size_t)l->arena_bytes), "allocating the step arena", err, errcap)) ||
+    if ((!m->arena_lent && l->arena_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->arena, (size_t)l->arena_bytes), "allocating the step arena", err, errcap)) ||
         (l->persistent_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->persistent, (size_t)l->persistent_bytes), "allocating persistent state and inputs", err, errcap)) ||
-        (m->workspace_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->workspace, (size_t)m->workspace_bytes), "allocating the library workspace", err, errcap)))
+        (!m->workspace_lent && m->workspace_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->workspace, (size_t)m->workspace_bytes), "allocating the library workspace", err, errcap)))
         return cuda_mem_free(m, d), false;
     /* a fresh plan starts from zeros (gradients accumulate, counters count) */
     if (m->persistent && !CUDA_CALL(L, cuMemsetD8Async, (m->persistent, 0, (size_t)l->persistent_bytes, d->main), "zeroing persistent state", err, errcap))
@@ -184,8 +189,12 @@ bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_
     return true;
 }
 
+int64_t cuda_mem_owned_bytes(const CudaMem *m) {
+    return (m->arena_lent ? 0 : m->layout.arena_bytes) + m->layout.persistent_bytes + (m->workspace_lent ? 0 : m->workspace_bytes);
+}
+
 void cuda_mem_free(CudaMem *m, CudaDevice *d) {
-    CuDevicePtr p[] = {m->workspace, m->persistent, m->arena};
+    CuDevicePtr p[] = {m->workspace_lent ? 0 : m->workspace, m->persistent, m->arena_lent ? 0 : m->arena};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         if (p[i]) (void)d->L.cuMemFree(p[i]); /* freeing at teardown: a failure leaves nothing to undo */
     cuda_layout_free(&m->layout);

@@ -75,11 +75,21 @@ typedef struct CudaMem {
     CudaLayout layout;
     CuDevicePtr arena, persistent, workspace;
     int64_t workspace_bytes;
+    /* the arena / the workspace is another CudaMem's (cuda_mem_alloc's lender):
+     * neither allocated nor freed nor counted here */
+    bool arena_lent, workspace_lent;
 } CudaMem;
 
 /* Checks free memory (cuMemGetInfo) against the layout plus workspace_bytes
- * and reserve_bytes, and only then allocates the three regions. */
-bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, char *err, int errcap);
+ * and reserve_bytes, and only then allocates the three regions. lender (NULL:
+ * none): a CudaMem whose per-run regions, the arena and the workspace, hold
+ * nothing between its runs; each that is at least as large as this plan's is
+ * used instead of a new allocation. The two plans' runs must never overlap
+ * (each run ends with the host waiting for its stream): the training step
+ * lends to the validation step. */
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap);
+/* Bytes m allocated itself (lent regions not counted). */
+int64_t cuda_mem_owned_bytes(const CudaMem *m);
 void cuda_mem_free(CudaMem *m, CudaDevice *d);
 /* Device address of tensor t (0 when it has no memory: MEMPLAN_INTERNAL). */
 CuDevicePtr cuda_mem_ptr(const CudaMem *m, int t);

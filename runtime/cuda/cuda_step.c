@@ -173,7 +173,9 @@ int64_t cuda_step_workspace_need(const CudaStep *cs) {
     return w;
 }
 
-bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) {
+bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) { return cuda_step_open_sharing(cs, p, ordinal, NULL, err, errcap); }
+
+bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap) {
     memset(cs, 0, sizeof *cs);
     cs->plan = p;
     const char *sync = getenv("YOLOCC_CUDA_SYNC");
@@ -202,7 +204,7 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
               (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) && cuda_step_attention_open(cs, err, errcap) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) && cuda_step_conv_gemm_open(cs, err, errcap) &&
-              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, err, errcap));
+              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, lender ? &lender->mem : NULL, err, errcap));
     if (ok) {
         cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
         cs->kern.scratch = cs->mem.workspace;
@@ -252,9 +254,7 @@ void cuda_step_close(CudaStep *cs) {
     memset(cs, 0, sizeof *cs);
 }
 
-int64_t cuda_step_device_bytes(const CudaStep *cs) {
-    return cs->mem.layout.arena_bytes + cs->mem.layout.persistent_bytes + cs->mem.workspace_bytes + cs->ema_bytes;
-}
+int64_t cuda_step_device_bytes(const CudaStep *cs) { return cuda_mem_owned_bytes(&cs->mem) + cs->ema_bytes; }
 
 /* ---- state and inputs ---- */
 

@@ -144,6 +144,11 @@ typedef struct CudaStep {
  * allocates them. p must outlive cs. On failure nothing stays open and err
  * holds one line. */
 bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap);
+/* cuda_step_open, with lender's arena and workspace used instead of new
+ * allocations where they are large enough (cuda_mem_alloc): lender must be
+ * open on the same device, outlive cs, and never run while cs runs (the
+ * trainer's validation step borrows from its training step). */
+bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap);
 void cuda_step_close(CudaStep *cs);
 
 /* Uploads every parameter, buffer and optimizer-state tensor t with
@@ -232,7 +237,7 @@ bool cuda_step_graphs_wanted(const CudaStep *cs);
  * scratch, which take turns on the main stream. Needs the kernels and the
  * cuDNN plans (cuda_step_open computes it before allocating). */
 int64_t cuda_step_workspace_need(const CudaStep *cs);
-/* Bytes CudaStep allocated for the plan: arena + persistent + workspace. */
+/* Bytes CudaStep allocated for the plan: arena + persistent + workspace + the EMA, less what a lender lent. */
 int64_t cuda_step_device_bytes(const CudaStep *cs);
 
 /* ---- the EMA on the device (cuda_ema.c) ---- */

@@ -267,17 +267,23 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
     if (!(t->evpred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[pred].shape))) || !(t->evcuda = calloc(1, sizeof *t->evcuda)))
         return snprintf(err, (size_t)errcap, "out of memory"), false;
     char why[1024];
-    if (!cuda_step_open(t->evcuda, ep, t->ts.cuda->dev.ordinal, why, sizeof why)) {
+    /* validation runs between training steps, never during one: it borrows the training step's arena and workspace */
+    if (!cuda_step_open_sharing(t->evcuda, ep, t->ts.cuda->dev.ordinal, t->ts.cuda, why, sizeof why)) {
         free(t->evcuda);
         t->evcuda = NULL;
         return errf(err, errcap, "validation graph on the GPU: %s", why);
     }
     const CudaStep *cs = t->ts.cuda;
-    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation, checked against free memory "
-           "before step 0\n",
+    const CudaMem *em = &t->evcuda->mem;
+    const char *lent = em->arena_lent && em->workspace_lent ? ", arena and workspace shared with training"
+                       : em->arena_lent                     ? ", arena shared with training"
+                       : em->workspace_lent                 ? ", workspace shared with training"
+                                                            : "";
+    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation (arena %.3f%s), checked "
+           "against free memory before step 0\n",
            cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
            (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cs->ema_bytes / 1e9,
-           (double)cuda_step_device_bytes(t->evcuda) / 1e9);
+           (double)cuda_step_device_bytes(t->evcuda) / 1e9, (double)em->layout.arena_bytes / 1e9, lent);
     char line[512];
     cuda_step_describe(cs, line, sizeof line);
     printf("CUDA step: %s\n", line);
