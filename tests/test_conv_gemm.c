@@ -185,7 +185,7 @@ Test(conv_gemm, convolutions_that_are_no_single_product_are_refused) {
  * every gradient of one, but NCHW weight gradients) is a product, its types what the plan
  * stores, and the real cuBLASLt builds its descriptors (the heuristic needs a device). */
 Test(conv_gemm, every_1x1_convolution_of_yolov8n_is_a_product_cublaslt_describes) {
-    const bool lt = tu_loadable(CUDA_TOOLKIT_STUB) && (tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")) && tu_loadable("libcudnn.so.9");
+    const bool lt = tu_cuda_host_libs();
     CudaLibs L;
     char err[1024];
     CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};

@@ -158,12 +158,31 @@ Test(cublaslt, executing_the_gemm_desc_on_the_host_computes_the_logical_product)
 
 /* ---- the real cuBLASLt, without a GPU ---- */
 
+/* The alignment cublas_gemm_choose is told for a logical operand: its address's, and over
+ * several batches its batch stride's in bytes too; a transposed product's stored A is the
+ * logical B. */
+Test(cublaslt, operand_alignment_covers_every_batch_of_the_logical_operand) {
+    char err[256];
+    GemmDesc g;
+    /* NCHW 1x1: W (8 x 3, shared) times X[b] (3 x 6, 18 apart) into Y[b] (8 x 6, 48 apart) in bf16: swapped */
+    cr_assert(gemm_desc_make(&g, 8, 6, 3, 2, view(DT_BF16, 3, 1, 0), view(DT_BF16, 6, 1, 18), view(DT_BF16, 6, 1, 48), 1, 0, err, sizeof err), "%s", err);
+    cr_assert(g.swapped);
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 0, 0x1000), 16, "A is shared: stride 0 costs nothing");
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 1, 0x1000), 4, "B's batches are 18 bf16 = 36 bytes apart");
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 2, 0x1000), 16, "D's batches are 96 bytes apart");
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 2, 0x1002), 2, "the address counts too");
+    /* one product: strides do not matter */
+    cr_assert(gemm_desc_make(&g, 4, 5, 3, 1, view(DT_F32, 1, 6, 30), view(DT_F32, 1, 3, 15), view(DT_F32, 1, 4, 20), 1, 0, err, sizeof err), "%s", err);
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 0, 0x1008), 8);
+    cr_expect_eq(cublas_gemm_operand_alignment(&g, 1, 0x1000), 16);
+}
+
 /* Descriptors, layouts and preferences are host objects in cuBLASLt, which
  * checks each attribute value's size (a wrong one is CUBLAS_STATUS_INVALID_VALUE):
  * every GemmDesc below must be described, and the heuristic must get as far
  * as asking for a handle (cublasLtCreate needs a device, so there is none). */
 Test(cublaslt, the_real_cublaslt_accepts_every_descriptor_without_a_device) {
-    if (!tu_loadable(CUDA_TOOLKIT_STUB) || !tu_loadable("libcudnn.so.9") || !(tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")))
+    if (!tu_cuda_host_libs())
         cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
     CudaLibs L;
     char err[1024];

@@ -499,7 +499,7 @@ Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) 
  * the staged retry, must fail there and only there: any attribute cuDNN
  * refuses would be named instead. */
 Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_and_yolov8n) {
-    if (!tu_loadable(CUDA_TOOLKIT_STUB) || !tu_loadable("libcudnn.so.9") || !(tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12")))
+    if (!tu_cuda_host_libs())
         cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
     /* as cudnn_conv_open does (no handle here): kept loaded, LSan names NVRTC's pool (tests/lsan.supp) */
     cudnn_conv_keep_nvrtc();

@@ -22,6 +22,12 @@ static inline bool tu_loadable(const char *name) {
     return h != NULL;
 }
 
+/* True when the toolkit's stub driver, cuDNN 9 and cuBLASLt 13 or 12 all open here: the
+ * libraries build their host-side descriptors without a device. */
+static inline bool tu_cuda_host_libs(void) {
+    return tu_loadable(CUDA_TOOLKIT_STUB) && tu_loadable("libcudnn.so.9") && (tu_loadable("libcublasLt.so.13") || tu_loadable("libcublasLt.so.12"));
+}
+
 /* Compiles `yolocc ARGS` into a temporary file and reads the plan; the
  * fast (unsanitised) binary when YOLOCC_FAST_BIN names one: some models are big. */
 static inline void compile_plan(const char *model_args, Plan *p) {

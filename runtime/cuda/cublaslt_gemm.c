@@ -103,11 +103,13 @@ static void *dev(CuDevicePtr p) { return (void *)(uintptr_t)p; }
 
 bool cublas_gemm_run(const CublasGemm *cg, const CudaLibs *L, CublasLtHandle h, const GemmDesc *g, CuDevicePtr a, CuDevicePtr b, CuDevicePtr d,
                      CuDevicePtr ws, size_t ws_bytes, CuStream s, char *err, int errcap) {
-    char what[192];
-    gemm_desc_describe(g, what, sizeof what);
-    if (!cg->chosen) return errf(err, errcap, "cuBLASLt: %s runs before an algorithm was chosen", what);
-    if (ws_bytes < cg->workspace)
+    if (!cg->chosen || ws_bytes < cg->workspace) {
+        /* described only for the message: a run is on every step's path */
+        char what[192];
+        gemm_desc_describe(g, what, sizeof what);
+        if (!cg->chosen) return errf(err, errcap, "cuBLASLt: %s runs before an algorithm was chosen", what);
         return errf(err, errcap, "cuBLASLt: the algorithm for %s needs %zu bytes of workspace, %zu given", what, cg->workspace, ws_bytes);
+    }
     CuDevicePtr pa = g->swapped ? b : a, pb = g->swapped ? a : b;
     return LT(cublasLtMatmul, (h, cg->op, &g->alpha, dev(pa), cg->a, dev(pb), cg->b, &g->beta, dev(d), cg->d, dev(d), cg->d, &cg->algo, dev(ws), ws_bytes, s),
               "enqueueing the product");
@@ -125,5 +127,16 @@ void cublas_gemm_destroy(CublasGemm *cg, const CudaLibs *L) {
 unsigned cublas_gemm_alignment(uint64_t addr) {
     unsigned a = 16;
     while (a > 1 && addr % a) a /= 2;
+    return a;
+}
+
+unsigned cublas_gemm_operand_alignment(const GemmDesc *g, int which, uint64_t addr) {
+    /* the stored A is the logical B when the product was transposed */
+    const GemmMat *m = which == 2 ? &g->d : (which == 0) != g->swapped ? &g->a : &g->b;
+    unsigned a = cublas_gemm_alignment(addr);
+    if (g->batch > 1) {
+        unsigned s = cublas_gemm_alignment((uint64_t)m->stride * (m->type == DT_F32 ? 4 : 2));
+        if (s < a) a = s;
+    }
     return a;
 }

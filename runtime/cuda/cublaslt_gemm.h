@@ -40,5 +40,8 @@ bool cublas_gemm_run(const CublasGemm *cg, const CudaLibs *L, CublasLtHandle h, 
 void cublas_gemm_destroy(CublasGemm *cg, const CudaLibs *L);
 /* Pure: the largest power of two <= 16 dividing the byte address addr (16 for 0). */
 unsigned cublas_gemm_alignment(uint64_t addr);
+/* Pure: the byte alignment every batch of LOGICAL operand which (0: A, 1: B, 2: D) of g keeps when its first batch is at
+ * addr: the address's, and over several batches also the batch stride's (what cublas_gemm_choose must be told). */
+unsigned cublas_gemm_operand_alignment(const GemmDesc *g, int which, uint64_t addr);
 
 #endif

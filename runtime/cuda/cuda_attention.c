@@ -23,25 +23,19 @@ bool cuda_attention_prepare(CudaAttOp *a, const CudaLibs *L, CublasLtHandle h, c
     bool used[AG_ROLES] = {0};
     unsigned align[AG_ROLES][3];
     for (int r = 0; r < AG_ROLES; r++) align[r][0] = align[r][1] = align[r][2] = 16;
+    /* one algorithm per role serves every slice: the worst alignment over their addresses and batches */
     for (int s = 0; s < ag->n_steps; s++) {
         const AttStep *st = &ag->steps[s];
         if (!st->gemm) continue;
         used[st->role] = true;
         const AttRef ops[3] = {st->a, st->b, st->d};
         for (int i = 0; i < 3; i++) {
-            unsigned al = cublas_gemm_alignment(addr(a, ops[i]));
+            unsigned al = cublas_gemm_operand_alignment(&ag->gemm[st->role], i, addr(a, ops[i]));
             if (al < align[st->role][i]) align[st->role][i] = al;
         }
     }
     for (int r = 0; r < AG_ROLES; r++) {
         if (!used[r]) continue;
-        /* batches start stride elements after the first: the algorithm must suit them too */
-        const GemmDesc *gd = &ag->gemm[r];
-        const GemmMat *mats[3] = {gd->swapped ? &gd->b : &gd->a, gd->swapped ? &gd->a : &gd->b, &gd->d};
-        for (int i = 0; i < 3 && gd->batch > 1; i++) {
-            unsigned al = cublas_gemm_alignment((uint64_t)mats[i]->stride * esz(mats[i]->type));
-            if (al < align[r][i]) align[r][i] = al;
-        }
         cublas_gemm_destroy(&a->gemm[r], L);
         if (!cublas_gemm_describe(&a->gemm[r], L, &ag->gemm[r], err, errcap) ||
             !cublas_gemm_choose(&a->gemm[r], L, h, &ag->gemm[r], align[r][0], align[r][1], align[r][2], CUBLAS_GEMM_WORKSPACE, err, errcap)) {

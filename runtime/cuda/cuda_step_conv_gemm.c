@@ -12,8 +12,6 @@
 
 enum { TIMED_RUNS = 3 };
 
-static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
-
 bool cuda_step_conv_gemm_open(CudaStep *cs, char *err, int errcap) {
     const Graph *g = &cs->plan->g;
     const char *knob = getenv("YOLOCC_CUDA_CONV1X1");
@@ -30,7 +28,7 @@ bool cuda_step_conv_gemm_open(CudaStep *cs, char *err, int errcap) {
         const KLaunch *ln = &cs->kern.kp.launches[l];
         const Op *op = &g->ops[ln->op_lo];
         /* a bias would be a second step; a convolution that is no single product stays in cuDNN */
-        if (ln->kernel >= 0 || !is_conv(op->kind) || (op->kind == OP_CONV2D && op->n_in > 2)) continue;
+        if (cuda_step_route(g, ln) != CUDA_ROUTE_CUDNN || (op->kind == OP_CONV2D && op->n_in > 2)) continue;
         ConvKey k;
         char why[256];
         CudaConvGemmOp *c = &cs->cgemm[cs->n_cgemm];
@@ -53,16 +51,6 @@ static CuDevicePtr operand(const CudaStep *cs, const Op *op, ConvGemmTensor whic
             : op->kind == OP_CONV2D_DGRAD ? (which == CG_Y ? op->in[0] : which == CG_W ? op->in[1] : op->out[0])
                                           : (which == CG_Y ? op->in[0] : which == CG_X ? op->in[1] : op->out[0]);
     return t == op->out[0] ? cs->ptr[t] : cuda_mem_compute_ptr(&cs->mem, t);
-}
-
-/* the byte alignment every batch of a matrix at addr keeps */
-static unsigned batch_alignment(CuDevicePtr addr, const GemmMat *m, int64_t batch) {
-    unsigned a = cublas_gemm_alignment(addr);
-    if (batch > 1) {
-        unsigned s = cublas_gemm_alignment((uint64_t)m->stride * (m->type == DT_F32 ? 4 : 2));
-        if (s < a) a = s;
-    }
-    return a;
 }
 
 static bool run_gemm(const CudaStep *cs, const CudaConvGemmOp *c, CuDevicePtr d, char *err, int errcap) {
@@ -115,12 +103,11 @@ bool cuda_step_conv_gemm_prepare(CudaStep *cs, char *err, int errcap) {
         CudaConvGemmOp *c = &cs->cgemm[i];
         const Op *op = &g->ops[c->op];
         c->a = operand(cs, op, c->cg.a), c->b = operand(cs, op, c->cg.b), c->d = operand(cs, op, c->cg.d);
-        /* the product reads A and B from wherever cublas_gemm_run swaps them to; alignment is of the logical operands */
+        const GemmDesc *gd = &c->cg.g;
         char why[384];
-        if (!cublas_gemm_describe(&c->lt, L, &c->cg.g, why, sizeof why) ||
-            !cublas_gemm_choose(&c->lt, L, cs->blas, &c->cg.g, batch_alignment(c->a, c->cg.g.swapped ? &c->cg.g.b : &c->cg.g.a, c->cg.g.batch),
-                                batch_alignment(c->b, c->cg.g.swapped ? &c->cg.g.a : &c->cg.g.b, c->cg.g.batch), batch_alignment(c->d, &c->cg.g.d, c->cg.g.batch),
-                                CUBLAS_GEMM_WORKSPACE, why, sizeof why)) {
+        if (!cublas_gemm_describe(&c->lt, L, gd, why, sizeof why) ||
+            !cublas_gemm_choose(&c->lt, L, cs->blas, gd, cublas_gemm_operand_alignment(gd, 0, c->a), cublas_gemm_operand_alignment(gd, 1, c->b),
+                                cublas_gemm_operand_alignment(gd, 2, c->d), CUBLAS_GEMM_WORKSPACE, why, sizeof why)) {
             if (!cs->cgemm_refused++) snprintf(cs->cgemm_why, sizeof cs->cgemm_why, "op %d: %.*s", c->op, (int)sizeof cs->cgemm_why - 24, why);
             cublas_gemm_destroy(&c->lt, L);
             continue;
