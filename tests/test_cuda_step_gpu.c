@@ -1,7 +1,8 @@
 /* tests/test_cuda_step_gpu.c — CudaStep's training step on a GPU: a fp16 step
  * with an injected inf is skipped (scale halved, parameters unchanged),
  * CUDA-graph replay equals eager launch bit for bit, and the validation step
- * runs in the training step's arena and workspace. `SKIP: no CUDA device`
+ * runs in the training step's arena and workspace, and cuDNN's engines are timed once and
+ * then read from the tuning cache. `SKIP: no CUDA device`
  * without one; the same logic on a host-memory stand-in is test_cuda_step2.c's. */
 #include <math.h>
 
@@ -237,4 +238,73 @@ Test(cuda_step, validation_runs_in_the_training_steps_arena) {
     start_free(&p, &st);
     plan_free(&p);
     cuda_device_close(&probe);
+}
+
+/* The chosen candidate of every cuDNN plan of cs, in plan order (malloc'd), after checking that
+ * only the chosen ones are left and that the workspace is what they need. */
+static int *chosen_engines(const CudaStep *cs, const char *what) {
+    int *chosen = calloc((size_t)cs->conv.n_plans + 1, sizeof *chosen);
+    for (int i = 0; i < cs->conv.n_plans; i++) {
+        const ConvPlan *e = &cs->conv.plans[i];
+        chosen[i] = e->chosen;
+        for (int j = 0; j < e->n_cand; j++) cr_expect_eq(e->cand[j] != NULL, j == e->chosen, "%s plan %d: candidate %d", what, i, j);
+    }
+    cr_expect_eq(cs->mem.workspace_bytes, memplan_align(cuda_step_workspace_need(cs)), "%s: the workspace shrank to what the chosen engines need", what);
+    return chosen;
+}
+
+/* YOLOCC_CUDNN_TUNE: the default times every shape's candidates on a cold cache (the chosen one
+ * never slower than the heuristics' first), a second open takes every choice from the cache,
+ * heuristic keeps each first choice, and an unknown value is refused before anything is
+ * allocated. The tiny step's accuracy with the chosen engines is the tiny_step_* tests'. */
+Test(cuda_step, cudnn_engines_are_timed_once_then_read_from_the_tuning_cache) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048], line[2048], cache[] = "/tmp/yolocc-tune-XXXXXX";
+    cr_assert_not_null(mkdtemp(cache));
+    cr_assert_eq(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    cr_assert_eq(unsetenv("YOLOCC_NO_CACHE"), 0);
+    cr_assert_eq(unsetenv("YOLOCC_CUDNN_TUNE"), 0);
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16 --layout nhwc --target cuda --arch sm_80,sm_90", &p);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_log_info("cold cache: %s", line);
+    cr_expect_gt(cs.tune_shapes, 0, "cuDNN offered more than one engine for some shape: %s", line);
+    cr_expect_eq(cs.tune_cached, 0);
+    cr_expect_eq(cs.tune_failed, 0, "%s", cs.tune_why);
+    cr_expect_str_empty(cs.tune_store_why);
+    cr_expect_leq(cs.tune_ms[1], cs.tune_ms[0] * (1 + 1e-6), "the chosen engines never take longer than the first choices as timed");
+    cr_expect(strstr(line, "cuDNN engines timed for"), "%s", line);
+    const int n_plans = cs.conv.n_plans, shapes = cs.tune_shapes;
+    int *first = chosen_engines(&cs, "cold");
+    cuda_step_close(&cs);
+
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    cr_expect_eq(cs.tune_shapes, shapes);
+    cr_expect_eq(cs.tune_cached, shapes, "every choice came from the cache");
+    cr_assert_eq(cs.conv.n_plans, n_plans);
+    int *again = chosen_engines(&cs, "cached");
+    for (int i = 0; i < n_plans; i++) cr_expect_eq(again[i], first[i], "plan %d runs the engine the first open chose", i);
+    cuda_step_close(&cs);
+
+    cr_assert_eq(setenv("YOLOCC_CUDNN_TUNE", "heuristic", 1), 0);
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    cr_expect_eq(cs.tune_shapes, 0);
+    for (int i = 0; i < cs.conv.n_plans; i++) cr_expect(cs.conv.plans[i].n_cand == 1 && cs.conv.plans[i].chosen == 0, "plan %d", i);
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect(strstr(line, "(YOLOCC_CUDNN_TUNE=heuristic)"), "%s", line);
+    cuda_step_close(&cs);
+
+    cr_assert_eq(setenv("YOLOCC_CUDNN_TUNE", "fastest", 1), 0);
+    cr_expect_not(cuda_step_open(&cs, &p, 0, err, sizeof err));
+    cr_expect(strstr(err, "YOLOCC_CUDNN_TUNE=fastest: expected time or heuristic"), "%s", err);
+    cr_expect(!cs.mem_open && !cs.ptr, "nothing stays open");
+    free(first), free(again);
+    plan_free(&p);
+    cuda_device_close(&probe);
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s", cache);
+    cr_expect_eq(system(rm), 0);
 }

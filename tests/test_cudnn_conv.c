@@ -1,11 +1,13 @@
 /* tests/test_cudnn_conv.c — runtime/cuda/cudnn_conv.c without a GPU, on a stand-in for the cuDNN
  * backend API: descriptors keep typed attributes and refuse misuse (an attribute on the wrong
- * descriptor or of the wrong type, a finalize with one missing, a set after finalize), three
- * engines with numerical notes, and every execution recorded. It checks which engine each
+ * descriptor or of the wrong type, a finalize with one missing, a set after finalize),
+ * engines with numerical and behaviour notes, and every execution recorded. It checks which engine each
  * execution plan takes (never a nondeterministic one, no tensor cores in fp32 plans, mode A
  * before the fallback list) and the staged weight gradient: where no engine writes fp32 dw from
  * bf16 x and dy, dw is computed in bf16 into the workspace and the CUDA step widens it into the
- * gradient, which then holds what a direct fp32 write would have. Owns no runtime code. */
+ * gradient, which then holds what a direct fp32 write would have; and the candidates kept for
+ * timing (the heuristics' order, no engine cuDNN compiles, none over the workspace cap). Owns no
+ * runtime code. */
 #include "../compiler/kernel_ir.h"
 #include "../compiler/lib_kernels.h"
 #include "../runtime/cuda/cuda_abi.h"
@@ -45,20 +47,29 @@ static struct {
     int live, misuse;
     char misuse_what[256];
     bool refuse_mixed_wgrad, refuse_wgrad, write_dw;
+    bool more_engines;      /* mode A also lists the engines marked `more` (candidates to time) */
     int n_exec;
     SExec exec[SD_MAX_EXEC];
 } SD;
 
-/* mode A lists engines 0 and 1, the fallback mode engine 2 */
+/* mode A lists engines 0 and 1 (and with SD.more_engines 3 to 8), the fallback mode engine 2;
+ * engine 3 is compiled by cuDNN at finalize, engine 5 needs more workspace than timing may take */
 static const struct {
-    int mode, note;
+    int mode, note, behavior;
     int64_t workspace;
+    bool more;
 } ENGINES[] = {
-    {DNN_HEUR_MODE_A, NOTE_NONDETERMINISTIC, 4096},
-    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, 2048},
-    {DNN_HEUR_MODE_FALLBACK, -1, 512},
+    {DNN_HEUR_MODE_A, NOTE_NONDETERMINISTIC, -1, 4096, false},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 2048, false},
+    {DNN_HEUR_MODE_FALLBACK, -1, -1, 512, false},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, BNOTE_RUNTIME_COMPILATION, 0, true},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 8192, true},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, CONV_TUNE_WORKSPACE + 1, true},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 1024, true},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 16, true},
+    {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 32, true},
 };
-enum { N_ENGINES = 3 };
+enum { N_ENGINES = 9 };
 
 /* Every attribute cudnn_conv.c may set: its descriptor and element type. */
 static const struct {
@@ -99,7 +110,9 @@ static CudnnStatus misuse(const char *what, int v) {
     return SD_BAD_PARAM;
 }
 
-static size_t element_size(int at) { return at == AT_DATA_TYPE || at == AT_FLOAT || at == AT_CONVOLUTION_MODE || at == AT_HEUR_MODE || at == AT_NUMERICAL_NOTE ? 4 : 8; }
+static size_t element_size(int at) {
+    return at == AT_DATA_TYPE || at == AT_FLOAT || at == AT_CONVOLUTION_MODE || at == AT_HEUR_MODE || at == AT_NUMERICAL_NOTE || at == AT_BEHAVIOR_NOTE ? 4 : 8;
+}
 
 static const SAttr *attr(const SDesc *d, int name) {
     for (int i = 0; i < d->na; i++)
@@ -234,7 +247,7 @@ static CudnnStatus sd_get(CudnnBackendDescriptor dd, CudnnBackendAttributeName n
         int mode = attr_int(d, DA_ENGINEHEUR_MODE);
         int64_t n = 0;
         for (int e = 0; e < N_ENGINES; e++) {
-            if (ENGINES[e].mode != mode) continue;
+            if (ENGINES[e].mode != mode || (ENGINES[e].more && !SD.more_engines)) continue;
             if (n < requested) {
                 SDesc *cfg = ((SDesc **)out)[n];
                 if (!cfg || cfg->type != DN_ENGINECFG_DESCRIPTOR) return misuse("results into a descriptor that is no engine config", 0);
@@ -256,6 +269,12 @@ static CudnnStatus sd_get(CudnnBackendDescriptor dd, CudnnBackendAttributeName n
         if (d->engine < 0) return misuse("notes of an engine no config filled", 0);
         *count = ENGINES[d->engine].note >= 0;
         if (*count && requested >= 1) ((int *)out)[0] = ENGINES[d->engine].note;
+        return 0;
+    }
+    if (name == DA_ENGINE_BEHAVIOR_NOTE && d->type == DN_ENGINE_DESCRIPTOR && type == AT_BEHAVIOR_NOTE) {
+        if (d->engine < 0) return misuse("behavior notes of an engine no config filled", 0);
+        *count = ENGINES[d->engine].behavior >= 0;
+        if (*count && requested >= 1) ((int *)out)[0] = ENGINES[d->engine].behavior;
         return 0;
     }
     if (name == DA_EXECUTION_PLAN_WORKSPACE_SIZE && d->type == DN_EXECUTION_PLAN_DESCRIPTOR && type == AT_INT64 && requested == 1) {
@@ -313,21 +332,27 @@ static void standin_reset(void) {
 /* ---- plan selection and staging on the tiny plan ---- */
 
 static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
-static int engine_of(const ConvPlan *e) { return ((const SDesc *)e->keep[7])->engine; }
+static int engine_of(const ConvPlan *e) { return ((const SDesc *)e->cand_cfg[e->chosen])->engine; }
 
 /* The tiny plan compiled with args, its convolutions prepared on the
- * stand-in (refusing fp32 dw from bf16 inputs when refuse_mixed). */
-static void prepare(CudnnConv *cc, CudaLibs *L, Plan *p, const char *args, bool refuse_mixed) {
+ * stand-in (refusing fp32 dw from bf16 inputs when refuse_mixed); with
+ * candidates > 0, mode A lists its longer list and cudnn_conv_prepare keeps
+ * that many engine configs per shape. */
+static void prepare_tuned(CudnnConv *cc, CudaLibs *L, Plan *p, const char *args, bool refuse_mixed, int candidates) {
     standin_reset();
     SD.refuse_mixed_wgrad = refuse_mixed;
+    SD.more_engines = candidates > 0;
     tiny_plan(args, p);
     memset(L, 0, sizeof *L);
     standin_cudnn(L);
     char err[2048];
     cr_assert(cudnn_conv_open(cc, L, NULL, err, sizeof err), "%s", err);
+    cc->candidates = candidates;
     cr_assert(cudnn_conv_prepare(cc, &p->g, &p->fusion.views, p->precision, err, sizeof err), "%s", err);
     cr_expect_eq(SD.misuse, 0, "the stand-in saw misuse: %s", SD.misuse_what);
 }
+
+static void prepare(CudnnConv *cc, CudaLibs *L, Plan *p, const char *args, bool refuse_mixed) { prepare_tuned(cc, L, p, args, refuse_mixed, 0); }
 
 static int count_ops(const Graph *g, OpKind k) {
     int n = 0;
@@ -436,114 +461,6 @@ Test(cudnn_conv, no_engine_either_way_names_both_attempts_and_leaks_nothing) {
     plan_free(&p);
 }
 
-/* ---- one type per convolution across the models ---- */
-
-/* The convolutions of g at its precision: x, w and y of one type (a weight
- * gradient's dw excepted: fp32, staged or not). Returns how many. */
-static int expect_one_type(const Graph *g, Precision prec, const char *what) {
-    bool *persistent = calloc((size_t)g->n_tensors + 1, sizeof *persistent);
-    memplan_mark_persistent(g, persistent);
-    int want = prec == PREC_BF16 ? DNN_DATA_BFLOAT16 : DNN_DATA_HALF, convs = 0;
-    char err[512], key[512];
-    for (int o = 0; o < g->n_ops; o++) {
-        const Op *op = &g->ops[o];
-        if (op->kind != OP_CONV2D && op->kind != OP_CONV2D_DGRAD && op->kind != OP_CONV2D_WGRAD) continue;
-        ConvKey k;
-        cr_assert(conv_key_from_op(g, op, prec, persistent, NULL, &k, err, sizeof err), "%s op %d: %s", what, o, err);
-        conv_key_describe(&k, key, sizeof key);
-        cr_expect(k.x_type == want && k.y_type == want && k.w_type == (k.dir == CONV_WGRAD ? DNN_DATA_FLOAT : want), "%s op %d (%s): %s", what, o,
-                  op->scope ? op->scope : "", key);
-        convs++;
-    }
-    free(persistent);
-    return convs;
-}
-
-/* cuDNN's engines take x, w and y of one type; the images are the input
- * that would otherwise reach the first convolution in fp32. */
-Test(cudnn_conv, every_convolution_of_the_models_has_one_type_at_bf16_and_fp16) {
-    const char *corpus = getenv("YOLOCC_CORPUS");
-    char c[4][600];
-    snprintf(c[0], sizeof c[0], "%s/yolo12.yaml --scale n", corpus ? corpus : "");
-    snprintf(c[1], sizeof c[1], "%s/yolov9t.yaml", corpus ? corpus : "");
-    snprintf(c[2], sizeof c[2], "%s/yolov3-tiny.yaml", corpus ? corpus : "");
-    snprintf(c[3], sizeof c[3], "%s/yolov9e.yaml", corpus ? corpus : "");
-    const char *models[] = {"models/tiny.yaml", "models/yolov8.yaml --scale n", "models/yolo11.yaml --scale n", "models/yolov5.yaml --scale n", c[0], c[1], c[2], c[3]};
-    int checked = 0;
-    for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        if (m >= 4 && !corpus) {
-            cr_log_warn("YOLOCC_CORPUS unset: %s skipped", models[m] + 1);
-            continue;
-        }
-        for (int q = 0; q < 2; q++) {
-            char args[1024];
-            snprintf(args, sizeof args, "%s --imgsz 64 --batch 1 --precision %s", models[m], q ? "fp16" : "bf16");
-            Plan p;
-            compile_plan(args, &p);
-            int convs = expect_one_type(&p.g, p.precision, models[m]);
-            cr_assert(p.eval);
-            convs += expect_one_type(&p.eval->g, p.eval->precision, models[m]);
-            cr_expect_gt(convs, 0);
-            plan_free(&p);
-            checked++;
-        }
-    }
-    cr_log_info("%d plans checked", checked);
-}
-
-/* ---- the real cuDNN, without a GPU ---- */
-
-/* cuDNN 9 builds and finalizes tensors, convolutions, operations, graphs
- * and heuristics without a device or a handle; only the engine configs
- * stay empty. So every key of the tiny plan, at each precision and through
- * the staged retry, must fail there and only there: any attribute cuDNN
- * refuses would be named instead. */
-Test(cudnn_conv, the_real_cudnn_accepts_every_operation_graph_of_the_tiny_plan_and_yolov8n) {
-    if (!tu_cuda_host_libs())
-        cr_skip_test("no CUDA toolkit stub, cuDNN 9 or cuBLASLt here");
-    /* as cudnn_conv_open does (no handle here): kept loaded, LSan names NVRTC's pool (tests/lsan.supp) */
-    cudnn_conv_keep_nvrtc();
-    CudaLibs L;
-    char err[4096];
-    CudaLibNames names = {.cuda = CUDA_TOOLKIT_STUB};
-    cr_assert(cuda_libs_open(&L, &names, false, err, sizeof err), "%s", err);
-    /* the tiny plan at each precision, and the benchmark's YOLOv8n at batch 16, in NCHW and NHWC (channels-last strides, KRSC weights) */
-    const char *plans[] = {"models/tiny.yaml --imgsz 64 --batch 2 --precision fp32", "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16",
-                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp16", "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16",
-                           "models/tiny.yaml --imgsz 64 --batch 2 --precision fp32 --layout nhwc", "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16 --layout nhwc",
-                           "models/yolov8.yaml --scale n --imgsz 640 --batch 16 --precision bf16 --layout nhwc"};
-    for (int q = 0; q < (int)(sizeof plans / sizeof plans[0]); q++) {
-        const char *what = plans[q];
-        Plan p;
-        compile_plan(what, &p);
-        CudnnConv cc;
-        memset(&cc, 0, sizeof cc);
-        cc.L = &L; /* no handle: cudnnCreate needs a device */
-        cr_assert_not(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err), "%s: no engine can be found without a device", what);
-        int convs = 0, staged_tries = 0;
-        for (int o = 0; o < p.g.n_ops; o++) {
-            const Op *op = &p.g.ops[o];
-            if (op->kind != OP_CONV2D && op->kind != OP_CONV2D_DGRAD && op->kind != OP_CONV2D_WGRAD) continue;
-            const CuDevicePtr in[3] = {0x10000000, 0x20000000, 0x30000000};
-            ConvWiden widen;
-            cr_assert_not(cudnn_conv_run(&cc, op, in, 0x40000000, &widen, err, sizeof err));
-            cr_expect(strncmp(err, "cuDNN 9", 7) == 0 && strstr(err, " has no deterministic") && strstr(err, "engine configs tried"), "%s op %d: %s", what, o, err);
-            cr_expect(!strstr(err, "failed with"), "%s op %d: a descriptor call failed: %s", what, o, err);
-            cr_expect_eq(strstr(err, " NHWC ") != NULL, strstr(what, "nhwc") != NULL, "%s op %d: the key names its layout: %s", what, o, err);
-            /* channels last, a low-precision weight gradient is an activation in the compute type (its layout change widens it into the master's gradient) */
-            bool stageable = op->kind == OP_CONV2D_WGRAD && p.precision != PREC_FP32 && !strstr(what, "nhwc");
-            cr_expect_eq(strstr(err, "nor with dw in") != NULL, stageable, "%s op %d: the staged key is tried for low-precision weight gradients: %s", what, o, err);
-            staged_tries += stageable, convs++;
-        }
-        cr_log_info("%s: %d convolutions built up to their engine search with cuDNN %zu (%d staged retries)", what, convs, L.cudnnGetVersion(), staged_tries);
-        cr_expect_gt(convs, 0);
-        cr_expect_eq(cc.n_plans, 0);
-        cudnn_conv_close(&cc);
-        plan_free(&p);
-    }
-    cuda_libs_close(&L);
-}
-
 /* ---- the CUDA step widens what cuDNN staged ---- */
 
 static CuFunction const WIDEN_FN = (CuFunction)(uintptr_t)0x31de, OTHER_FN = (CuFunction)(uintptr_t)0x07e4;
@@ -629,3 +546,81 @@ static void step_case(bool refuse_mixed) {
 
 Test(cudnn_conv, the_step_widens_each_staged_weight_gradient_into_its_fp32_gradient) { step_case(true); }
 Test(cudnn_conv, the_step_lets_cudnn_write_fp32_gradients_where_it_can) { step_case(false); }
+
+/* ---- candidates to time ---- */
+
+/* A bias step's key (conv_bias_key): one input channel, accumulating. */
+static bool is_bias_key(const ConvKey *k) { return k->dir == CONV_FWD && k->accumulate && k->ci == 1 && k->kh == 1 && k->kw == 1; }
+
+/* With candidates kept, each shape holds mode A's acceptable configs in order: the first
+ * whatever it is, then configs cuDNN need not compile and whose workspace stays under the cap,
+ * up to CONV_TUNE_MAX; the workspace covers every candidate until cudnn_conv_settle drops the
+ * unchosen ones, and a run executes the chosen one. Bias steps keep one. */
+Test(cudnn_conv, candidates_to_time_are_the_heuristics_order_without_compiled_or_oversized_engines) {
+    Plan p;
+    CudaLibs L;
+    CudnnConv cc;
+    prepare_tuned(&cc, &L, &p, "--imgsz 64 --batch 2 --precision bf16", false, CONV_TUNE_MAX);
+    /* engine 0 is nondeterministic, 3 compiles at finalize, 5 is over the cap, 8 comes after four */
+    const int want[CONV_TUNE_MAX] = {1, 4, 6, 7};
+    int tuned = 0, bias = 0;
+    for (int i = 0; i < cc.n_plans; i++) {
+        const ConvPlan *e = &cc.plans[i];
+        cr_expect_eq(e->chosen, 0, "plan %d starts on the heuristics' first choice", i);
+        cr_expect(e->plan == e->cand[0] && e->workspace == e->cand_ws[0]);
+        if (is_bias_key(&e->key)) {
+            cr_expect_eq(e->n_cand, 1, "plan %d: a bias step is not timed", i);
+            bias++;
+            continue;
+        }
+        cr_assert_eq(e->n_cand, CONV_TUNE_MAX, "plan %d", i);
+        for (int j = 0; j < CONV_TUNE_MAX; j++) {
+            cr_expect_eq(((const SDesc *)e->cand_cfg[j])->engine, want[j], "plan %d candidate %d", i, j);
+            cr_expect_eq(e->cand_ws[j], ENGINES[want[j]].workspace, "plan %d candidate %d", i, j);
+        }
+        tuned++;
+    }
+    cr_expect_gt(tuned, 0);
+    cr_expect_gt(bias, 0, "the tiny plan's Detect has biased convolutions");
+    const int64_t below = memplan_align(cc.ones_elems * 4) + cc.stage_bytes;
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), below + ENGINES[4].workspace, "the workspace covers the largest candidate");
+    /* every timed shape on its last candidate (16 bytes of workspace); bias steps keep engine 1's */
+    for (int i = 0; i < cc.n_plans; i++)
+        if (cc.plans[i].n_cand > 1) cudnn_conv_choose(&cc.plans[i], CONV_TUNE_MAX - 1);
+    const int live = SD.live;
+    cudnn_conv_settle(&cc);
+    cr_expect_eq(SD.live, live - tuned * (CONV_TUNE_MAX - 1) * 2, "settling destroys each unchosen plan and its config");
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), below + ENGINES[1].workspace, "then only the chosen plans' workspace counts");
+    const CuDevicePtr ws = 0x10000000;
+    cudnn_conv_bind(&cc, ws, cudnn_conv_workspace_bytes(&cc));
+    char err[2048];
+    int ran = 0;
+    for (int o = 0; o < p.g.n_ops; o++) {
+        const Op *op = &p.g.ops[o];
+        if (op->kind != OP_CONV2D_DGRAD) continue;
+        const CuDevicePtr in[3] = {0x20000000, 0x30000000, 0};
+        ConvWiden widen;
+        SD.n_exec = 0;
+        cr_assert(cudnn_conv_run(&cc, op, in, 0x40000000, &widen, err, sizeof err), "op %d: %s", o, err);
+        cr_expect(SD.n_exec == 1 && SD.exec[0].engine == want[CONV_TUNE_MAX - 1], "op %d runs the chosen engine", o);
+        ran++;
+    }
+    cr_expect_gt(ran, 0);
+    cr_expect_eq(SD.misuse, 0, "%s", SD.misuse_what);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0);
+    plan_free(&p);
+}
+
+/* One candidate per shape is what the heuristics rank first, whatever else mode A lists. */
+Test(cudnn_conv, one_candidate_is_the_heuristics_first_choice) {
+    Plan p;
+    CudaLibs L;
+    CudnnConv cc;
+    prepare_tuned(&cc, &L, &p, "--imgsz 64 --batch 2 --precision bf16", false, 1);
+    for (int i = 0; i < cc.n_plans; i++) cr_expect(cc.plans[i].n_cand == 1 && engine_of(&cc.plans[i]) == 1, "plan %d", i);
+    cr_expect_eq(cudnn_conv_workspace_bytes(&cc), memplan_align(cc.ones_elems * 4) + cc.stage_bytes + ENGINES[1].workspace);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0);
+    plan_free(&p);
+}

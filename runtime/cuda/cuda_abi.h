@@ -54,16 +54,18 @@ enum {
     DA_TENSOR_BYTE_ALIGNMENT = 900, DA_TENSOR_DATA_TYPE = 901, DA_TENSOR_DIMENSIONS = 902, DA_TENSOR_STRIDES = 903,
     DA_TENSOR_UNIQUE_ID = 906,                                                                              /* CUDNN_ATTR_TENSOR_* */
     DA_VARIANT_PACK_UNIQUE_IDS = 1000, DA_VARIANT_PACK_DATA_POINTERS = 1001, DA_VARIANT_PACK_WORKSPACE = 1003, /* CUDNN_ATTR_VARIANT_PACK_* */
-    DA_ENGINE_NUMERICAL_NOTE = 1303,                                                                        /* CUDNN_ATTR_ENGINE_NUMERICAL_NOTE */
+    DA_ENGINE_NUMERICAL_NOTE = 1303, DA_ENGINE_BEHAVIOR_NOTE = 1305,                                        /* CUDNN_ATTR_ENGINE_{NUMERICAL,BEHAVIOR}_NOTE */
 };
 /* cudnn_graph.h: cudnnBackendAttributeType_t */
 enum { AT_HANDLE = 0, AT_DATA_TYPE = 1, AT_INT64 = 3, AT_FLOAT = 4, AT_VOID_PTR = 6, AT_CONVOLUTION_MODE = 7, AT_HEUR_MODE = 8,
-       AT_NUMERICAL_NOTE = 11, AT_BACKEND_DESCRIPTOR = 15 };
+       AT_NUMERICAL_NOTE = 11, AT_BACKEND_DESCRIPTOR = 15, AT_BEHAVIOR_NOTE = 19 };
 /* cudnn_graph.h: cudnnDataType_t, cudnnConvolutionMode_t, cudnnBackendHeurMode_t, cudnnBackendNumericalNote_t */
 enum { DNN_DATA_FLOAT = 0, DNN_DATA_HALF = 2, DNN_DATA_BFLOAT16 = 9 };
 enum { DNN_CROSS_CORRELATION = 1 };
 enum { DNN_HEUR_MODE_FALLBACK = 2, DNN_HEUR_MODE_A = 3 };
 enum { NOTE_TENSOR_CORE = 0, NOTE_DOWN_CONVERT_INPUTS = 1, NOTE_REDUCED_PRECISION_REDUCTION = 2, NOTE_FFT = 3, NOTE_NONDETERMINISTIC = 4 };
+/* cudnn_graph.h: cudnnBackendBehaviorNote_t */
+enum { BNOTE_RUNTIME_COMPILATION = 0 };
 
 /* cublasLt.h / cublas_api.h / library_types.h: what cublaslt_gemm.c passes to cuBLASLt or reads back */
 enum { LT_COMPUTE_32F = 68 };                               /* CUBLAS_COMPUTE_32F (fp32 accumulation, not CUBLAS_COMPUTE_32F_FAST_TF32) */

@@ -189,6 +189,19 @@ bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_
     return true;
 }
 
+bool cuda_mem_fit_workspace(CudaMem *m, CudaDevice *d, int64_t need, const CudaMem *lender, char *err, int errcap) {
+    const int64_t ws = align_up(need);
+    if (m->workspace_lent || ws >= m->workspace_bytes) return true;
+    const bool borrow = lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
+    if (m->workspace) (void)d->L.cuMemFree(m->workspace); /* nothing runs on it yet: freeing leaves nothing to undo */
+    m->workspace = borrow ? lender->workspace : 0;
+    m->workspace_lent = borrow;
+    m->workspace_bytes = borrow ? lender->workspace_bytes : ws;
+    if (!borrow && ws && !CUDA_CALL(&d->L, cuMemAlloc, (&m->workspace, (size_t)ws), "allocating the library workspace at its settled size", err, errcap))
+        return m->workspace_bytes = 0, false;
+    return true;
+}
+
 int64_t cuda_mem_owned_bytes(const CudaMem *m) {
     return (m->arena_lent ? 0 : m->layout.arena_bytes) + m->layout.persistent_bytes + (m->workspace_lent ? 0 : m->workspace_bytes);
 }
@@ -221,4 +234,36 @@ CuDevicePtr *cuda_mem_pointers(const CudaMem *m) {
     CuDevicePtr *ptr = calloc((size_t)m->layout.n_tensors + 1, sizeof *ptr);
     for (int t = 0; ptr && t < m->layout.n_tensors; t++) ptr[t] = cuda_mem_ptr(m, t);
     return ptr;
+}
+
+bool cuda_time_replays(CudaDevice *d, bool (*run)(void *ctx, char *err, int errcap), void *ctx, int runs, const char *doing, float *ms, char *err,
+                       int errcap) {
+    const CudaLibs *L = &d->L;
+    CuEvent ev[2] = {0};
+    CuGraph graph = NULL;
+    CuGraphExec exec = NULL;
+    char why[256];
+    *ms = 0;
+    bool ok = run(ctx, err, errcap) && CUDA_CALL(L, cuStreamSynchronize, (d->main), doing, err, errcap) &&
+              CUDA_CALL(L, cuEventCreate, (&ev[0], 0), doing, err, errcap) && CUDA_CALL(L, cuEventCreate, (&ev[1], 0), doing, err, errcap);
+    /* thread-local capture: a synchronising or allocating call inside fails the capture instead of passing */
+    if (ok && CUDA_CALL(L, cuStreamBeginCapture, (d->main, 1), doing, err, errcap)) {
+        for (int r = 0; ok && r < runs; r++) ok = run(ctx, err, errcap);
+        /* the capture always ends, so a failure leaves the stream usable */
+        const bool ended = CUDA_CALL(L, cuStreamEndCapture, (d->main, &graph), doing, why, sizeof why);
+        if (ok && !ended) ok = errf(err, errcap, "%s", why);
+    } else {
+        ok = false;
+    }
+    ok = ok && CUDA_CALL(L, cuGraphInstantiate, (&exec, graph, 0), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, d->main), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventRecord, (ev[0], d->main), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, d->main), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventRecord, (ev[1], d->main), doing, err, errcap) && CUDA_CALL(L, cuEventSynchronize, (ev[1]), doing, err, errcap) &&
+         CUDA_CALL(L, cuEventElapsedTime, (ms, ev[0], ev[1]), doing, err, errcap);
+    if (runs > 0) *ms /= (float)runs;
+    /* teardown: a failure leaves nothing to undo */
+    if (exec) (void)L->cuGraphExecDestroy(exec);
+    if (graph) (void)L->cuGraphDestroy(graph);
+    for (int e = 0; e < 2; e++)
+        if (ev[e]) (void)L->cuEventDestroy(ev[e]);
+    return ok;
 }

@@ -31,6 +31,14 @@ void cuda_device_close(CudaDevice *d);
 bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap);
 #define CUDA_CALL(L, fn, args, doing, err, errcap) cuda_ok((L), (L)->fn args, #fn, (doing), (err), (errcap))
 
+/* Milliseconds per run(ctx) as a CUDA graph on d->main replays it, so host
+ * work per call (a library's argument checks) is not counted: run once
+ * eagerly (libraries load their kernels on first use, which a capture
+ * forbids), `runs` runs captured into one graph, a replay to warm, then a
+ * replay timed with events. Leaves no capture open and nothing allocated. */
+bool cuda_time_replays(CudaDevice *d, bool (*run)(void *ctx, char *err, int errcap), void *ctx, int runs, const char *doing, float *ms, char *err,
+                       int errcap);
+
 /* ---- memory arithmetic (pure: no CUDA) ---- */
 
 /* What a plan needs on the device. Activations (the arena and the inputs)
@@ -88,6 +96,12 @@ typedef struct CudaMem {
  * (each run ends with the host waiting for its stream): the training step
  * lends to the validation step. */
 bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap);
+/* After the set-up settled what the workspace must hold (need bytes, at
+ * most what cuda_mem_alloc was given): an own workspace larger than need is
+ * replaced by lender's when that one is large enough, else by an own of the
+ * smaller size (freed first, so the peak never rises). Every address
+ * derived from the workspace must be taken again afterwards. */
+bool cuda_mem_fit_workspace(CudaMem *m, CudaDevice *d, int64_t need, const CudaMem *lender, char *err, int errcap);
 /* Bytes m allocated itself (lent regions not counted). */
 int64_t cuda_mem_owned_bytes(const CudaMem *m);
 void cuda_mem_free(CudaMem *m, CudaDevice *d);

@@ -77,6 +77,15 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
             append(buf, cap, &used, "%s%s x%d", sep, op_def((OpKind)best)->name, cs->host_op_kinds[best]);
         }
     }
+    if (cs->tune_shapes)
+        append(buf, cap, &used, "; cuDNN engines timed for %d convolution shapes (%d choices from the tuning cache), %d faster than the heuristics' first (%.3f ms a step instead of %.3f)",
+               cs->tune_shapes, cs->tune_cached, cs->tune_changed, cs->tune_ms[1], cs->tune_ms[0]);
+    else if (cs->conv.candidates == 1)
+        append(buf, cap, &used, "; cuDNN engines as its heuristics rank them first (YOLOCC_CUDNN_TUNE=heuristic)");
+    if (cs->tune_failed)
+        append(buf, cap, &used, "; %d candidate engine%s failed to run and %s skipped (%s)", cs->tune_failed, cs->tune_failed == 1 ? "" : "s",
+               cs->tune_failed == 1 ? "was" : "were", cs->tune_why);
+    if (cs->tune_store_why[0]) append(buf, cap, &used, "; the engine choices could not be cached (%s)", cs->tune_store_why);
     const int att = cs->cublaslt_ops - cs->conv_gemm_ops;
     if (att) append(buf, cap, &used, "; %d attention op%s through cuBLASLt", att, att == 1 ? "" : "s");
     if (cs->n_cgemm && cs->conv1x1_mode == CONV1X1_AUTO)

@@ -173,6 +173,12 @@ int64_t cuda_step_workspace_need(const CudaStep *cs) {
     return w;
 }
 
+/* cuDNN's plans and the library kernels find the workspace where cs->mem has it now */
+static void bind_workspace(CudaStep *cs) {
+    cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
+    cs->kern.scratch = cs->mem.workspace;
+}
+
 bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) { return cuda_step_open_sharing(cs, p, ordinal, NULL, err, errcap); }
 
 bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap) {
@@ -203,12 +209,17 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
     bool ok = (cs->dev_open = cuda_device_open(&cs->dev, ordinal, false, err, errcap)) &&
               (cs->kern_open = cuda_kernels_open(&cs->kern, &cs->dev, p, err, errcap)) && cuda_step_attention_open(cs, err, errcap) &&
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
+              cudnn_tune_knob(getenv("YOLOCC_CUDNN_TUNE"), &cs->conv.candidates, err, errcap) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) && cuda_step_conv_gemm_open(cs, err, errcap) &&
               (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, lender ? &lender->mem : NULL, err, errcap));
     if (ok) {
-        cudnn_conv_bind(&cs->conv, cs->mem.workspace, cs->mem.workspace_bytes);
-        cs->kern.scratch = cs->mem.workspace;
+        bind_workspace(cs);
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
+        /* cuDNN's engines first: the workspace then shrinks to what the chosen ones need, before
+         * attention and the 1x1 products take addresses in it */
+        ok = ok && cuda_step_cudnn_tune(cs, err, errcap) &&
+             cuda_mem_fit_workspace(&cs->mem, &cs->dev, cuda_step_workspace_need(cs), lender ? &lender->mem : NULL, err, errcap);
+        if (ok) bind_workspace(cs);
         ok = ok && cuda_step_attention_prepare(cs, err, errcap) && cuda_step_conv_gemm_prepare(cs, err, errcap);
         cuda_step_census(cs, g, &cs->kern.kp);
     }

@@ -135,6 +135,13 @@ typedef struct CudaStep {
     int cgemm_refused;          /* candidates cuBLASLt has no algorithm for; cgemm_why: the first one's reason */
     char cgemm_why[200];
     double conv_gemm_ms[2];     /* the measured candidates per step: all in cuDNN, and as routed */
+    /* cuDNN's engines (cuda_step_tune.c): shapes with candidates to choose from, how many took the
+     * choice from the tuning cache, how many run another engine than the heuristics' first; the
+     * candidates that failed to run (tune_why: the first one's reason); why the choices could not be
+     * stored; per step, the convolutions of the timed shapes as first chosen and as run */
+    int tune_shapes, tune_cached, tune_changed, tune_failed;
+    char tune_why[480], tune_store_why[200];
+    double tune_ms[2];
 } CudaStep;
 
 /* Opens device `ordinal` for training plan p (compiled with --target cuda), or
@@ -323,5 +330,25 @@ void cuda_step_conv_gemm_close(CudaStep *cs);
 /* Convolution op through cuDNN with its output at out (its widening included): the step's
  * route for it, and the baseline the 1x1 products are timed against. */
 bool cuda_step_run_conv(CudaStep *cs, const Op *op, CuDevicePtr out, char *err, int errcap);
+
+/* ---- cuDNN's engine per shape (cuda_step_tune.c) ---- */
+
+/* Pure: YOLOCC_CUDNN_TUNE's value v (NULL or "": time) as the candidates per shape
+ * cudnn_conv_prepare keeps: time CONV_TUNE_MAX, heuristic 1; false on anything else. */
+bool cudnn_tune_knob(const char *v, int *candidates, char *err, int errcap);
+/* Pure: which of n timed candidates to run (ms[i] < 0: failed to run): the fastest, but the
+ * heuristics' first (0) unless another beats it by 3%; -1 when none ran. */
+int cudnn_tune_pick(const float *ms, int n);
+/* Pure: the tuning cache's entry (text: a version line, "rank R of N", "ms" and the N times);
+ * its length, or -1 when cap is too small. parse: false for anything but a well-formed entry
+ * of n candidates whose chosen one ran. */
+int cudnn_tune_entry_format(char *buf, int cap, int rank, int n, const float *ms);
+bool cudnn_tune_entry_parse(const char *buf, size_t len, int n, int *rank, float *ms);
+/* Once the memory is bound, before anything else is set up on the workspace: each shape with
+ * candidates takes its engine from the tuning cache, or times them on its first convolution
+ * (weight gradients into scratch) and stores the choice; then the other candidates are dropped
+ * (cudnn_conv_workspace_bytes shrinks to what the chosen ones need). A candidate that fails to
+ * run is skipped and counted; a shape none of whose candidates ran is an error. */
+bool cuda_step_cudnn_tune(CudaStep *cs, char *err, int errcap);
 
 #endif

@@ -61,34 +61,26 @@ static bool run_route(CudaStep *cs, const CudaConvGemmOp *c, bool gemm, CuDevice
     return gemm ? run_gemm(cs, c, d, err, errcap) : cuda_step_run_conv(cs, &cs->plan->g.ops[c->op], d, err, errcap);
 }
 
-/* Milliseconds per run of one route of candidate c (gemm: the product, else cuDNN) as a step
- * runs it: TIMED_RUNS runs captured in a CUDA graph and replayed, so the host's work per call
- * (cuDNN's variant pack, cuBLASLt's checks) is not counted. The output goes to d: the arena's
- * outputs hold nothing yet, and the caller redirects a persistent one (a weight gradient). */
-static bool time_route(CudaStep *cs, CudaConvGemmOp *c, bool gemm, CuDevicePtr d, CuEvent ev[2], float *ms, char *err, int errcap) {
-    const CudaLibs *L = &cs->dev.L;
-    char doing[128], why[256];
+typedef struct RouteRun {
+    CudaStep *cs;
+    const CudaConvGemmOp *c;
+    bool gemm;
+    CuDevicePtr d;
+} RouteRun;
+
+static bool run_route_ctx(void *ctx, char *err, int errcap) {
+    const RouteRun *r = ctx;
+    return run_route(r->cs, r->c, r->gemm, r->d, err, errcap);
+}
+
+/* Milliseconds per run of one route of candidate c (gemm: the product, else cuDNN) as a step's
+ * graph replays it. The output goes to d: the arena's outputs hold nothing yet, and the caller
+ * redirects a persistent one (a weight gradient). */
+static bool time_route(CudaStep *cs, CudaConvGemmOp *c, bool gemm, CuDevicePtr d, float *ms, char *err, int errcap) {
+    char doing[128];
     snprintf(doing, sizeof doing, "timing op %d's %s", c->op, gemm ? "cuBLASLt product" : "cuDNN convolution");
-    /* once outside the capture: a library loads its kernels on first use, which a capture forbids */
-    if (!run_route(cs, c, gemm, d, err, errcap) || !CUDA_CALL(L, cuStreamSynchronize, (cs->dev.main), doing, err, errcap) ||
-        !CUDA_CALL(L, cuStreamBeginCapture, (cs->dev.main, 1), doing, err, errcap))
-        return false;
-    CuGraph graph = NULL;
-    CuGraphExec exec = NULL;
-    bool ok = true;
-    for (int r = 0; ok && r < TIMED_RUNS; r++) ok = run_route(cs, c, gemm, d, err, errcap);
-    /* the capture always ends, so a failure leaves the stream usable */
-    const bool ended = CUDA_CALL(L, cuStreamEndCapture, (cs->dev.main, &graph), doing, why, sizeof why);
-    if (ok && !ended) ok = errf(err, errcap, "%s", why);
-    ok = ok && CUDA_CALL(L, cuGraphInstantiate, (&exec, graph, 0), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, cs->dev.main), doing, err, errcap) &&
-         CUDA_CALL(L, cuEventRecord, (ev[0], cs->dev.main), doing, err, errcap) && CUDA_CALL(L, cuGraphLaunch, (exec, cs->dev.main), doing, err, errcap) &&
-         CUDA_CALL(L, cuEventRecord, (ev[1], cs->dev.main), doing, err, errcap) && CUDA_CALL(L, cuEventSynchronize, (ev[1]), doing, err, errcap) &&
-         CUDA_CALL(L, cuEventElapsedTime, (ms, ev[0], ev[1]), doing, err, errcap);
-    *ms /= TIMED_RUNS;
-    /* teardown: a failure leaves nothing to undo */
-    if (exec) (void)L->cuGraphExecDestroy(exec);
-    if (graph) (void)L->cuGraphDestroy(graph);
-    return ok;
+    RouteRun r = {cs, c, gemm, d};
+    return cuda_time_replays(&cs->dev, run_route_ctx, &r, TIMED_RUNS, doing, ms, err, errcap);
 }
 
 /* Describes and chooses each candidate's product for the bound addresses; under auto, times
@@ -117,25 +109,20 @@ bool cuda_step_conv_gemm_prepare(CudaStep *cs, char *err, int errcap) {
         c->routed = cs->conv1x1_mode == CONV1X1_CUBLASLT;
     }
     if (cs->conv1x1_mode != CONV1X1_AUTO) return true;
-    CuEvent ev[2] = {0};
     CuDevicePtr scratch = 0;
-    bool ok = true;
-    for (int e = 0; ok && e < 2; e++) ok = CUDA_CALL(L, cuEventCreate, (&ev[e], 0), "creating the timing events", err, errcap);
-    ok = ok && (!scratch_bytes || CUDA_CALL(L, cuMemAlloc, (&scratch, (size_t)scratch_bytes), "allocating scratch for timing weight gradients", err, errcap));
+    bool ok = !scratch_bytes || CUDA_CALL(L, cuMemAlloc, (&scratch, (size_t)scratch_bytes), "allocating scratch for timing weight gradients", err, errcap);
     cs->conv_gemm_ms[0] = cs->conv_gemm_ms[1] = 0;
     for (int i = 0; ok && i < cs->n_cgemm; i++) {
         CudaConvGemmOp *c = &cs->cgemm[i];
         if (!c->lt.chosen) continue;
         const CuDevicePtr d = c->out_persistent ? scratch : c->d;
-        ok = time_route(cs, c, false, d, ev, &c->ms_cudnn, err, errcap) && time_route(cs, c, true, d, ev, &c->ms_gemm, err, errcap);
+        ok = time_route(cs, c, false, d, &c->ms_cudnn, err, errcap) && time_route(cs, c, true, d, &c->ms_gemm, err, errcap);
         c->routed = c->ms_gemm < c->ms_cudnn;
         cs->conv_gemm_ms[0] += c->ms_cudnn;
         cs->conv_gemm_ms[1] += c->routed ? c->ms_gemm : c->ms_cudnn;
     }
     /* teardown of the timing: a failure leaves nothing to undo */
     if (scratch) (void)L->cuMemFree(scratch);
-    for (int e = 0; e < 2; e++)
-        if (ev[e]) (void)L->cuEventDestroy(ev[e]);
     return ok;
 }
 

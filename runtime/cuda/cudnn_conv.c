@@ -1,6 +1,6 @@
 /* runtime/cuda/cudnn_conv.c — cuDNN 9 backend graphs for the plan's
  * convolutions: keys, execution plans (heuristics mode A, then the fallback
- * list), the plan cache and execution. Must not allocate plan memory or
+ * list; the candidates to time), the plan cache and execution. Must not allocate plan memory or
  * include CUDA headers; the enum values below are copied from them. */
 #include "cudnn_conv.h"
 
@@ -118,6 +118,17 @@ bool conv_key_equal(const ConvKey *a, const ConvKey *b) {
 #undef EQ
 }
 
+#define ONE(f) +1
+_Static_assert(0 KEY_FIELDS(ONE) == CONV_KEY_NFIELDS, "CONV_KEY_NFIELDS counts KEY_FIELDS");
+#undef ONE
+
+void conv_key_fields(const ConvKey *k, int64_t out[CONV_KEY_NFIELDS]) {
+    int n = 0;
+#define PUT(f) out[n++] = (int64_t)k->f;
+    KEY_FIELDS(PUT)
+#undef PUT
+}
+
 /* FNV-1a over each field's value, so padding bytes never enter the hash */
 uint64_t conv_key_hash(const ConvKey *k) {
     uint64_t h = 1469598103934665603ULL;
@@ -178,11 +189,14 @@ static void destroy(const CudaLibs *L, CudnnBackendDescriptor *d) {
     *d = NULL;
 }
 
+static void release(CudnnConv *cc, ConvPlan *e) {
+    for (int j = 0; j < CONV_TUNE_MAX; j++) destroy(cc->L, &e->cand[j]), destroy(cc->L, &e->cand_cfg[j]);
+    for (int j = 0; j < 6; j++) destroy(cc->L, &e->keep[j]);
+    e->plan = NULL, e->n_cand = 0;
+}
+
 void cudnn_conv_close(CudnnConv *cc) {
-    for (int i = 0; i < cc->n_plans; i++) {
-        destroy(cc->L, &cc->plans[i].plan);
-        for (int j = 0; j < 8; j++) destroy(cc->L, &cc->plans[i].keep[j]);
-    }
+    for (int i = 0; i < cc->n_plans; i++) release(cc, &cc->plans[i]);
     if (cc->h) (void)cc->L->cudnnDestroy(cc->h); /* teardown */
     free(cc->plans);
     free(cc->persistent);
@@ -211,16 +225,20 @@ static bool tensor(CudnnConv *cc, CudnnBackendDescriptor *d, int64_t uid, int ty
  * still needed, finalizing the descriptor reports the failure. */
 static void set_handle(CudnnConv *cc, CudnnBackendDescriptor d, int attr) { (void)cc->L->cudnnBackendSetAttribute(d, attr, AT_HANDLE, 1, &cc->h); }
 
-/* The numerical notes an engine must not carry for this key. */
-static bool engine_acceptable(CudnnConv *cc, CudnnBackendDescriptor cfg, const ConvKey *k, const char *doing, char *err, int errcap) {
+/* The numerical notes an engine must not carry for this key; *compiles:
+ * cuDNN compiles its kernels when its plan is finalized. */
+static bool engine_acceptable(CudnnConv *cc, CudnnBackendDescriptor cfg, const ConvKey *k, bool *compiles, const char *doing, char *err, int errcap) {
     CudnnBackendDescriptor eng = NULL;
-    int notes[32];
-    int64_t n_eng = 0, n_notes = 0;
+    int notes[32], behavior[32];
+    int64_t n_eng = 0, n_notes = 0, n_behavior = 0;
     bool ok = make(cc, DN_ENGINE_DESCRIPTOR, &eng, doing, err, errcap) &&
               DN(cudnnBackendGetAttribute, (cfg, DA_ENGINECFG_ENGINE, AT_BACKEND_DESCRIPTOR, 1, &n_eng, &eng)) &&
-              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_NUMERICAL_NOTE, AT_NUMERICAL_NOTE, 32, &n_notes, notes));
+              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_NUMERICAL_NOTE, AT_NUMERICAL_NOTE, 32, &n_notes, notes)) &&
+              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_BEHAVIOR_NOTE, AT_BEHAVIOR_NOTE, 32, &n_behavior, behavior));
     destroy(cc->L, &eng);
     if (!ok) return false;
+    *compiles = false;
+    for (int64_t i = 0; i < n_behavior && i < 32; i++) *compiles |= behavior[i] == BNOTE_RUNTIME_COMPILATION;
     bool fp32 = k->x_type == DNN_DATA_FLOAT && k->w_type == DNN_DATA_FLOAT && k->y_type == DNN_DATA_FLOAT;
     for (int64_t i = 0; i < n_notes && i < 32; i++) {
         if (notes[i] == NOTE_NONDETERMINISTIC) return false;
@@ -230,12 +248,14 @@ static bool engine_acceptable(CudnnConv *cc, CudnnBackendDescriptor cfg, const C
     return true;
 }
 
-/* The first acceptable engine config of one heuristics mode that finalizes
- * into an execution plan; *tried counts the configs looked at. */
-static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescriptor graph, int mode, int *tried, const char *doing, char *err, int errcap) {
+/* The acceptable engine configs of one heuristics mode that finalize into
+ * execution plans, in its order, into e's candidates: the first, then up to
+ * want - 1 more that cuDNN need not compile and whose workspace stays within
+ * max(the first's, CONV_TUNE_WORKSPACE). *tried counts the configs looked at. */
+static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescriptor graph, int mode, int want, int *tried, const char *doing, char *err,
+                                 int errcap) {
     CudnnBackendDescriptor heur = NULL, cfgs[MAX_CFGS] = {0};
     int64_t n = 0;
-    bool found = false;
     if (!make(cc, DN_ENGINEHEUR_DESCRIPTOR, &heur, doing, err, errcap)) return false;
     /* a graph no engine of this mode supports fails here: that is "no config", not an error */
     if (SET(heur, DA_ENGINEHEUR_OPERATION_GRAPH, AT_BACKEND_DESCRIPTOR, 1, &graph) && SET(heur, DA_ENGINEHEUR_MODE, AT_HEUR_MODE, 1, &mode) &&
@@ -245,21 +265,21 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
         while (made < n && make(cc, DN_ENGINECFG_DESCRIPTOR, &cfgs[made], doing, err, errcap)) made++;
         int64_t got = 0;
         if (made == n && DN(cudnnBackendGetAttribute, (heur, DA_ENGINEHEUR_RESULTS, AT_BACKEND_DESCRIPTOR, n, &got, cfgs))) {
-            for (int64_t i = 0; i < got && !found; i++) {
+            for (int64_t i = 0; i < got && e->n_cand < want; i++) {
                 ++*tried;
-                if (!engine_acceptable(cc, cfgs[i], &e->key, doing, err, errcap)) continue;
+                bool compiles = false;
+                if (!engine_acceptable(cc, cfgs[i], &e->key, &compiles, doing, err, errcap) || (e->n_cand && compiles)) continue;
                 CudnnBackendDescriptor plan = NULL;
                 if (!make(cc, DN_EXECUTION_PLAN_DESCRIPTOR, &plan, doing, err, errcap)) break;
                 /* a config that cannot finalize for this graph is skipped for the next one */
                 set_handle(cc, plan, DA_EXECUTION_PLAN_HANDLE);
+                int64_t ws = 0, cnt = 0;
                 if (cc->L->cudnnBackendSetAttribute(plan, DA_EXECUTION_PLAN_ENGINE_CONFIG, AT_BACKEND_DESCRIPTOR, 1, &cfgs[i]) == 0 &&
-                    cc->L->cudnnBackendFinalize(plan) == 0) {
-                    int64_t ws = 0, cnt = 0;
-                    if (DN(cudnnBackendGetAttribute, (plan, DA_EXECUTION_PLAN_WORKSPACE_SIZE, AT_INT64, 1, &cnt, &ws))) {
-                        e->plan = plan, e->workspace = ws, e->keep[7] = cfgs[i], cfgs[i] = NULL;
-                        found = true;
-                        continue;
-                    }
+                    cc->L->cudnnBackendFinalize(plan) == 0 && DN(cudnnBackendGetAttribute, (plan, DA_EXECUTION_PLAN_WORKSPACE_SIZE, AT_INT64, 1, &cnt, &ws)) &&
+                    (!e->n_cand || ws <= (e->cand_ws[0] > CONV_TUNE_WORKSPACE ? e->cand_ws[0] : CONV_TUNE_WORKSPACE))) {
+                    e->cand[e->n_cand] = plan, e->cand_cfg[e->n_cand] = cfgs[i], e->cand_ws[e->n_cand] = ws, cfgs[i] = NULL;
+                    e->n_cand++;
+                    continue;
                 }
                 destroy(cc->L, &plan);
             }
@@ -267,12 +287,19 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
     }
     for (int i = 0; i < MAX_CFGS; i++) destroy(cc->L, &cfgs[i]);
     destroy(cc->L, &heur);
-    return found;
+    if (e->n_cand) cudnn_conv_choose(e, 0);
+    return e->n_cand > 0;
+}
+
+void cudnn_conv_choose(ConvPlan *e, int i) {
+    e->chosen = i;
+    e->plan = e->cand[i];
+    e->workspace = e->cand_ws[i];
 }
 
 /* Builds the operation graph of key k and its execution plan into e.
  * *no_engine: the failure was that no acceptable engine finalized. */
-static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, bool *no_engine, char *err, int errcap) {
+static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, int want, bool *no_engine, char *err, int errcap) {
     *no_engine = false;
     memset(e, 0, sizeof *e);
     e->key = *k;
@@ -313,8 +340,8 @@ static bool build_plan(CudnnConv *cc, const ConvKey *k, ConvPlan *e, bool *no_en
     if (!DN(cudnnBackendFinalize, (*graph))) return false;
     int tried = 0;
     err[0] = 0;
-    if (plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_A, &tried, doing, err, errcap) ||
-        plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_FALLBACK, &tried, doing, err, errcap))
+    if (plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_A, want, &tried, doing, err, errcap) ||
+        plan_from_heuristics(cc, e, *graph, DNN_HEUR_MODE_FALLBACK, want, &tried, doing, err, errcap))
         return true;
     if (err[0]) return false;
     *no_engine = true;
@@ -331,18 +358,14 @@ static ConvPlan *find_plan(CudnnConv *cc, const ConvKey *k) {
     return NULL;
 }
 
-static void release(CudnnConv *cc, ConvPlan *e) {
-    destroy(cc->L, &e->plan);
-    for (int j = 0; j < 8; j++) destroy(cc->L, &e->keep[j]);
-}
-
 /* A weight gradient from bf16 / fp16 x and dy into fp32 dw: cuDNN's engines
  * may want dw in the inputs' type, as its legacy API did. */
 static bool stageable(const ConvKey *k) { return k->dir == CONV_WGRAD && k->w_type == DNN_DATA_FLOAT && k->x_type != DNN_DATA_FLOAT && k->x_type == k->y_type; }
 
 static int64_t dw_numel(const ConvKey *k) { return k->co * (k->ci / k->groups) * k->kh * k->kw; }
 
-static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap) {
+/* The plan of key k, built with up to want candidates when it is new. */
+static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, int want, char *err, int errcap) {
     ConvPlan *e = find_plan(cc, k);
     if (e) return e;
     if (cc->n_plans == cc->cap_plans) {
@@ -353,7 +376,7 @@ static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap
     }
     e = &cc->plans[cc->n_plans];
     bool no_engine;
-    bool ok = build_plan(cc, k, e, &no_engine, err, errcap);
+    bool ok = build_plan(cc, k, e, want, &no_engine, err, errcap);
     if (!ok && no_engine && stageable(k)) {
         /* PyTorch's AMP takes this path always: dw in the inputs' type,
          * then widened into the fp32 gradient */
@@ -362,7 +385,7 @@ static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap
         staged.w_type = k->x_type;
         char direct[768];
         snprintf(direct, sizeof direct, "%s", err);
-        ok = build_plan(cc, &staged, e, &no_engine, err, errcap);
+        ok = build_plan(cc, &staged, e, want, &no_engine, err, errcap);
         if (ok) e->key = *k, e->hash = conv_key_hash(k), e->staged = true;
         else if (no_engine) {
             char staged_err[768];
@@ -372,13 +395,14 @@ static ConvPlan *get_plan(CudnnConv *cc, const ConvKey *k, char *err, int errcap
     }
     if (!ok) return release(cc, e), NULL;
     cc->n_plans++;
-    if (e->workspace > cc->plan_workspace) cc->plan_workspace = e->workspace;
     int64_t stage = e->staged ? memplan_align(dw_numel(k) * 2) : 0;
     if (stage > cc->stage_bytes) cc->stage_bytes = stage;
     return e;
 }
 
 static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
+
+static int key_candidates(const CudnnConv *cc) { return cc->candidates < 1 ? 1 : cc->candidates > CONV_TUNE_MAX ? CONV_TUNE_MAX : cc->candidates; }
 
 bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Precision p, char *err, int errcap) {
     free(cc->persistent);
@@ -393,11 +417,11 @@ bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Preci
         if (!is_conv(op->kind)) continue;
         ConvKey k;
         ConvPlan *e;
-        if (!conv_key_from_op(g, op, p, cc->persistent, cc->views, &k, err, errcap) || !(e = get_plan(cc, &k, err, errcap))) return false;
+        if (!conv_key_from_op(g, op, p, cc->persistent, cc->views, &k, err, errcap) || !(e = get_plan(cc, &k, key_candidates(cc), err, errcap))) return false;
         cc->staged_ops += e->staged;
         if (op->kind == OP_CONV2D && op->n_in == 3) {
             ConvKey b = conv_bias_key(&k);
-            if (!get_plan(cc, &b, err, errcap)) return false;
+            if (!get_plan(cc, &b, 1, err, errcap)) return false;
             if (b.n * b.h * b.w > cc->ones_elems) cc->ones_elems = b.n * b.h * b.w;
         }
     }
@@ -409,7 +433,30 @@ static int64_t ones_bytes(const CudnnConv *cc) { return memplan_align(cc->ones_e
 /* the workspace: the ones tensor, the staged weight gradient, the plans' workspace */
 static int64_t plan_workspace_offset(const CudnnConv *cc) { return ones_bytes(cc) + cc->stage_bytes; }
 
-int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc) { return plan_workspace_offset(cc) + cc->plan_workspace; }
+int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc) {
+    int64_t most = 0;
+    for (int i = 0; i < cc->n_plans; i++)
+        for (int j = 0; j < cc->plans[i].n_cand; j++)
+            if (cc->plans[i].cand[j] && cc->plans[i].cand_ws[j] > most) most = cc->plans[i].cand_ws[j];
+    return plan_workspace_offset(cc) + most;
+}
+
+ConvPlan *cudnn_conv_plan_of(CudnnConv *cc, const Op *op, char *err, int errcap) {
+    ConvKey k;
+    if (!cc->g) return errf(err, errcap, "cudnn_conv_plan_of before cudnn_conv_prepare"), NULL;
+    if (!conv_key_from_op(cc->g, op, cc->precision, cc->persistent, cc->views, &k, err, errcap)) return NULL;
+    ConvPlan *e = find_plan(cc, &k);
+    if (!e) errf(err, errcap, "op %d's convolution was not prepared", op->id);
+    return e;
+}
+
+void cudnn_conv_settle(CudnnConv *cc) {
+    for (int i = 0; i < cc->n_plans; i++) {
+        ConvPlan *e = &cc->plans[i];
+        for (int j = 0; j < e->n_cand; j++)
+            if (j != e->chosen) destroy(cc->L, &e->cand[j]), destroy(cc->L, &e->cand_cfg[j]);
+    }
+}
 
 void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes) {
     cc->workspace = workspace;
@@ -441,7 +488,7 @@ bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevice
     if (!cc->g) return errf(err, errcap, "cudnn_conv_run before cudnn_conv_prepare");
     ConvKey k;
     if (!conv_key_from_op(cc->g, op, cc->precision, cc->persistent, cc->views, &k, err, errcap)) return false;
-    ConvPlan *e = get_plan(cc, &k, err, errcap);
+    ConvPlan *e = get_plan(cc, &k, key_candidates(cc), err, errcap);
     if (!e) return false;
     bool ok;
     switch (op->kind) {
@@ -459,7 +506,7 @@ bool cudnn_conv_run(CudnnConv *cc, const Op *op, const CuDevicePtr *in, CuDevice
     /* the bias as a 1x1 convolution of a ones tensor, accumulated into y:
      * cuDNN without a fused bias epilogue for these layouts and types */
     ConvKey bk = conv_bias_key(&k);
-    ConvPlan *b = get_plan(cc, &bk, err, errcap);
+    ConvPlan *b = get_plan(cc, &bk, 1, err, errcap);
     if (!b) return false;
     int64_t n = bk.n * bk.h * bk.w;
     if (n > cc->ones_elems) return errf(err, errcap, "the bias step of op %d was not prepared", op->id);

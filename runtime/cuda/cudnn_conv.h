@@ -44,14 +44,31 @@ bool conv_key_from_op(const Graph *g, const Op *op, Precision p, const bool *per
  * (*) bias[Co,1,1,1], a 1x1 convolution accumulating into y. */
 ConvKey conv_bias_key(const ConvKey *fwd);
 bool conv_key_equal(const ConvKey *a, const ConvKey *b);
+/* Every field of k, in a fixed order (what the tuning cache's key hashes). */
+enum { CONV_KEY_NFIELDS = 28 };
+void conv_key_fields(const ConvKey *k, int64_t out[CONV_KEY_NFIELDS]);
 uint64_t conv_key_hash(const ConvKey *k);
 /* "forward x[2,16,32,32] w[32,16,3,3] y[2,32,32,32] stride 1x1 pad 1,1,1,1 dilation 1x1 groups 1 fp32" */
 void conv_key_describe(const ConvKey *k, char *buf, int cap);
 
+/* Engine configs kept per shape for timing (CudnnConv.candidates > 1): the
+ * heuristics' first acceptable config, then later ones of the same list
+ * that cuDNN need not compile at run time (a compile per candidate would
+ * make opening a plan take minutes) and whose workspace stays within
+ * max(the first's, CONV_TUNE_WORKSPACE). */
+enum { CONV_TUNE_MAX = 4 };
+#define CONV_TUNE_WORKSPACE ((int64_t)128 << 20)
+
 typedef struct ConvPlan {
     ConvKey key;
     uint64_t hash;
-    CudnnBackendDescriptor keep[8];     /* descriptors the plan was built from */
+    CudnnBackendDescriptor keep[6];     /* the operation graph's descriptors */
+    /* execution plans of acceptable engine configs, in the heuristics'
+     * order, with their configs and workspace; NULL once dropped by
+     * cudnn_conv_settle. plan / workspace: the one in use, cand[chosen]. */
+    CudnnBackendDescriptor cand[CONV_TUNE_MAX], cand_cfg[CONV_TUNE_MAX];
+    int64_t cand_ws[CONV_TUNE_MAX];
+    int n_cand, chosen;
     CudnnBackendDescriptor plan;
     int64_t workspace;
     /* a weight gradient into fp32 from bf16 / fp16 inputs that no engine
@@ -71,7 +88,10 @@ typedef struct CudnnConv {
     Precision precision;
     bool *persistent;
     int64_t ones_elems;             /* the bias steps' ones tensor: the largest N*Ho*Wo */
-    int64_t plan_workspace;         /* the largest plan workspace */
+    /* engine configs cudnn_conv_prepare keeps per shape: 1 (0 reads as 1):
+     * the heuristics' choice; up to CONV_TUNE_MAX: candidates to time
+     * (cuda_step_tune.c); bias steps always keep 1 */
+    int candidates;
     int64_t stage_bytes;            /* the largest staged weight gradient (0: none staged) */
     int staged_ops;                 /* convolutions of the prepared graph whose plan is staged */
     CuDevicePtr workspace;          /* bound: the ones tensor, the stage, then the plans' workspace */
@@ -86,11 +106,21 @@ void cudnn_conv_keep_nvrtc(void);
 /* A cuDNN handle on stream s. */
 bool cudnn_conv_open(CudnnConv *cc, const CudaLibs *L, CuStream s, char *err, int errcap);
 void cudnn_conv_close(CudnnConv *cc);
-/* Builds the execution plan of every convolution of g (no device memory is
- * allocated); afterwards cudnn_conv_workspace_bytes says what to allocate. */
+/* Builds the execution plans (cc->candidates per shape) of every
+ * convolution of g (no device memory is allocated); afterwards
+ * cudnn_conv_workspace_bytes says what to allocate. */
 bool cudnn_conv_prepare(CudnnConv *cc, const Graph *g, const Views *views, Precision p, char *err, int errcap);
+/* The workspace every execution plan still held may need: with candidates
+ * kept, the largest of them; after cudnn_conv_settle, the chosen ones'. */
 int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc);
 void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes);
+/* The prepared plan of convolution op (NULL with a message when it has none). */
+ConvPlan *cudnn_conv_plan_of(CudnnConv *cc, const Op *op, char *err, int errcap);
+/* Runs plan e with its candidate i from now on. */
+void cudnn_conv_choose(ConvPlan *e, int i);
+/* Destroys every candidate no plan uses: their descriptors, and the kernels
+ * cuDNN loaded for them. */
+void cudnn_conv_settle(CudnnConv *cc);
 /* What a staged weight gradient leaves to the caller: n elements in the
  * inputs' type at src to widen into the op's fp32 output (n = 0: nothing). */
 typedef struct ConvWiden {

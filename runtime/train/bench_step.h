@@ -28,7 +28,7 @@ typedef struct BenchResult {
     const char *peak_kind;  /* what peak_bytes measures (static text) */
     int64_t plan_device_bytes;  /* CUDA: arena + persistent + workspace CudaStep allocated; -1 for CPU plans */
     int host_ops;           /* CUDA: library ops run on the host each step; -1 for CPU plans */
-    char host_line[1024];   /* CUDA: cuda_step_describe's line; "" for CPU plans */
+    char host_line[1536];   /* CUDA: cuda_step_describe's line; "" for CPU plans */
     double loss;            /* box + cls + dfl of the last step: a NaN here means the numbers are of a broken step */
 } BenchResult;
 

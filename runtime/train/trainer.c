@@ -284,7 +284,7 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
            cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
            (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cs->ema_bytes / 1e9,
            (double)cuda_step_device_bytes(t->evcuda) / 1e9, (double)em->layout.arena_bytes / 1e9, lent);
-    char line[512];
+    char line[1536];
     cuda_step_describe(cs, line, sizeof line);
     printf("CUDA step: %s\n", line);
     return true;
