@@ -179,7 +179,8 @@ Test(cuda_step, graph_replay_equals_eager_launch) {
 /* The trainer's validation step borrows the training step's arena and
  * workspace where they are large enough: it allocates only its own regions,
  * and, its runs never overlapping the training step's, predicts bit for bit
- * the same after a training step has overwritten the shared memory. One
+ * the same after a training step has overwritten the shared memory, and the
+ * same again replayed from CUDA graphs. One
  * route for 1x1 convolutions, so that nothing timed differs between runs. */
 Test(cuda_step, validation_runs_in_the_training_steps_arena) {
     CudaDevice probe;
@@ -231,6 +232,16 @@ Test(cuda_step, validation_runs_in_the_training_steps_arena) {
     for (int64_t i = 0; i < n; i++) differ += memcmp(&before[i], &after[i], 4) != 0, finite += isfinite(before[i]);
     cr_expect_eq(differ, 0, "%lld of %lld predictions changed after a training step ran in the shared memory", (long long)differ, (long long)n);
     cr_expect_eq(finite, n, "every prediction is finite");
+    /* as the trainer runs it: the first batch captured into graphs, later batches replayed */
+    cr_assert(cuda_step_use_graphs(&ev, true, err, sizeof err), "%s", err);
+    for (int k = 0; k < 2; k++) {
+        cr_assert(cuda_step_run(&ev, 0, p.eval->g.n_ops, err, sizeof err), "validation from graphs, run %d: %s", k, err);
+        cr_assert(cuda_step_download(&ev, pred, after, err, sizeof err), "%s", err);
+        differ = 0;
+        for (int64_t i = 0; i < n; i++) differ += memcmp(&before[i], &after[i], 4) != 0;
+        cr_expect_eq(differ, 0, "run %d from graphs: %lld of %lld predictions differ from the eager run", k, (long long)differ, (long long)n);
+    }
+    cr_expect(ev.n_graphs > 0 && ev.graph_replays == 2 * ev.n_graphs, "%d graphs, %ld replays", ev.n_graphs, ev.graph_replays);
     free(before), free(after);
     cuda_step_close(&ev);
     cuda_step_close(&tr);

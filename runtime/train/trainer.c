@@ -273,6 +273,8 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
         t->evcuda = NULL;
         return errf(err, errcap, "validation graph on the GPU: %s", why);
     }
+    /* each validation batch replays the graphs its first batch captured, as training steps do */
+    if (!cuda_step_use_graphs(t->evcuda, cuda_step_graphs_wanted(t->evcuda), why, sizeof why)) return errf(err, errcap, "validation graph on the GPU: %s", why);
     const CudaStep *cs = t->ts.cuda;
     const CudaMem *em = &t->evcuda->mem;
     const char *lent = em->arena_lent && em->workspace_lent ? ", arena and workspace shared with training"
