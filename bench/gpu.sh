@@ -346,7 +346,7 @@ for (m, b, lay), y in yolo.items():
     if not ok(y):
         print(f"yolocc {m} b{b} {lay}: {ips(y)}")
     else:
-        print(f"yolocc {m} b{b} {lay}: {y.get('host_line', '')}")
+        print(f"yolocc {m} b{b} {lay}: set-up {y.get('setup_s', '?')} s before step 0; {y.get('host_line', '')}")
 for m in models:
     for lay in layouts:
         y, e = yolo.get((m, 64, lay)), eager.get((m, 64))

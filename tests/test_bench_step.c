@@ -63,6 +63,8 @@ static cJSON *check_json(const CliResult *r, const char *plan, int steps, int wa
     cr_expect_gt(num(j, "peak_bytes"), 0);
     const cJSON *loss = cJSON_GetObjectItemCaseSensitive(j, "loss");
     cr_expect(cJSON_IsNumber(loss) && isfinite(loss->valuedouble) && loss->valuedouble > 0, "a finite positive loss: %s", r->out);
+    /* the set-up is timed apart from the steps: opening a plan takes some time, and less than a minute here */
+    cr_expect(num(j, "setup_s") > 0 && num(j, "setup_s") < 60, "set-up %g s: %s", num(j, "setup_s"), r->out);
     return j;
 }
 
@@ -88,6 +90,7 @@ Test(bench_step, cpu_plan_json_reports_images_per_second) {
     r = yolort(args);
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "images/s") && strstr(r.out, "median of 1 after 0 warm-up") && strstr(r.out, "peak resident set"), "%s", r.out);
+    cr_expect(strstr(r.out, "set-up before step 0: ") && strstr(r.out, " s (kernels loaded)"), "%s", r.out);
     tu_free(&r);
     /* a time budget ends the timed steps early, after one at least */
     snprintf(args, sizeof args, "bench %s --steps 50 --warmup 0 --max-seconds 0 --json", plan);
@@ -177,6 +180,7 @@ Test(bench_step, cuda_plan_on_the_gpu) {
     cr_expect_gt(num(j, "plan_device_bytes"), 0, "CudaStep allocated the plan's regions");
     cr_expect_geq(num(j, "host_ops"), 0);
     cr_expect(strstr(str(j, "host_line"), "host"), "the host-op line: %s", str(j, "host_line"));
+    cr_expect(strstr(str(j, "host_line"), "cuDNN engines"), "how cuDNN's engines were chosen: %s", str(j, "host_line"));
     /* the driver hands out whole pages, so the used-memory increase covers the plan less at most one page */
     cr_expect_geq(num(j, "peak_bytes") + (2 << 20), num(j, "plan_device_bytes"), "%s", r.out);
     cr_log_info("%s", r.out);

@@ -125,6 +125,9 @@ Test(cudnn_tune, the_route_summary_says_how_engines_were_chosen) {
     cs.conv.candidates = 1;
     cuda_step_describe(&cs, line, sizeof line);
     cr_expect(strstr(line, "; cuDNN engines as its heuristics rank them first (YOLOCC_CUDNN_TUNE=heuristic)"), "%s", line);
+    cs.conv.candidates = CONV_TUNE_MAX, cs.cudnn_ops = 4;
+    cuda_step_describe(&cs, line, sizeof line);
+    cr_expect(strstr(line, "; cuDNN engines: one acceptable per convolution shape, nothing to time"), "%s", line);
     cs.conv.candidates = 0;
     cuda_step_describe(&cs, line, sizeof line);
     cr_expect_null(strstr(line, "cuDNN engines"), "no clause for a step that prepared nothing: %s", line);

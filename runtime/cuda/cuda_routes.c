@@ -82,6 +82,8 @@ void cuda_step_describe(const CudaStep *cs, char *buf, int cap) {
                cs->tune_shapes, cs->tune_cached, cs->tune_changed, cs->tune_ms[1], cs->tune_ms[0]);
     else if (cs->conv.candidates == 1)
         append(buf, cap, &used, "; cuDNN engines as its heuristics rank them first (YOLOCC_CUDNN_TUNE=heuristic)");
+    else if (cs->conv.candidates > 1 && cs->cudnn_ops)
+        append(buf, cap, &used, "; cuDNN engines: one acceptable per convolution shape, nothing to time");
     if (cs->tune_failed)
         append(buf, cap, &used, "; %d candidate engine%s failed to run and %s skipped (%s)", cs->tune_failed, cs->tune_failed == 1 ? "" : "s",
                cs->tune_failed == 1 ? "was" : "were", cs->tune_why);

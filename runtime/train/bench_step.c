@@ -74,7 +74,9 @@ static void cpu_name(char *buf, size_t cap) {
 
 static bool bench_cpu(Plan *plan, const BenchOptions *o, BenchResult *r, double *secs, char *err, int errcap) {
     TrainStep ts;
+    const double t_open = now_s();
     bool ok = train_step_init(&ts, plan, err, errcap);
+    r->setup_s = now_s() - t_open;
     if (ok) {
         train_step_set_fast(&ts, true); /* as `yolort train` runs: generated kernels and OpenBLAS convolutions */
         ok = weights_init(&plan->g, ts.it.buf, o->seed, err, errcap);
@@ -121,7 +123,11 @@ static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double
     TrainStep ts;
     memset(&ts, 0, sizeof ts);
     size_t free0 = 0, free_min = 0, f = 0;
-    bool ok = free_bytes(&probe, &free0, err, errcap) && train_step_init(&ts, plan, err, errcap) && weights_init(&plan->g, ts.it.buf, o->seed, err, errcap);
+    bool ok = free_bytes(&probe, &free0, err, errcap);
+    const double t_open = now_s();
+    ok = ok && train_step_init(&ts, plan, err, errcap);
+    r->setup_s = now_s() - t_open;
+    ok = ok && weights_init(&plan->g, ts.it.buf, o->seed, err, errcap);
     CudaStep *cs = ts.cuda;
     if (ok) {
         train_step_host_changed(&ts);
@@ -221,8 +227,9 @@ void bench_print_json(FILE *f, const char *plan, const BenchResult *r) {
     if (cuda) fprintf(f, ", \"plan_device_bytes\": %lld, \"host_ops\": %d, \"host_line\": ", (long long)r->plan_device_bytes, r->host_ops);
     else fputs(", \"plan_device_bytes\": null, \"host_ops\": null, \"host_line\": ", f);
     json_str(f, r->host_line);
-    if (isfinite(r->loss)) fprintf(f, ", \"loss\": %.6f}\n", r->loss);
-    else fputs(", \"loss\": null}\n", f);
+    if (isfinite(r->loss)) fprintf(f, ", \"loss\": %.6f", r->loss);
+    else fputs(", \"loss\": null", f);
+    fprintf(f, ", \"setup_s\": %.3f}\n", r->setup_s);
     fflush(f);
 }
 
@@ -230,6 +237,8 @@ void bench_print_text(FILE *f, const char *plan, const BenchResult *r) {
     fprintf(f, "%s: %s plan, %s, batch %d, imgsz %d, on %s\n", plan, r->target, r->precision, r->batch, r->imgsz, r->device);
     fprintf(f, "training step (median of %d after %d warm-up): %.3f ms (min %.3f, max %.3f), %.2f images/s, last loss %.4f\n", r->steps, r->warmup,
             r->median_ms, r->min_ms, r->max_ms, r->images_per_s, r->loss);
+    fprintf(f, "set-up before step 0: %.2f s%s\n", r->setup_s,
+            r->plan_device_bytes >= 0 ? " (kernels loaded, cuDNN plans built and their engines timed, memory checked and allocated)" : " (kernels loaded)");
     if (r->plan_device_bytes >= 0) {
         fprintf(f, "timed on the host: from the step's first input upload to the end of cuda_step_run, which synchronises the device\n");
         fprintf(f, "peak memory: %.3f GB device memory used (cuMemGetInfo, context excluded); the plan allocated %.3f GB\n", 1e-9 * (double)r->peak_bytes,

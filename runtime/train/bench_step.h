@@ -30,6 +30,7 @@ typedef struct BenchResult {
     int host_ops;           /* CUDA: library ops run on the host each step; -1 for CPU plans */
     char host_line[1536];   /* CUDA: cuda_step_describe's line; "" for CPU plans */
     double loss;            /* box + cls + dfl of the last step: a NaN here means the numbers are of a broken step */
+    double setup_s;         /* opening the step before step 0 (CUDA: kernels loaded, cuDNN plans built, engines timed, memory allocated) */
 } BenchResult;
 
 BenchOptions bench_defaults(void);
@@ -51,8 +52,8 @@ double bench_median(double *v, int n);
 
 /* One JSON object on one line: plan, target, device, batch, imgsz,
  * precision, steps, warmup, median_ms, min_ms, max_ms, images_per_s,
- * peak_bytes, peak_kind, plan_device_bytes, host_ops, host_line, loss
- * (null where a CPU plan has no such figure, or the loss is not finite). */
+ * peak_bytes, peak_kind, plan_device_bytes, host_ops, host_line, loss,
+ * setup_s (null where a CPU plan has no such figure, or the loss is not finite). */
 void bench_print_json(FILE *f, const char *plan, const BenchResult *r);
 /* The same for people, a few lines. */
 void bench_print_text(FILE *f, const char *plan, const BenchResult *r);
