@@ -48,12 +48,14 @@ static struct {
     char misuse_what[256];
     bool refuse_mixed_wgrad, refuse_wgrad, write_dw;
     bool more_engines;      /* mode A also lists the engines marked `more` (candidates to time) */
+    bool hide_behavior;     /* engines' behaviour notes cannot be read */
     int n_exec;
     SExec exec[SD_MAX_EXEC];
 } SD;
 
-/* mode A lists engines 0 and 1 (and with SD.more_engines 3 to 8), the fallback mode engine 2;
- * engine 3 is compiled by cuDNN at finalize, engine 5 needs more workspace than timing may take */
+/* mode A lists engines 0 and 1 (and with SD.more_engines 3 to 9), the fallback mode engine 2;
+ * engine 3 is compiled by cuDNN at finalize, engine 5 needs more workspace than timing may take,
+ * engine 6 reduces in lower precision; an engine's global index is 100 + its position */
 static const struct {
     int mode, note, behavior;
     int64_t workspace;
@@ -65,11 +67,12 @@ static const struct {
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, BNOTE_RUNTIME_COMPILATION, 0, true},
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 8192, true},
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, CONV_TUNE_WORKSPACE + 1, true},
+    {DNN_HEUR_MODE_A, NOTE_REDUCED_PRECISION_REDUCTION, -1, 64, true},
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 1024, true},
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 16, true},
     {DNN_HEUR_MODE_A, NOTE_TENSOR_CORE, -1, 32, true},
 };
-enum { N_ENGINES = 9 };
+enum { N_ENGINES = 10 };
 
 /* Every attribute cudnn_conv.c may set: its descriptor and element type. */
 static const struct {
@@ -271,8 +274,15 @@ static CudnnStatus sd_get(CudnnBackendDescriptor dd, CudnnBackendAttributeName n
         if (*count && requested >= 1) ((int *)out)[0] = ENGINES[d->engine].note;
         return 0;
     }
+    if (name == DA_ENGINE_GLOBAL_INDEX && d->type == DN_ENGINE_DESCRIPTOR && type == AT_INT64 && requested == 1) {
+        if (d->engine < 0) return misuse("the index of an engine no config filled", 0);
+        *(int64_t *)out = 100 + d->engine;
+        *count = 1;
+        return 0;
+    }
     if (name == DA_ENGINE_BEHAVIOR_NOTE && d->type == DN_ENGINE_DESCRIPTOR && type == AT_BEHAVIOR_NOTE) {
         if (d->engine < 0) return misuse("behavior notes of an engine no config filled", 0);
+        if (SD.hide_behavior) return SD_NOT_SUPPORTED;
         *count = ENGINES[d->engine].behavior >= 0;
         if (*count && requested >= 1) ((int *)out)[0] = ENGINES[d->engine].behavior;
         return 0;
@@ -553,16 +563,16 @@ Test(cudnn_conv, the_step_lets_cudnn_write_fp32_gradients_where_it_can) { step_c
 static bool is_bias_key(const ConvKey *k) { return k->dir == CONV_FWD && k->accumulate && k->ci == 1 && k->kh == 1 && k->kw == 1; }
 
 /* With candidates kept, each shape holds mode A's acceptable configs in order: the first
- * whatever it is, then configs cuDNN need not compile and whose workspace stays under the cap,
+ * whatever it is, then configs cuDNN need not compile, not loose, whose workspace stays under the cap,
  * up to CONV_TUNE_MAX; the workspace covers every candidate until cudnn_conv_settle drops the
  * unchosen ones, and a run executes the chosen one. Bias steps keep one. */
-Test(cudnn_conv, candidates_to_time_are_the_heuristics_order_without_compiled_or_oversized_engines) {
+Test(cudnn_conv, candidates_to_time_are_the_heuristics_order_without_compiled_loose_or_oversized_engines) {
     Plan p;
     CudaLibs L;
     CudnnConv cc;
     prepare_tuned(&cc, &L, &p, "--imgsz 64 --batch 2 --precision bf16", false, CONV_TUNE_MAX);
-    /* engine 0 is nondeterministic, 3 compiles at finalize, 5 is over the cap, 8 comes after four */
-    const int want[CONV_TUNE_MAX] = {1, 4, 6, 7};
+    /* engine 0 is nondeterministic, 3 compiles at finalize, 5 is over the cap, 6 is loose, 9 comes after four */
+    const int want[CONV_TUNE_MAX] = {1, 4, 7, 8};
     int tuned = 0, bias = 0;
     for (int i = 0; i < cc.n_plans; i++) {
         const ConvPlan *e = &cc.plans[i];
@@ -577,6 +587,7 @@ Test(cudnn_conv, candidates_to_time_are_the_heuristics_order_without_compiled_or
         for (int j = 0; j < CONV_TUNE_MAX; j++) {
             cr_expect_eq(((const SDesc *)e->cand_cfg[j])->engine, want[j], "plan %d candidate %d", i, j);
             cr_expect_eq(e->cand_ws[j], ENGINES[want[j]].workspace, "plan %d candidate %d", i, j);
+            cr_expect_eq(e->cand_engine[j], 100 + want[j], "plan %d candidate %d: its engine's global index", i, j);
         }
         tuned++;
     }
@@ -620,6 +631,28 @@ Test(cudnn_conv, one_candidate_is_the_heuristics_first_choice) {
     prepare_tuned(&cc, &L, &p, "--imgsz 64 --batch 2 --precision bf16", false, 1);
     for (int i = 0; i < cc.n_plans; i++) cr_expect(cc.plans[i].n_cand == 1 && engine_of(&cc.plans[i]) == 1, "plan %d", i);
     cr_expect_eq(cudnn_conv_workspace_bytes(&cc), memplan_align(cc.ones_elems * 4) + cc.stage_bytes + ENGINES[1].workspace);
+    cudnn_conv_close(&cc);
+    cr_expect_eq(SD.live, 0);
+    plan_free(&p);
+}
+
+/* Behaviour notes that cannot be read count as "compiles": the heuristics' first choice is still
+ * taken, and nothing else is timed. */
+Test(cudnn_conv, unreadable_behaviour_notes_leave_only_the_first_choice) {
+    standin_reset();
+    SD.more_engines = SD.hide_behavior = true;
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16", &p);
+    CudaLibs L;
+    memset(&L, 0, sizeof L);
+    standin_cudnn(&L);
+    CudnnConv cc;
+    char err[2048];
+    cr_assert(cudnn_conv_open(&cc, &L, NULL, err, sizeof err), "%s", err);
+    cc.candidates = CONV_TUNE_MAX;
+    cr_assert(cudnn_conv_prepare(&cc, &p.g, &p.fusion.views, p.precision, err, sizeof err), "%s", err);
+    for (int i = 0; i < cc.n_plans; i++) cr_expect(cc.plans[i].n_cand == 1 && engine_of(&cc.plans[i]) == 1, "plan %d", i);
+    cr_expect_eq(SD.misuse, 0, "%s", SD.misuse_what);
     cudnn_conv_close(&cc);
     cr_expect_eq(SD.live, 0);
     plan_free(&p);

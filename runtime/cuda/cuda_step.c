@@ -215,9 +215,10 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
     if (ok) {
         bind_workspace(cs);
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
-        /* cuDNN's engines first: the workspace then shrinks to what the chosen ones need, before
-         * attention and the 1x1 products take addresses in it */
-        ok = ok && cuda_step_cudnn_tune(cs, err, errcap) &&
+        /* cuDNN's engines first (each runs once, so every launch's tensors must have memory): the
+         * workspace then shrinks to what the chosen ones need, before attention and the 1x1
+         * products take addresses in it; the routes they change are checked again below */
+        ok = ok && check_routes(cs, err, errcap) && cuda_step_cudnn_tune(cs, err, errcap) &&
              cuda_mem_fit_workspace(&cs->mem, &cs->dev, cuda_step_workspace_need(cs), lender ? &lender->mem : NULL, err, errcap);
         if (ok) bind_workspace(cs);
         ok = ok && cuda_step_attention_prepare(cs, err, errcap) && cuda_step_conv_gemm_prepare(cs, err, errcap);

@@ -346,9 +346,10 @@ int cudnn_tune_entry_format(char *buf, int cap, int rank, int n, const float *ms
 bool cudnn_tune_entry_parse(const char *buf, size_t len, int n, int *rank, float *ms);
 /* Once the memory is bound, before anything else is set up on the workspace: each shape with
  * candidates takes its engine from the tuning cache, or times them on its first convolution
- * (weight gradients into scratch) and stores the choice; then the other candidates are dropped
- * (cudnn_conv_workspace_bytes shrinks to what the chosen ones need). A candidate that fails to
- * run is skipped and counted; a shape none of whose candidates ran is an error. */
+ * (weight gradients into scratch) and stores the choice; every shape's engine then has run once
+ * outside any capture, and the other candidates are dropped (cudnn_conv_workspace_bytes shrinks
+ * to what the chosen ones need). A candidate that fails to run is skipped and counted, unless
+ * it left the device unusable; a shape none of whose candidates ran is an error. */
 bool cuda_step_cudnn_tune(CudaStep *cs, char *err, int errcap);
 
 #endif

@@ -225,33 +225,45 @@ static bool tensor(CudnnConv *cc, CudnnBackendDescriptor *d, int64_t uid, int ty
  * still needed, finalizing the descriptor reports the failure. */
 static void set_handle(CudnnConv *cc, CudnnBackendDescriptor d, int attr) { (void)cc->L->cudnnBackendSetAttribute(d, attr, AT_HANDLE, 1, &cc->h); }
 
-/* The numerical notes an engine must not carry for this key; *compiles:
- * cuDNN compiles its kernels when its plan is finalized. */
-static bool engine_acceptable(CudnnConv *cc, CudnnBackendDescriptor cfg, const ConvKey *k, bool *compiles, const char *doing, char *err, int errcap) {
+/* What the engine of config cfg is for key k. */
+typedef struct EngineFacts {
+    bool acceptable;    /* none of the numerical notes this key refuses */
+    bool compiles;      /* cuDNN compiles its kernels when its plan is finalized (also when that cannot be read) */
+    bool loose;         /* rounds its inputs down or reduces in lower precision */
+    int64_t index;      /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX, -1 when it cannot be read */
+} EngineFacts;
+
+/* False only when the engine or its numerical notes cannot be read. */
+static bool engine_facts(CudnnConv *cc, CudnnBackendDescriptor cfg, const ConvKey *k, EngineFacts *f, const char *doing, char *err, int errcap) {
     CudnnBackendDescriptor eng = NULL;
     int notes[32], behavior[32];
-    int64_t n_eng = 0, n_notes = 0, n_behavior = 0;
+    int64_t n_eng = 0, n_notes = 0, n_behavior = 0, n_index = 0;
+    f->index = -1;
     bool ok = make(cc, DN_ENGINE_DESCRIPTOR, &eng, doing, err, errcap) &&
               DN(cudnnBackendGetAttribute, (cfg, DA_ENGINECFG_ENGINE, AT_BACKEND_DESCRIPTOR, 1, &n_eng, &eng)) &&
-              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_NUMERICAL_NOTE, AT_NUMERICAL_NOTE, 32, &n_notes, notes)) &&
-              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_BEHAVIOR_NOTE, AT_BEHAVIOR_NOTE, 32, &n_behavior, behavior));
+              DN(cudnnBackendGetAttribute, (eng, DA_ENGINE_NUMERICAL_NOTE, AT_NUMERICAL_NOTE, 32, &n_notes, notes));
+    /* the behaviour notes and the index only narrow the candidates to time: unreadable, they exclude nothing but later candidates */
+    const bool behavior_read = ok && cc->L->cudnnBackendGetAttribute(eng, DA_ENGINE_BEHAVIOR_NOTE, AT_BEHAVIOR_NOTE, 32, &n_behavior, behavior) == 0;
+    if (ok && (cc->L->cudnnBackendGetAttribute(eng, DA_ENGINE_GLOBAL_INDEX, AT_INT64, 1, &n_index, &f->index) != 0 || n_index != 1)) f->index = -1;
     destroy(cc->L, &eng);
     if (!ok) return false;
-    *compiles = false;
-    for (int64_t i = 0; i < n_behavior && i < 32; i++) *compiles |= behavior[i] == BNOTE_RUNTIME_COMPILATION;
-    bool fp32 = k->x_type == DNN_DATA_FLOAT && k->w_type == DNN_DATA_FLOAT && k->y_type == DNN_DATA_FLOAT;
+    f->compiles = !behavior_read;
+    for (int64_t i = 0; behavior_read && i < n_behavior && i < 32; i++) f->compiles |= behavior[i] == BNOTE_RUNTIME_COMPILATION;
+    const bool fp32 = k->x_type == DNN_DATA_FLOAT && k->w_type == DNN_DATA_FLOAT && k->y_type == DNN_DATA_FLOAT;
+    f->acceptable = true, f->loose = false;
     for (int64_t i = 0; i < n_notes && i < 32; i++) {
-        if (notes[i] == NOTE_NONDETERMINISTIC) return false;
+        if (notes[i] == NOTE_NONDETERMINISTIC) f->acceptable = false;
         if (fp32 && (notes[i] == NOTE_TENSOR_CORE || notes[i] == NOTE_DOWN_CONVERT_INPUTS || notes[i] == NOTE_REDUCED_PRECISION_REDUCTION || notes[i] == NOTE_FFT))
-            return false;
+            f->acceptable = false;
+        f->loose |= notes[i] == NOTE_DOWN_CONVERT_INPUTS || notes[i] == NOTE_REDUCED_PRECISION_REDUCTION;
     }
     return true;
 }
 
 /* The acceptable engine configs of one heuristics mode that finalize into
  * execution plans, in its order, into e's candidates: the first, then up to
- * want - 1 more that cuDNN need not compile and whose workspace stays within
- * max(the first's, CONV_TUNE_WORKSPACE). *tried counts the configs looked at. */
+ * want - 1 more that cuDNN need not compile, that are not loose and whose
+ * workspace stays within max(the first's, CONV_TUNE_WORKSPACE). *tried counts the configs looked at. */
 static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescriptor graph, int mode, int want, int *tried, const char *doing, char *err,
                                  int errcap) {
     CudnnBackendDescriptor heur = NULL, cfgs[MAX_CFGS] = {0};
@@ -267,8 +279,8 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
         if (made == n && DN(cudnnBackendGetAttribute, (heur, DA_ENGINEHEUR_RESULTS, AT_BACKEND_DESCRIPTOR, n, &got, cfgs))) {
             for (int64_t i = 0; i < got && e->n_cand < want; i++) {
                 ++*tried;
-                bool compiles = false;
-                if (!engine_acceptable(cc, cfgs[i], &e->key, &compiles, doing, err, errcap) || (e->n_cand && compiles)) continue;
+                EngineFacts f;
+                if (!engine_facts(cc, cfgs[i], &e->key, &f, doing, err, errcap) || !f.acceptable || (e->n_cand && (f.compiles || f.loose))) continue;
                 CudnnBackendDescriptor plan = NULL;
                 if (!make(cc, DN_EXECUTION_PLAN_DESCRIPTOR, &plan, doing, err, errcap)) break;
                 /* a config that cannot finalize for this graph is skipped for the next one */
@@ -277,7 +289,7 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
                 if (cc->L->cudnnBackendSetAttribute(plan, DA_EXECUTION_PLAN_ENGINE_CONFIG, AT_BACKEND_DESCRIPTOR, 1, &cfgs[i]) == 0 &&
                     cc->L->cudnnBackendFinalize(plan) == 0 && DN(cudnnBackendGetAttribute, (plan, DA_EXECUTION_PLAN_WORKSPACE_SIZE, AT_INT64, 1, &cnt, &ws)) &&
                     (!e->n_cand || ws <= (e->cand_ws[0] > CONV_TUNE_WORKSPACE ? e->cand_ws[0] : CONV_TUNE_WORKSPACE))) {
-                    e->cand[e->n_cand] = plan, e->cand_cfg[e->n_cand] = cfgs[i], e->cand_ws[e->n_cand] = ws, cfgs[i] = NULL;
+                    e->cand[e->n_cand] = plan, e->cand_cfg[e->n_cand] = cfgs[i], e->cand_ws[e->n_cand] = ws, e->cand_engine[e->n_cand] = f.index, cfgs[i] = NULL;
                     e->n_cand++;
                     continue;
                 }

@@ -54,8 +54,10 @@ void conv_key_describe(const ConvKey *k, char *buf, int cap);
 /* Engine configs kept per shape for timing (CudnnConv.candidates > 1): the
  * heuristics' first acceptable config, then later ones of the same list
  * that cuDNN need not compile at run time (a compile per candidate would
- * make opening a plan take minutes) and whose workspace stays within
- * max(the first's, CONV_TUNE_WORKSPACE). */
+ * make opening a plan take minutes), that neither round their inputs down
+ * nor reduce in lower precision (speed alone must not loosen the
+ * arithmetic), and whose workspace stays within max(the first's,
+ * CONV_TUNE_WORKSPACE). */
 enum { CONV_TUNE_MAX = 4 };
 #define CONV_TUNE_WORKSPACE ((int64_t)128 << 20)
 
@@ -68,6 +70,7 @@ typedef struct ConvPlan {
      * cudnn_conv_settle. plan / workspace: the one in use, cand[chosen]. */
     CudnnBackendDescriptor cand[CONV_TUNE_MAX], cand_cfg[CONV_TUNE_MAX];
     int64_t cand_ws[CONV_TUNE_MAX];
+    int64_t cand_engine[CONV_TUNE_MAX]; /* each one's engine (CUDNN_ATTR_ENGINE_GLOBAL_INDEX; -1: unknown) */
     int n_cand, chosen;
     CudnnBackendDescriptor plan;
     int64_t workspace;
