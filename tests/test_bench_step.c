@@ -167,6 +167,7 @@ Test(bench_step, cuda_plan_on_the_gpu) {
         fflush(stdout);
         cr_skip_test("no CUDA device");
     }
+    tu_gpu_alone(); /* yolort bench reads the device's free memory across the steps: no other GPU test runs meanwhile */
     char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
     cr_assert(mkdtemp(dir));
     CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);

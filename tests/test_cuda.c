@@ -565,10 +565,14 @@ Test(cuda, cudnn_conv_matches_the_reference) {
     cuda_device_close(&d);
 }
 
-/* The real check refuses before allocating; a plan that fits gets every tensor an address. */
+int tu_gpu_lock_fd = -1;
+
+/* The real check refuses before allocating; a plan that fits gets every tensor an address.
+ * Free memory is read across calls: no other GPU test runs meanwhile. */
 Test(cuda, device_memory_check_and_allocation) {
     CudaDevice d;
     open_gpu_or_skip(&d);
+    tu_gpu_alone();
     char err[1024];
     Plan p;
     tiny_plan("--imgsz 64 --batch 2", &p);

@@ -652,6 +652,7 @@ Test(cuda_step, an_unknown_yolocc_cuda_conv1x1_is_refused) {
 Test(cuda_step, device_peak_equals_the_plan) {
     CudaDevice d;
     open_gpu_or_skip(&d);
+    tu_gpu_alone(); /* free memory is read across calls: no other GPU test runs meanwhile */
     char err[2048];
     Plan p;
     tiny_plan("--imgsz 128 --batch 16 --target cuda --arch sm_80,sm_90", &p);

@@ -4,7 +4,10 @@
 #ifndef YOLOCC_TEST_GPU_H
 #define YOLOCC_TEST_GPU_H
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <sys/file.h>
 
 #include "../compiler/lib_kernels.h"
 #include "../compiler/nvrtc_build.h"
@@ -62,7 +65,22 @@ static inline void expect_lib_kernel_compiles(const LibKernel *k) {
     free(src);
 }
 
-/* True when a CUDA driver with a device is here; err says why not. */
+/* GPU tests run in parallel processes on one device, and those that read the device's free
+ * memory need it to themselves. Every test that finds a device holds a shared lock on one file
+ * until its process exits; tu_gpu_alone trades it for an exclusive one, waiting until no other
+ * GPU test runs. One descriptor per process (tu_gpu_lock_fd, defined in test_cuda.c): an
+ * exclusive lock through a second one would wait for the first one's shared lock forever. */
+extern int tu_gpu_lock_fd;
+static inline void tu_gpu_lock(int how) {
+    if (tu_gpu_lock_fd < 0) tu_gpu_lock_fd = open("/tmp/yolocc-gpu-tests.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    cr_assert_geq(tu_gpu_lock_fd, 0, "opening /tmp/yolocc-gpu-tests.lock: %s", strerror(errno));
+    int rc;
+    while ((rc = flock(tu_gpu_lock_fd, how)) != 0 && errno == EINTR) continue;
+    cr_assert_eq(rc, 0, "locking /tmp/yolocc-gpu-tests.lock: %s", strerror(errno));
+}
+static inline void tu_gpu_alone(void) { tu_gpu_lock(LOCK_EX); }
+
+/* True when a CUDA driver with a device is here (the test then shares it: tu_gpu_lock); err says why not. */
 static inline bool have_gpu(char *err, int errcap) {
     CudaLibs L;
     int n = 0;
@@ -71,6 +89,7 @@ static inline bool have_gpu(char *err, int errcap) {
         have = cuda_libs_check_device(&L, &n, err, errcap);
         cuda_libs_close(&L);
     }
+    if (have) tu_gpu_lock(LOCK_SH);
     return have;
 }
 
