@@ -161,6 +161,11 @@ void cuda_layout_free(CudaLayout *l) {
 
 /* ---- device memory ---- */
 
+/* Whether lender's own workspace can serve one of ws bytes. */
+static bool workspace_to_borrow(const CudaMem *lender, int64_t ws) {
+    return lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
+}
+
 bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap) {
     memset(m, 0, sizeof *m);
     if (!cuda_layout_build(p, &m->layout, err, errcap)) return false;
@@ -171,7 +176,7 @@ bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_
         return cuda_mem_free(m, d), false;
     const int64_t ws = align_up(workspace_bytes);
     m->arena_lent = lender && lender->arena && !lender->arena_lent && lender->layout.arena_bytes >= l->arena_bytes && l->arena_bytes > 0;
-    m->workspace_lent = lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
+    m->workspace_lent = workspace_to_borrow(lender, ws);
     CudaMemNeed need = {.arena = m->arena_lent ? 0 : l->arena_bytes, .state = l->state_bytes, .inputs = l->input_bytes, .workspace = m->workspace_lent ? 0 : ws,
                         .reserve = reserve_bytes, .batch = l->batch};
     if (!cuda_mem_check(&need, free_b, err, errcap)) return cuda_mem_free(m, d), false;
@@ -192,7 +197,7 @@ bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_
 bool cuda_mem_fit_workspace(CudaMem *m, CudaDevice *d, int64_t need, const CudaMem *lender, char *err, int errcap) {
     const int64_t ws = align_up(need);
     if (m->workspace_lent || ws >= m->workspace_bytes) return true;
-    const bool borrow = lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
+    const bool borrow = workspace_to_borrow(lender, ws);
     if (m->workspace) (void)d->L.cuMemFree(m->workspace); /* nothing runs on it yet: freeing leaves nothing to undo */
     m->workspace = borrow ? lender->workspace : 0;
     m->workspace_lent = borrow;

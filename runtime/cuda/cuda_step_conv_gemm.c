@@ -104,8 +104,8 @@ bool cuda_step_conv_gemm_prepare(CudaStep *cs, char *err, int errcap) {
             cublas_gemm_destroy(&c->lt, L);
             continue;
         }
-        const int64_t out_bytes = shape_numel(&g->tensors[op->out[0]].shape) * (cs->stype[op->out[0]] == DT_F32 ? 4 : 2);
-        if (c->out_persistent && out_bytes > scratch_bytes) scratch_bytes = out_bytes;
+        const int64_t out_bytes = c->out_persistent ? memplan_tensor_bytes(g, op->out[0], true, cs->plan->precision) : 0;
+        if (out_bytes > scratch_bytes) scratch_bytes = out_bytes;
         c->routed = cs->conv1x1_mode == CONV1X1_CUBLASLT;
     }
     if (cs->conv1x1_mode != CONV1X1_AUTO) return true;

@@ -95,7 +95,7 @@ static bool time_candidates(CudaStep *cs, ConvPlan *e, const Op *op, CuDevicePtr
     ConvRun r = {cs, op, out};
     for (int i = 0; i < e->n_cand; i++) {
         snprintf(doing, sizeof doing, "timing cuDNN engine candidate %d of %d for convolution %s", i + 1, e->n_cand, what);
-        cudnn_conv_choose(e, i);
+        e->chosen = i;
         if (cuda_time_replays(&cs->dev, run_conv_ctx, &r, TUNE_RUNS, doing, &ms[i], why, sizeof why)) continue;
         ms[i] = -1;
         if (!cs->tune_failed++) snprintf(cs->tune_why, sizeof cs->tune_why, "%.*s", (int)sizeof cs->tune_why - 1, why);
@@ -107,8 +107,7 @@ static bool time_candidates(CudaStep *cs, ConvPlan *e, const Op *op, CuDevicePtr
 
 /* Bytes of op's output when it lives in the persistent region (a weight gradient), else 0. */
 static int64_t persistent_out_bytes(const CudaStep *cs, const Op *op) {
-    if (!cs->conv.persistent[op->out[0]]) return 0;
-    return shape_numel(&cs->plan->g.tensors[op->out[0]].shape) * (cs->stype[op->out[0]] == DT_F32 ? 4 : 2);
+    return cs->conv.persistent[op->out[0]] ? memplan_tensor_bytes(&cs->plan->g, op->out[0], true, cs->plan->precision) : 0;
 }
 
 /* The chosen engine of e choosing from the cache or by timing, on op with its output at out:
@@ -139,7 +138,7 @@ static bool choose_engine(CudaStep *cs, ConvPlan *e, const Op *op, CuDevicePtr o
         if (n > 0 && !kcache_put(hex, text, (size_t)n, why, sizeof why) && !cs->tune_store_why[0])
             snprintf(cs->tune_store_why, sizeof cs->tune_store_why, "%.*s", (int)sizeof cs->tune_store_why - 1, why);
     }
-    cudnn_conv_choose(e, rank);
+    e->chosen = rank;
     cs->tune_changed += rank != 0;
     plan_ms[0] = ms[0], plan_ms[1] = ms[rank];
     return true;
@@ -156,7 +155,8 @@ bool cuda_step_cudnn_tune(CudaStep *cs, char *err, int errcap) {
     for (int l = 0; l < kp->n_launches; l++)
         if (cuda_step_route(g, &kp->launches[l]) == CUDA_ROUTE_CUDNN && persistent_out_bytes(cs, &g->ops[kp->launches[l].op_lo]) > scratch_bytes)
             scratch_bytes = persistent_out_bytes(cs, &g->ops[kp->launches[l].op_lo]);
-    /* per plan: the first choice's and the chosen engine's time (-1: not timed), and whether it ran here */
+    /* per plan: the first choice's and the chosen engine's time (-1: not timed), and whether it ran here;
+     * the step's timed convolutions are summed over every launch, as the heuristics chose and as chosen */
     float(*plan_ms)[2] = malloc(sizeof *plan_ms * ((size_t)cc->n_plans + 1));
     bool *ran = calloc((size_t)cc->n_plans + 1, sizeof *ran);
     if (!plan_ms || !ran) return free(plan_ms), free(ran), errf(err, errcap, "out of memory");
@@ -167,20 +167,17 @@ bool cuda_step_cudnn_tune(CudaStep *cs, char *err, int errcap) {
         if (cuda_step_route(g, &kp->launches[l]) != CUDA_ROUTE_CUDNN) continue;
         const Op *op = &g->ops[kp->launches[l].op_lo];
         ConvPlan *e = cudnn_conv_plan_of(cc, op, err, errcap);
-        if (!(ok = e != NULL) || ran[e - cc->plans]) continue;
-        ran[e - cc->plans] = true;
-        const CuDevicePtr out = persistent_out_bytes(cs, op) ? scratch : cs->ptr[op->out[0]];
-        bool timed = false;
-        ok = cc->candidates <= 1 || e->n_cand <= 1 || choose_engine(cs, e, op, out, plan_ms[e - cc->plans], &timed, err, errcap);
-        /* every engine runs once before any capture: whatever cuDNN sets up on an engine's first run happens outside a graph */
-        ok = ok && (timed || cuda_step_run_conv(cs, op, out, err, errcap));
-    }
-    /* a step's timed convolutions, every launch counted: as the heuristics chose and as chosen */
-    for (int l = 0; ok && l < kp->n_launches; l++) {
-        if (cuda_step_route(g, &kp->launches[l]) != CUDA_ROUTE_CUDNN) continue;
-        const ConvPlan *e = cudnn_conv_plan_of(cc, &g->ops[kp->launches[l].op_lo], err, errcap);
-        const float *m = e ? plan_ms[e - cc->plans] : NULL;
-        if (m && m[0] >= 0 && m[1] >= 0) cs->tune_ms[0] += m[0], cs->tune_ms[1] += m[1];
+        if (!(ok = e != NULL)) break;
+        float *m = plan_ms[e - cc->plans];
+        if (!ran[e - cc->plans]) {
+            ran[e - cc->plans] = true;
+            const CuDevicePtr out = persistent_out_bytes(cs, op) ? scratch : cs->ptr[op->out[0]];
+            bool timed = false;
+            ok = cc->candidates <= 1 || e->n_cand <= 1 || choose_engine(cs, e, op, out, m, &timed, err, errcap);
+            /* every engine runs once before any capture: whatever cuDNN sets up on an engine's first run happens outside a graph */
+            ok = ok && (timed || cuda_step_run_conv(cs, op, out, err, errcap));
+        }
+        if (m[0] >= 0 && m[1] >= 0) cs->tune_ms[0] += m[0], cs->tune_ms[1] += m[1];
     }
     ok = ok && CUDA_CALL(&cs->dev.L, cuStreamSynchronize, (cs->dev.main), "running each convolution's chosen cuDNN engine once before the first step", err, errcap);
     /* teardown of the timing: a failure leaves nothing to undo */

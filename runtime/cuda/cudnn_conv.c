@@ -192,7 +192,7 @@ static void destroy(const CudaLibs *L, CudnnBackendDescriptor *d) {
 static void release(CudnnConv *cc, ConvPlan *e) {
     for (int j = 0; j < CONV_TUNE_MAX; j++) destroy(cc->L, &e->cand[j]), destroy(cc->L, &e->cand_cfg[j]);
     for (int j = 0; j < 6; j++) destroy(cc->L, &e->keep[j]);
-    e->plan = NULL, e->n_cand = 0;
+    e->n_cand = 0;
 }
 
 void cudnn_conv_close(CudnnConv *cc) {
@@ -299,14 +299,7 @@ static bool plan_from_heuristics(CudnnConv *cc, ConvPlan *e, CudnnBackendDescrip
     }
     for (int i = 0; i < MAX_CFGS; i++) destroy(cc->L, &cfgs[i]);
     destroy(cc->L, &heur);
-    if (e->n_cand) cudnn_conv_choose(e, 0);
-    return e->n_cand > 0;
-}
-
-void cudnn_conv_choose(ConvPlan *e, int i) {
-    e->chosen = i;
-    e->plan = e->cand[i];
-    e->workspace = e->cand_ws[i];
+    return e->n_cand > 0; /* chosen is 0 (build_plan cleared e): the heuristics' first */
 }
 
 /* Builds the operation graph of key k and its execution plan into e.
@@ -481,8 +474,9 @@ static bool execute(CudnnConv *cc, const ConvPlan *e, CuDevicePtr x, CuDevicePtr
     if (e->staged) snprintf(what + strlen(what), sizeof what - strlen(what), " (dw in %s, widened)", type_name(e->key.x_type));
     snprintf(doing, sizeof doing, "running convolution %s", what);
     int64_t bound = cc->workspace_bytes - plan_workspace_offset(cc);
-    if (e->workspace > bound)
-        return errf(err, errcap, "convolution %s needs %lld bytes of workspace but %lld are bound (prepare the graph first)", what, (long long)e->workspace,
+    const int64_t need = e->cand_ws[e->chosen];
+    if (need > bound)
+        return errf(err, errcap, "convolution %s needs %lld bytes of workspace but %lld are bound (prepare the graph first)", what, (long long)need,
                     (long long)bound);
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)(uintptr_t)x, (void *)(uintptr_t)w, (void *)(uintptr_t)y};
@@ -490,7 +484,7 @@ static bool execute(CudnnConv *cc, const ConvPlan *e, CuDevicePtr x, CuDevicePtr
     CudnnBackendDescriptor vp = NULL;
     bool ok = make(cc, DN_VARIANT_PACK_DESCRIPTOR, &vp, doing, err, errcap) && SET(vp, DA_VARIANT_PACK_UNIQUE_IDS, AT_INT64, 3, uids) &&
               SET(vp, DA_VARIANT_PACK_DATA_POINTERS, AT_VOID_PTR, 3, ptrs) && SET(vp, DA_VARIANT_PACK_WORKSPACE, AT_VOID_PTR, 1, &ws) &&
-              DN(cudnnBackendFinalize, (vp)) && DN(cudnnBackendExecute, (cc->h, e->plan, vp));
+              DN(cudnnBackendFinalize, (vp)) && DN(cudnnBackendExecute, (cc->h, e->cand[e->chosen], vp));
     destroy(cc->L, &vp);
     return ok;
 }

@@ -67,13 +67,11 @@ typedef struct ConvPlan {
     CudnnBackendDescriptor keep[6];     /* the operation graph's descriptors */
     /* execution plans of acceptable engine configs, in the heuristics'
      * order, with their configs and workspace; NULL once dropped by
-     * cudnn_conv_settle. plan / workspace: the one in use, cand[chosen]. */
+     * cudnn_conv_settle. chosen: the one that runs. */
     CudnnBackendDescriptor cand[CONV_TUNE_MAX], cand_cfg[CONV_TUNE_MAX];
     int64_t cand_ws[CONV_TUNE_MAX];
     int64_t cand_engine[CONV_TUNE_MAX]; /* each one's engine (CUDNN_ATTR_ENGINE_GLOBAL_INDEX; -1: unknown) */
     int n_cand, chosen;
-    CudnnBackendDescriptor plan;
-    int64_t workspace;
     /* a weight gradient into fp32 from bf16 / fp16 inputs that no engine
      * writes directly: the plan computes dw in the inputs' type into the
      * workspace's stage, and the caller widens it (ConvWiden) */
@@ -119,8 +117,6 @@ int64_t cudnn_conv_workspace_bytes(const CudnnConv *cc);
 void cudnn_conv_bind(CudnnConv *cc, CuDevicePtr workspace, int64_t bytes);
 /* The prepared plan of convolution op (NULL with a message when it has none). */
 ConvPlan *cudnn_conv_plan_of(CudnnConv *cc, const Op *op, char *err, int errcap);
-/* Runs plan e with its candidate i from now on. */
-void cudnn_conv_choose(ConvPlan *e, int i);
 /* Destroys every candidate no plan uses: their descriptors, and the kernels
  * cuDNN loaded for them. */
 void cudnn_conv_settle(CudnnConv *cc);
