@@ -9,9 +9,11 @@
 #define YL_DL_MAX_REG_MAX 64
 #define YL_DL_CHUNK 256    /* anchors per fixed-order partial sum */
 typedef struct YlDetLossArgs {
-    const void *level[YL_DL_MAX_LEVELS]; /* head outputs [B][4 reg_max + nc][H][W], the levels' storage type */
+    const void *level[YL_DL_MAX_LEVELS]; /* head outputs [B][4 reg_max + nc][H][W] (or channels last), the levels' storage type */
     void *grad[YL_DL_MAX_LEVELS];        /* d total / d level, same layout, the gradients' storage type (backward) */
     long long level_bs[YL_DL_MAX_LEVELS], grad_bs[YL_DL_MAX_LEVELS]; /* elements between images (views: the base's) */
+    /* elements between channels and between pixels: H*W and 1, or 1 and C when the tensor is channels last */
+    long long level_cs[YL_DL_MAX_LEVELS], level_ps[YL_DL_MAX_LEVELS], grad_cs[YL_DL_MAX_LEVELS], grad_ps[YL_DL_MAX_LEVELS];
     int h[YL_DL_MAX_LEVELS], w[YL_DL_MAX_LEVELS];
     double stride[YL_DL_MAX_LEVELS];
     int anchor_off[YL_DL_MAX_LEVELS + 1]; /* first anchor of each level; [nl] = anchors */

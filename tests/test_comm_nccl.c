@@ -556,13 +556,13 @@ Test(comm_nccl, gpu_one_rank_sum) {
     for (int i = 0; i < N0 + N1; i++) h[i] = 0.5f * (float)i - 3.0f;
     CuDevicePtr p0, p1;
     cr_assert(CUDA_CALL(L, cuMemAlloc, (&p0, N0 * 4), "test", err, sizeof err) && CUDA_CALL(L, cuMemAlloc, (&p1, N1 * 4), "test", err, sizeof err), "%s", err);
-    cr_assert(CUDA_CALL(L, cuMemcpyHtoD, (p0, h, N0 * 4), "test", err, sizeof err) && CUDA_CALL(L, cuMemcpyHtoD, (p1, h + N0, N1 * 4), "test", err, sizeof err), "%s", err);
+    cr_assert(cuda_copy_to_device(&d, p0, h, N0 * 4, "test", err, sizeof err) && cuda_copy_to_device(&d, p1, h + N0, N1 * 4, "test", err, sizeof err), "%s", err);
     NcclBuf b[2] = {{p0, N0}, {p1, N1}};
     cr_assert(dist_nccl_allreduce_sum(&c, 1, b, 2, d.side, err, sizeof err), "%s", err);
     cr_assert(dist_nccl_stream_wait(&c, d.main, err, sizeof err), "%s", err);
     cr_assert(dist_nccl_wait(&c, err, sizeof err), "%s", err);
     cr_assert(CUDA_CALL(L, cuStreamSynchronize, (d.main), "test", err, sizeof err), "%s", err);
-    cr_assert(CUDA_CALL(L, cuMemcpyDtoH, (back, p0, N0 * 4), "test", err, sizeof err) && CUDA_CALL(L, cuMemcpyDtoH, (back + N0, p1, N1 * 4), "test", err, sizeof err), "%s", err);
+    cr_assert(cuda_copy_to_host(&d, back, p0, N0 * 4, "test", err, sizeof err) && cuda_copy_to_host(&d, back + N0, p1, N1 * 4, "test", err, sizeof err), "%s", err);
     cr_expect(memcmp(h, back, sizeof h) == 0, "the sum over one rank is the input");
     dist_nccl_close(&c);
     (void)L->cuMemFree(p0);

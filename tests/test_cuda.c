@@ -427,7 +427,7 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
                 }
             }
             cuda_f32_to_storage(dt[t], host[t], stage, numel);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stage, (size_t)numel * dtype_size(dt[t])), "uploading inputs", err, sizeof err), "%s", err);
+            cr_assert(cuda_copy_to_device(&d, dev[t], stage, (size_t)numel * dtype_size(dt[t]), "uploading inputs", err, sizeof err), "%s", err);
         }
         gen_cpu_launch(&gc, lc, host);
         cr_assert(cuda_kernels_launch(&ck, &d, lg, dev, d.main, err, sizeof err), "%s", err);
@@ -437,7 +437,7 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
             if (!kg->buf_written[s]) continue;
             int t = lg->args[s];
             int64_t numel = span_of(&pg, t);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (stage, dev[t], (size_t)numel * dtype_size(dt[t])), "downloading outputs", err, sizeof err), "%s", err);
+            cr_assert(cuda_copy_to_host(&d, stage, dev[t], (size_t)numel * dtype_size(dt[t]), "downloading outputs", err, sizeof err), "%s", err);
             for (int64_t e = 0; e < numel; e++) {
                 double gv, cv;
                 if (dt[t] == DT_I64) gv = (double)((int64_t *)stage)[e], cv = (double)((int64_t *)host[t])[e];
@@ -520,7 +520,7 @@ Test(cuda, cudnn_conv_matches_the_reference) {
             if (tensor_logical_order(&g->tensors[t])) memcpy(stored, host[t], (size_t)numel * 4);
             else ref_channels_last_copy(&g->tensors[t], stored, host[t], false);
             cr_assert(CUDA_CALL(&d.L, cuMemAlloc, (&dev[t], (size_t)numel * 4), "allocating", err, sizeof err), "%s", err);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyHtoD, (dev[t], stored, (size_t)numel * 4), "uploading", err, sizeof err), "%s", err);
+            cr_assert(cuda_copy_to_device(&d, dev[t], stored, (size_t)numel * 4, "uploading", err, sizeof err), "%s", err);
         }
         const int ops[3] = {cg.fwd, cg.dgrad, cg.wgrad};
         for (int k = 0; k < 3; k++) {
@@ -535,7 +535,7 @@ Test(cuda, cudnn_conv_matches_the_reference) {
             int64_t numel = shape_numel(&g->tensors[t].shape);
             float *got = malloc((size_t)numel * 4);
             cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "running the convolution", err, sizeof err), "%s", err);
-            cr_assert(CUDA_CALL(&d.L, cuMemcpyDtoH, (got, dev[t], (size_t)numel * 4), "downloading", err, sizeof err), "%s", err);
+            cr_assert(cuda_copy_to_host(&d, got, dev[t], (size_t)numel * 4, "downloading", err, sizeof err), "%s", err);
             if (!tensor_logical_order(&g->tensors[t])) {
                 float *nchw = malloc((size_t)numel * 4);
                 cr_assert_not_null(nchw);

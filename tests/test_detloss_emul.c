@@ -93,16 +93,22 @@ typedef struct Case {
     uint64_t seed;
     bool points;    /* box logits that decode to points: every CIoU <= 0, every metric 0 */
     bool ties;      /* reg_max 1, every anchor predicts the GT box exactly: 20 equal nonzero metrics, two equal rows */
+    bool cl;        /* levels and gradients channels last (an NHWC plan's head) */
 } Case;
 
+/* where element i of an image (NCHW order) of a level of `chans` channels and `plane` pixels is stored, and back */
+static int64_t stored_of(const Case *c, int64_t i, int64_t chans, int64_t plane) { return c->cl ? i % plane * chans + i / plane : i; }
+static int64_t nchw_of(const Case *c, int64_t e, int64_t chans, int64_t plane) { return c->cl ? e % chans * plane + e / chans : e; }
+
 static const Case CASES[] = {
-    {"mixed 3 levels nc 3", 4, 3, 16, 3, 6, 10, {{16, 16}, {8, 8}, {4, 4}}, {8, 16, 32}, {3, 0, 6, 2}, 1.0f, 0, 11, false, false},
-    {"nc 80, fp16 loss scale", 3, 80, 16, 3, 6, 10, {{16, 16}, {8, 8}, {4, 4}}, {8, 16, 32}, {6, 1, 4}, 2048.0f, 0, 12, false, false},
-    {"2 levels nc 1, views", 3, 1, 16, 2, 5, 10, {{8, 8}, {4, 4}}, {8, 16}, {5, 2, 0}, 0.5f, 7, 13, false, false},
-    {"reg_max 1", 3, 4, 1, 3, 6, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {6, 3, 1}, 1.0f, 0, 14, false, false},
-    {"zero metrics everywhere", 3, 2, 16, 3, 6, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {6, 2, 3}, 1.0f, 3, 15, true, false},
-    {"topk 13, no boxes at all", 2, 5, 8, 3, 4, 13, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {0, 0}, 3.0f, 0, 16, false, false},
-    {"exact ties, reg_max 1", 2, 2, 1, 3, 3, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {2, 1}, 1.0f, 0, 17, false, true},
+    {"mixed 3 levels nc 3", 4, 3, 16, 3, 6, 10, {{16, 16}, {8, 8}, {4, 4}}, {8, 16, 32}, {3, 0, 6, 2}, 1.0f, 0, 11, false, false, false},
+    {"nc 80, fp16 loss scale", 3, 80, 16, 3, 6, 10, {{16, 16}, {8, 8}, {4, 4}}, {8, 16, 32}, {6, 1, 4}, 2048.0f, 0, 12, false, false, false},
+    {"2 levels nc 1, views", 3, 1, 16, 2, 5, 10, {{8, 8}, {4, 4}}, {8, 16}, {5, 2, 0}, 0.5f, 7, 13, false, false, false},
+    {"reg_max 1", 3, 4, 1, 3, 6, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {6, 3, 1}, 1.0f, 0, 14, false, false, false},
+    {"zero metrics everywhere", 3, 2, 16, 3, 6, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {6, 2, 3}, 1.0f, 3, 15, true, false, false},
+    {"topk 13, no boxes at all", 2, 5, 8, 3, 4, 13, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {0, 0}, 3.0f, 0, 16, false, false, false},
+    {"exact ties, reg_max 1", 2, 2, 1, 3, 3, 10, {{8, 8}, {4, 4}, {2, 2}}, {8, 16, 32}, {2, 1}, 1.0f, 0, 17, false, true, false},
+    {"channels last, 3 levels nc 3", 3, 3, 16, 3, 6, 10, {{16, 16}, {8, 8}, {4, 4}}, {8, 16, 32}, {4, 1, 5}, 1.0f, 0, 18, false, false, true},
 };
 
 static uint64_t rnd(uint64_t *s) {
@@ -171,6 +177,7 @@ static void build(Run *r, const Case *c, DType dt) {
         char name[32];
         snprintf(name, sizeof name, "level%d", l);
         in[l] = r->lv[l] = graph_add_input(&r->g, name, shape4(c->batch, 4 * c->reg_max + c->nc, c->hw[l][0], c->hw[l][1]), DT_F32);
+        r->g.tensors[in[l]].channels_last = c->cl;
         int64_t n = shape_numel(&r->g.tensors[in[l]].shape), bs;
         r->per[l] = n / c->batch, bs = r->per[l] + c->gap;
         r->span[l] = (c->batch - 1) * bs + r->per[l];
@@ -189,7 +196,8 @@ static void build(Run *r, const Case *c, DType dt) {
                 const double cx = (double)(cell % c->hw[l][1]) + 0.5, cy = (double)(cell / c->hw[l][1]) + 0.5, lo = 16 / c->stride[l], hi = 48 / c->stride[l];
                 x = ch == 0 ? (float)(cx - lo) : ch == 1 ? (float)(cy - lo) : ch == 2 ? (float)(hi - cx) : ch == 3 ? (float)(hi - cy) : 1.0f;
             }
-            unsigned char *at_e = r->store[l] + (b * bs + i % r->per[l]) * (int64_t)esz(dt);
+            const int64_t plane = (int64_t)c->hw[l][0] * c->hw[l][1];
+            unsigned char *at_e = r->store[l] + (b * bs + stored_of(c, i % r->per[l], r->per[l] / plane, plane)) * (int64_t)esz(dt);
             cuda_f32_to_storage(dt, &x, at_e, 1);
             cuda_storage_to_f32(dt, at_e, &r->packed[l][i], 1);
         }
@@ -204,6 +212,7 @@ static void build(Run *r, const Case *c, DType dt) {
     memcpy(bin + 1, in, sizeof(int) * (size_t)(c->nl + 2));
     r->bwd = graph_add_op(&r->g, OP_DETECT_LOSS_BWD, bin, c->nl + 3, &at, c->nl, 0, "loss_bwd");
     cr_assert_geq(r->bwd, 0, "%s", r->g.err);
+    for (int l = 0; l < c->nl; l++) r->g.tensors[r->g.ops[r->bwd].out[l]].channels_last = c->cl;
     char err[256];
     cr_assert(views_identity(&r->g, &r->ar, &r->views, err, sizeof err), "%s", err);
     r->boxes = malloc(sizeof(float) * (size_t)c->batch * c->max_boxes * 5 + 1);
@@ -255,6 +264,9 @@ static YlDetLossArgs emulate(Run *r, const Case *c, DType dt, void *h, const Lib
     cr_assert(cuda_detloss_args(g, &r->views, o, ptr, (CuDevicePtr)(uintptr_t)r->scratch, &a, err, sizeof err), "%s", err);
     for (int l = 0; l < c->nl; l++) {
         cr_expect_eq(a.level_bs[l], r->per[l], "identity views: packed levels");
+        const int64_t plane = (int64_t)c->hw[l][0] * c->hw[l][1], chans = r->per[l] / plane;
+        cr_expect(a.level_cs[l] == (c->cl ? 1 : plane) && a.level_ps[l] == (c->cl ? chans : 1), "level %d: channel and pixel steps", l);
+        cr_expect(o->kind != OP_DETECT_LOSS_BWD || (a.grad_cs[l] == a.level_cs[l] && a.grad_ps[l] == a.level_ps[l]), "gradient %d: the level's steps", l);
         a.level_bs[l] = a.grad_bs[l] = r->per[l] + c->gap; /* as the plan's views would give them */
     }
     for (int i = 0; i < PHASES && idx[i] >= 0; i++) {
@@ -343,14 +355,14 @@ static void check_case(const Case *c, DType dt, void *h, const LibKernel *ks, in
     int64_t bad = 0, gaps = 0, inexact = 0, n = 0;
     double worst = 0, rel = 0; /* worst over the tolerance; worst relative difference (fp32) or ulps */
     for (int l = 0; l < c->nl; l++) {
-        const int64_t bs = r.per[l] + c->gap;
+        const int64_t bs = r.per[l] + c->gap, plane = (int64_t)c->hw[l][0] * c->hw[l][1];
         for (int64_t e = 0; e < r.span[l]; e++) {
             const unsigned char *p = r.gstore[l] + e * (int64_t)esz(dt);
             if (e % bs >= r.per[l]) {
                 gaps += !poisoned_at(dt, p);
                 continue;
             }
-            float got, wv = r.gref[l][e / bs * r.per[l] + e % bs];
+            float got, wv = r.gref[l][e / bs * r.per[l] + nchw_of(c, e % bs, r.per[l] / plane, plane)];
             cuda_storage_to_f32(dt, p, &got, 1);
             double d; /* over the tolerance when > 1 */
             if (dt == DT_F32) {

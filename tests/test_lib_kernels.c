@@ -311,7 +311,7 @@ static void check_op(Dev *v, const Graph *g, int o, DType dt, int64_t gap, int l
             }
         }
         cr_assert(CUDA_CALL(&v->d.L, cuMemAlloc, (&dev[i], (size_t)span[i] * esize(dt)), "allocating", err, sizeof err), "%s", err);
-        cr_assert(CUDA_CALL(&v->d.L, cuMemcpyHtoD, (dev[i], stage[i], (size_t)span[i] * esize(dt)), "uploading", err, sizeof err), "%s", err);
+        cr_assert(cuda_copy_to_device(&v->d, dev[i], stage[i], (size_t)span[i] * esize(dt), "uploading", err, sizeof err), "%s", err);
         a.t[i] = (void *)(uintptr_t)dev[i];
     }
     cr_assert(ref_kernel(op->kind)(g, op, buf, err, sizeof err), "%s", err);
@@ -321,7 +321,7 @@ static void check_op(Dev *v, const Graph *g, int o, DType dt, int64_t gap, int l
     cr_assert(CUDA_CALL(&v->d.L, cuStreamSynchronize, (v->d.main), "running", err, sizeof err), "%s: %s", op_def(op->kind)->name, err);
     int o_i = op->n_in, t = op->out[0];
     unsigned char *got = malloc((size_t)span[o_i] * esize(dt));
-    cr_assert(CUDA_CALL(&v->d.L, cuMemcpyDtoH, (got, dev[o_i], (size_t)span[o_i] * esize(dt)), "downloading", err, sizeof err), "%s", err);
+    cr_assert(cuda_copy_to_host(&v->d, got, dev[o_i], (size_t)span[o_i] * esize(dt), "downloading", err, sizeof err), "%s", err);
     float *want = buf[t], *gv = malloc(sizeof(float) * (size_t)row[o_i]), *wv = malloc(sizeof(float) * (size_t)row[o_i]);
     unsigned char *wst = malloc((size_t)row[o_i] * esize(dt));
     /* exact: the kernels follow the reference's order of operations, and both sides round to storage once */
@@ -446,7 +446,7 @@ static int64_t check_attention(Dev *v, const Graph *g, int o, DType dt, int64_t 
             cuda_storage_to_f32(dt, s, x, row[i]);
         }
         cr_assert(CUDA_CALL(&v->d.L, cuMemAlloc, (&dev[i], (size_t)span[i] * esize(dt)), "allocating", err, sizeof err), "%s", err);
-        cr_assert(CUDA_CALL(&v->d.L, cuMemcpyHtoD, (dev[i], stage[i], (size_t)span[i] * esize(dt)), "uploading", err, sizeof err), "%s", err);
+        cr_assert(cuda_copy_to_device(&v->d, dev[i], stage[i], (size_t)span[i] * esize(dt), "uploading", err, sizeof err), "%s", err);
         *lib_operand(&a, i) = (void *)(uintptr_t)dev[i];
     }
     if (lib_scratch_bytes(g, op)) cr_assert(CUDA_CALL(&v->d.L, cuMemAlloc, (&ws, (size_t)lib_scratch_bytes(g, op)), "allocating", err, sizeof err), "%s", err);
@@ -459,7 +459,7 @@ static int64_t check_attention(Dev *v, const Graph *g, int o, DType dt, int64_t 
     cr_assert(CUDA_CALL(&v->d.L, cuStreamSynchronize, (v->d.main), "running", err, sizeof err), "%s: %s", op_def(op->kind)->name, err);
     for (int i = op->n_in; i < n; i++) {
         unsigned char *got = malloc((size_t)span[i] * esize(dt));
-        cr_assert(CUDA_CALL(&v->d.L, cuMemcpyDtoH, (got, dev[i], (size_t)span[i] * esize(dt)), "downloading", err, sizeof err), "%s", err);
+        cr_assert(cuda_copy_to_host(&v->d, got, dev[i], (size_t)span[i] * esize(dt), "downloading", err, sizeof err), "%s", err);
         const float *want = buf[lib_operand_tensor(op, i)];
         int bad = 0, gap_changed = 0;
         for (int64_t im = 0; im < nimg; im++)
@@ -534,7 +534,7 @@ Test(lib_kernels, cast_rounds_like_the_host) {
         CuDevicePtr src, dst;
         cr_assert(CUDA_CALL(&v.d.L, cuMemAlloc, (&src, sizeof(float) * N), "allocating", err, sizeof err), "%s", err);
         cr_assert(CUDA_CALL(&v.d.L, cuMemAlloc, (&dst, 2 * N), "allocating", err, sizeof err), "%s", err);
-        cr_assert(CUDA_CALL(&v.d.L, cuMemcpyHtoD, (src, x, sizeof(float) * N), "uploading", err, sizeof err), "%s", err);
+        cr_assert(cuda_copy_to_device(&v.d, src, x, sizeof(float) * N, "uploading", err, sizeof err), "%s", err);
         YlArgs a;
         memset(&a, 0, sizeof a);
         a.t[0] = (void *)(uintptr_t)src, a.t[1] = (void *)(uintptr_t)dst, a.total = N;
@@ -542,7 +542,7 @@ Test(lib_kernels, cast_rounds_like_the_host) {
         cr_assert(CUDA_CALL(&v.d.L, cuLaunchKernel, (f, lib_launch_grid(&a, v.d.sm_count), 1, 1, LIB_BLOCK, 1, 1, 0, v.d.main, params, NULL), "launching", err, sizeof err), "%s", err);
         uint16_t *got = malloc(2 * N), *want = malloc(2 * N);
         cr_assert(CUDA_CALL(&v.d.L, cuStreamSynchronize, (v.d.main), "running", err, sizeof err), "%s", err);
-        cr_assert(CUDA_CALL(&v.d.L, cuMemcpyDtoH, (got, dst, 2 * N), "downloading", err, sizeof err), "%s", err);
+        cr_assert(cuda_copy_to_host(&v.d, got, dst, 2 * N, "downloading", err, sizeof err), "%s", err);
         cuda_f32_to_storage(dt, x, want, N);
         int bad = 0;
         for (int i = 0; i < N; i++) bad += isnan(x[i]) ? (got[i] & 0x7fff) <= (w ? 0x7c00 : 0x7f80) : got[i] != want[i];
@@ -622,7 +622,7 @@ static double check_attention_cublaslt(Dev *v, const Graph *g, int o, DType dt, 
                     cuda_storage_to_f32(dt, at, r, 1);
                 }
         cr_assert(CUDA_CALL(L, cuMemAlloc, (&dev[i], (size_t)span[i] * es), "allocating an operand", err, sizeof err), "%s: %s", what, err);
-        cr_assert(CUDA_CALL(L, cuMemcpyHtoD, (dev[i], stage[i], (size_t)span[i] * es), "uploading an operand", err, sizeof err), "%s: %s", what, err);
+        cr_assert(cuda_copy_to_device(&v->d, dev[i], stage[i], (size_t)span[i] * es, "uploading an operand", err, sizeof err), "%s: %s", what, err);
         ptr[t] = dev[i];
     }
     la.cl = cl ? (1 << n) - 1 : 0;
@@ -651,7 +651,7 @@ static double check_attention_cublaslt(Dev *v, const Graph *g, int o, DType dt, 
     for (int i = 0; i < n; i++) {
         unsigned char *got = malloc((size_t)span[i] * es);
         cr_assert_not_null(got);
-        cr_assert(CUDA_CALL(L, cuMemcpyDtoH, (got, dev[i], (size_t)span[i] * es), "downloading an operand", err, sizeof err), "%s: %s", what, err);
+        cr_assert(cuda_copy_to_host(&v->d, got, dev[i], (size_t)span[i] * es, "downloading an operand", err, sizeof err), "%s: %s", what, err);
         if (i < op->n_in) {
             cr_expect(memcmp(got, stage[i], (size_t)span[i] * es) == 0, "%s: input %d changed", what, i);
             free(got);

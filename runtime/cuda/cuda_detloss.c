@@ -58,6 +58,13 @@ static long long image_stride(const Graph *g, const Views *v, int t) {
     return (long long)(bs ? bs : s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s));
 }
 
+/* elements between t's channels and between its pixels, as it is stored */
+static void level_steps(const Graph *g, int t, long long *cs, long long *ps) {
+    const Tensor *x = &g->tensors[t];
+    if (x->channels_last) *cs = 1, *ps = (long long)x->shape.d[1];
+    else *cs = (long long)x->shape.d[2] * x->shape.d[3], *ps = 1;
+}
+
 static void *dev(const CuDevicePtr *ptr, int t) { return (void *)(uintptr_t)ptr[t]; }
 
 bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr, CuDevicePtr scratch, YlDetLossArgs *a, char *err,
@@ -88,12 +95,19 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
         a->h[i] = at->level_hw[i][0], a->w[i] = at->level_hw[i][1];
         a->stride[i] = (double)(float)at->strides[i];
         if (a->h[i] < 1 || a->w[i] < 1 || !(a->stride[i] > 0)) return errf(err, errcap, "op %d: level %d is %dx%d, stride %g", op->id, i, a->h[i], a->w[i], a->stride[i]);
+        for (int k = 0; k < 1 + first; k++) {
+            const Shape *ls = &g->tensors[k ? op->out[i] : op->in[first + i]].shape;
+            if (ls->nd != 4 || ls->d[1] != 4 * at->reg_max + at->nc || ls->d[2] != a->h[i] || ls->d[3] != a->w[i])
+                return errf(err, errcap, "op %d: level %d %s is not [B, %d, %d, %d]", op->id, i, k ? "gradient" : "input", 4 * at->reg_max + at->nc, a->h[i], a->w[i]);
+        }
         a->anchor_off[i + 1] = a->anchor_off[i] + a->h[i] * a->w[i];
         a->level[i] = dev(ptr, op->in[first + i]);
         a->level_bs[i] = image_stride(g, v, op->in[first + i]);
+        level_steps(g, op->in[first + i], &a->level_cs[i], &a->level_ps[i]);
         if (first) {
             a->grad[i] = dev(ptr, op->out[i]);
             a->grad_bs[i] = image_stride(g, v, op->out[i]);
+            level_steps(g, op->out[i], &a->grad_cs[i], &a->grad_ps[i]);
         }
     }
     a->img_h = a->h[0] * a->stride[0], a->img_w = a->w[0] * a->stride[0];

@@ -50,6 +50,14 @@ fail:
     return false;
 }
 
+bool cuda_copy_to_device(const CudaDevice *d, CuDevicePtr dst, const void *src, size_t bytes, const char *doing, char *err, int errcap) {
+    return CUDA_CALL(&d->L, cuMemcpyHtoDAsync, (dst, src, bytes, d->main), doing, err, errcap) && CUDA_CALL(&d->L, cuStreamSynchronize, (d->main), doing, err, errcap);
+}
+
+bool cuda_copy_to_host(const CudaDevice *d, void *dst, CuDevicePtr src, size_t bytes, const char *doing, char *err, int errcap) {
+    return CUDA_CALL(&d->L, cuMemcpyDtoHAsync, (dst, src, bytes, d->main), doing, err, errcap) && CUDA_CALL(&d->L, cuStreamSynchronize, (d->main), doing, err, errcap);
+}
+
 void cuda_device_close(CudaDevice *d) {
     if (d->libs_open) {
         /* teardown errors have no one left to report to: the process is releasing the device */

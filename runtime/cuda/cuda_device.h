@@ -31,6 +31,14 @@ void cuda_device_close(CudaDevice *d);
 bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap);
 #define CUDA_CALL(L, fn, args, doing, err, errcap) cuda_ok((L), (L)->fn args, #fn, (doing), (err), (errcap))
 
+/* bytes from host memory to dst, done when this returns. The copy goes on
+ * d->main and waits for it: a plain cuMemcpyHtoD from pageable memory may
+ * return before its DMA lands, and the non-blocking streams do not wait for it. */
+bool cuda_copy_to_device(const CudaDevice *d, CuDevicePtr dst, const void *src, size_t bytes, const char *doing, char *err, int errcap);
+/* bytes of src into host memory, after everything already queued on d->main
+ * (a plain cuMemcpyDtoH would not wait for the non-blocking streams). */
+bool cuda_copy_to_host(const CudaDevice *d, void *dst, CuDevicePtr src, size_t bytes, const char *doing, char *err, int errcap);
+
 /* Milliseconds per run(ctx) as a CUDA graph on d->main replays it, so host
  * work per call (a library's argument checks) is not counted: run once
  * eagerly (libraries load their kernels on first use, which a capture

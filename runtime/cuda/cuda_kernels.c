@@ -220,8 +220,8 @@ bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *
     /* the tables are uploaded once, before any step, so they are allocated outside the step's memory */
     ok = ok && (ck->list || CUDA_CALL(L, cuMemAlloc, (&ck->list, sizeof *host_ptr * (size_t)n), "allocating the gradient-norm pointer table", err, errcap)) &&
          (ck->list_len || CUDA_CALL(L, cuMemAlloc, (&ck->list_len, sizeof *host_len * (size_t)n), "allocating the gradient-norm length table", err, errcap)) &&
-         CUDA_CALL(L, cuMemcpyHtoD, (ck->list, host_ptr, sizeof *host_ptr * (size_t)n), "uploading the gradient-norm pointer table", err, errcap) &&
-         CUDA_CALL(L, cuMemcpyHtoD, (ck->list_len, host_len, sizeof *host_len * (size_t)n), "uploading the gradient-norm length table", err, errcap);
+         cuda_copy_to_device(d, ck->list, host_ptr, sizeof *host_ptr * (size_t)n, "uploading the gradient-norm pointer table", err, errcap) &&
+         cuda_copy_to_device(d, ck->list_len, host_len, sizeof *host_len * (size_t)n, "uploading the gradient-norm length table", err, errcap);
     free(host_ptr);
     free(host_len);
     return ok;

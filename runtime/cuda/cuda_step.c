@@ -184,6 +184,8 @@ bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int err
 bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap) {
     memset(cs, 0, sizeof *cs);
     cs->plan = p;
+    /* the scale is readable from the open on, before the first step binds the training inputs */
+    loss_scale_init(&cs->ls, p->precision == PREC_FP16);
     const char *sync = getenv("YOLOCC_CUDA_SYNC");
     cs->sync_each = sync && *sync && strcmp(sync, "0") != 0;
     const char *lib_host = getenv("YOLOCC_CUDA_LIB_HOST");

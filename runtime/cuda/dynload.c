@@ -28,7 +28,7 @@ static const Sym SYMS[] = {
     D(cuDeviceGetAttribute), S(LIB_CUDA, cuDeviceTotalMem, "cuDeviceTotalMem_v2"), D(cuDevicePrimaryCtxRetain),
     S(LIB_CUDA, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"), D(cuCtxSetCurrent), D(cuCtxSynchronize), D(cuCtxGetDevice), D(cuModuleLoadData), D(cuModuleLoadDataEx),
     D(cuModuleUnload), D(cuModuleGetFunction), D(cuLaunchKernel), S(LIB_CUDA, cuMemAlloc, "cuMemAlloc_v2"), S(LIB_CUDA, cuMemFree, "cuMemFree_v2"),
-    S(LIB_CUDA, cuMemGetInfo, "cuMemGetInfo_v2"), S(LIB_CUDA, cuMemcpyHtoD, "cuMemcpyHtoD_v2"), S(LIB_CUDA, cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
+    S(LIB_CUDA, cuMemGetInfo, "cuMemGetInfo_v2"),
     S(LIB_CUDA, cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"), S(LIB_CUDA, cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"), D(cuMemsetD8Async),
     D(cuMemsetD16Async), D(cuMemsetD32Async), S(LIB_CUDA, cuMemHostRegister, "cuMemHostRegister_v2"), D(cuMemHostUnregister), D(cuStreamCreate), S(LIB_CUDA, cuStreamDestroy, "cuStreamDestroy_v2"), D(cuStreamSynchronize),
     D(cuStreamWaitEvent), D(cuEventCreate),

@@ -83,8 +83,6 @@ typedef struct CudaLibs {
     CuResult (*cuMemAlloc)(CuDevicePtr *ptr, size_t bytes);                             /* _v2 */
     CuResult (*cuMemFree)(CuDevicePtr ptr);                                             /* _v2 */
     CuResult (*cuMemGetInfo)(size_t *free_bytes, size_t *total_bytes);                  /* _v2 */
-    CuResult (*cuMemcpyHtoD)(CuDevicePtr dst, const void *src, size_t bytes);           /* _v2 */
-    CuResult (*cuMemcpyDtoH)(void *dst, CuDevicePtr src, size_t bytes);                 /* _v2 */
     CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void *src, size_t bytes, CuStream s);   /* _v2 */
     CuResult (*cuMemcpyDtoHAsync)(void *dst, CuDevicePtr src, size_t bytes, CuStream s);         /* _v2 */
     CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t n, CuStream s);

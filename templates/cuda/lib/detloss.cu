@@ -22,7 +22,9 @@ __device__ __forceinline__ int *yl_dl_i32(const YlDetLossArgs &a, long long off)
 /* Anchor an: its level, cell, centre in grid units and stride (make_anchors, offset 0.5). */
 struct YlDlAnchor {
     int level;
-    long long cell, plane;
+    long long cell;  /* its pixel within the level */
+    long long cstep; /* elements between channels of the level tensor (H*W, or 1 channels last) */
+    long long pix;   /* element of its channel 0 within an image: cell, or cell * C channels last */
     double x, y, stride;
 };
 __device__ __forceinline__ YlDlAnchor yl_dl_anchor(const YlDetLossArgs &a, int an) {
@@ -31,7 +33,8 @@ __device__ __forceinline__ YlDlAnchor yl_dl_anchor(const YlDetLossArgs &a, int a
     while (r.level + 1 < a.nl && an >= a.anchor_off[r.level + 1]) r.level++;
     const int w = a.w[r.level];
     r.cell = an - a.anchor_off[r.level];
-    r.plane = (long long)a.h[r.level] * w;
+    r.cstep = a.level_cs[r.level];
+    r.pix = r.cell * a.level_ps[r.level];
     r.x = (double)(r.cell % w) + 0.5;
     r.y = (double)(r.cell / w) + 0.5;
     r.stride = a.stride[r.level];
@@ -39,7 +42,7 @@ __device__ __forceinline__ YlDlAnchor yl_dl_anchor(const YlDetLossArgs &a, int a
 }
 /* element of channel c of anchor r in image b of the level tensor */
 __device__ __forceinline__ long long yl_dl_at(const YlDetLossArgs &a, const YlDlAnchor &r, int b, int c) {
-    return b * a.level_bs[r.level] + c * r.plane + r.cell;
+    return b * a.level_bs[r.level] + c * r.cstep + r.pix;
 }
 
 __device__ __forceinline__ double yl_dl_sigmoid(double x) {
@@ -162,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
         const YlDlAnchor r = yl_dl_anchor(a, an);
         const void *lv = a.level[r.level];
         double d[4];
-        for (int k = 0; k < 4; k++) d[k] = yl_dl_side(lv, yl_dl_at(a, r, b, k * a.reg_max), r.plane, a.reg_max, 0);
+        for (int k = 0; k < 4; k++) d[k] = yl_dl_side(lv, yl_dl_at(a, r, b, k * a.reg_max), r.cstep, a.reg_max, 0);
         double *p = yl_dl_f64(a, a.off_pred) + i * 4;
         p[0] = (r.x - d[0]) * r.stride, p[1] = (r.y - d[1]) * r.stride, p[2] = (r.x + d[2]) * r.stride, p[3] = (r.y + d[3]) * r.stride;
     }
@@ -297,7 +300,7 @@ __device__ bool yl_dl_fg(const YlDetLossArgs &a, long long i, int b, const YlDlA
     yl_dl_row(a, b, owner, gt, &f->label);
     for (int k = 0; k < 4; k++) f->target[k] = gt[k] / r.stride;
     const void *lv = a.level[r.level];
-    for (int k = 0; k < 4; k++) f->dist[k] = yl_dl_side(lv, yl_dl_at(a, r, b, k * a.reg_max), r.plane, a.reg_max, 0);
+    for (int k = 0; k < 4; k++) f->dist[k] = yl_dl_side(lv, yl_dl_at(a, r, b, k * a.reg_max), r.cstep, a.reg_max, 0);
     f->pred[0] = r.x - f->dist[0], f->pred[1] = r.y - f->dist[1], f->pred[2] = r.x + f->dist[2], f->pred[3] = r.y + f->dist[3];
     return true;
 }
@@ -333,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
                     int lo;
                     const double wl = yl_dl_split(td[k], a.reg_max, &lo), wh = 1 - wl;
                     const long long base = yl_dl_at(a, r, b, k * a.reg_max);
-                    s += wl * yl_dl_ce(lv, base, r.plane, a.reg_max, lo) + wh * yl_dl_ce(lv, base, r.plane, a.reg_max, lo + 1);
+                    s += wl * yl_dl_ce(lv, base, r.cstep, a.reg_max, lo) + wh * yl_dl_ce(lv, base, r.cstep, a.reg_max, lo + 1);
                 }
                 dfl = s / 4 * f.t;
             }
@@ -400,15 +403,15 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
         const YlDlAnchor r = yl_dl_anchor(a, an);
         const void *lv = a.level[r.level];
         void *gv = a.grad[r.level];
-        const long long gbase = b * a.grad_bs[r.level] + r.cell;
+        const long long gbase = b * a.grad_bs[r.level] + r.cell * a.grad_ps[r.level], gstep = a.grad_cs[r.level];
         YlDlFg f;
         const bool fg = yl_dl_fg(a, i, b, r, &f);
         for (int c = 0; c < a.nc; c++) {
             const double x = yl_dl_ld(lv, yl_dl_at(a, r, b, 4 * rm + c)), target = fg && c == f.label ? f.t : 0.0;
-            yk_st_@T1@(gv, gbase + (4 * rm + c) * r.plane, (float)(k_cls * (yl_dl_sigmoid(x) - target)) * seed);
+            yk_st_@T1@(gv, gbase + (4 * rm + c) * gstep, (float)(k_cls * (yl_dl_sigmoid(x) - target)) * seed);
         }
         if (!fg) {
-            for (int c = 0; c < 4 * rm; c++) yk_st_@T1@(gv, gbase + c * r.plane, 0.0f * seed);
+            for (int c = 0; c < 4 * rm; c++) yk_st_@T1@(gv, gbase + c * gstep, 0.0f * seed);
             continue;
         }
         double dc[4];
@@ -416,21 +419,21 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
         /* x1 = px - d_l, y1 = py - d_t, x2 = px + d_r, y2 = py + d_b */
         const double dd[4] = {k_box * f.t * dc[0], k_box * f.t * dc[1], -k_box * f.t * dc[2], -k_box * f.t * dc[3]};
         if (rm == 1) {
-            for (int k = 0; k < 4; k++) yk_st_@T1@(gv, gbase + k * r.plane, (float)dd[k] * seed);
+            for (int k = 0; k < 4; k++) yk_st_@T1@(gv, gbase + k * gstep, (float)dd[k] * seed);
             continue;
         }
         const double td[4] = {r.x - f.target[0], r.y - f.target[1], f.target[2] - r.x, f.target[3] - r.y};
         const double k_side = k_dfl * f.t / 4;
         for (int k = 0; k < 4; k++) {
             double prob[YL_DL_MAX_REG_MAX];
-            yl_dl_side(lv, yl_dl_at(a, r, b, k * rm), r.plane, rm, prob);
+            yl_dl_side(lv, yl_dl_at(a, r, b, k * rm), r.cstep, rm, prob);
             int lo;
             const double wl = yl_dl_split(td[k], rm, &lo), wh = 1 - wl;
             for (int j = 0; j < rm; j++) {
                 const double p = prob[j];
                 double gr = dd[k] * p * (j - f.dist[k]);
                 gr += k_side * ((wl + wh) * p - (j == lo ? wl : 0) - (j == lo + 1 ? wh : 0));
-                yk_st_@T1@(gv, gbase + (k * rm + j) * r.plane, (float)gr * seed);
+                yk_st_@T1@(gv, gbase + (k * rm + j) * gstep, (float)gr * seed);
             }
         }
     }
