@@ -7,6 +7,8 @@
 #                                                 [--layouts "nhwc nchw"]   (yolocc's plans; PyTorch runs channels last)
 #        GPU verification first:  bash bench/gpu.sh --check [--append]   (make check-gpu's suites, then the bench)
 #                                 bash bench/gpu.sh --check-only          (the suites alone)
+#        where the time goes:     bash bench/gpu.sh --profile 30 [--models ...] [--batches ...]   (yolort bench --profile
+#                                 for each plan, no PyTorch, nothing appended)
 #        (here, no GPU needed): bash bench/gpu.sh --prepare [--arch sm_90]
 #                               bash bench/gpu.sh --dry-run     (the whole pipeline on the CPU, tiny sizes)
 #
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 t_start=$SECONDS
 
-append=0 prepare=0 dry=0 check=0 arch=sm_90 models="yolov8n yolov8s" batches="16 64" layouts="nhwc nchw"
+append=0 prepare=0 dry=0 check=0 profile=0 arch=sm_90 models="yolov8n yolov8s" batches="16 64" layouts="nhwc nchw"
 while [ $# -gt 0 ]; do
   case $1 in
     --append) append=1 ;;
@@ -29,6 +31,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry=1 ;;
     --check) check=1 ;;
     --check-only) check=2 ;;
+    --profile) profile=${2:?--profile needs a number of rows}; shift ;;
     --arch) arch=${2:?--arch needs a value}; shift ;;
     --models) models=${2:?--models needs a value}; shift ;;
     --batches) batches=${2:?--batches needs a value}; shift ;;
@@ -166,6 +169,8 @@ if [ $use_prebuilt = 1 ]; then
   YOLOCC=$root/$prebuilt/bin/yolocc YOLORT=$root/$prebuilt/bin/yolort
   yolo_ld="$work/prebuilt/lib${yolo_ld:+:$yolo_ld}"
   say "using the prebuilt yolocc/yolort of commit $(cat "$prebuilt/COMMIT" 2>/dev/null)"
+  # the rows name the commit whose binaries ran, whatever the machine's copy of .git says
+  commit=$(cat "$prebuilt/COMMIT" 2>/dev/null || echo "$commit")
 fi
 yolo_env() { env LD_LIBRARY_PATH="$yolo_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 
@@ -206,6 +211,20 @@ for m in $models; do
     done
   done
 done
+
+# ---- --profile: where each plan's step spends the device's time, then stop
+if [ "$profile" != 0 ]; then
+  for m in $models; do
+    for b in $batches; do
+      for l in $layouts; do
+        [ -n "${plan_err[$m/$b/$l]:-}" ] && { say "$m b$b $l: ${plan_err[$m/$b/$l]}"; continue; }
+        say "yolort bench --profile $profile $m b$b $l"
+        yolo_env timeout -k 10 120 "$YOLORT" bench "$work/$(plan_name "$m" "$b" "$l")" --steps 5 --warmup 2 --profile "$profile" 2>&1 | tee -a "$out/profile.txt"
+      done
+    done
+  done
+  exit 0
+fi
 
 torch_dev=cuda steps=20
 [ $dry = 1 ] && torch_dev=cpu steps=1

@@ -21,7 +21,7 @@ static const char USAGE[] =
     "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
-    "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--json]\n"
+    "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
     "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
     "decay; recompile it (yolocc MODEL.yaml --batch B --imgsz S ...) to change them.\n"
@@ -51,7 +51,9 @@ static const char USAGE[] =
     "step time, images/s (batch / median) and peak memory: for a CUDA plan the device's used-memory increase\n"
     "and the bytes the plan allocated, each step timed on the host up to a full device synchronisation; for a\n"
     "CPU plan the process's peak resident set. --max-seconds T: stop timing once the timed steps took T\n"
-    "seconds (at least one step; \"steps\" says how many ran). --json: one JSON object.\n"
+    "seconds (at least one step; \"steps\" says how many ran). --json: one JSON object. --profile ROWS (CUDA\n"
+    "plans): one more step, eagerly, with every launch timed by events; its time by route and by op (the\n"
+    "heaviest ROWS) goes to stderr.\n"
     "\n"
     "Data parallelism: under `mpirun -np W` (Open MPI) each rank trains on its share of the batches and\n"
     "gradients are summed over ranks before each update (Ultralytics DDP semantics); rank 0 alone prints\n"
@@ -381,6 +383,9 @@ static int bench_main(int argc, char **argv) {
         } else if (strcmp(a, "--seed") == 0) {
             if (!number(v, 0, 1e15, &x) || x != (long long)x) return usage_error("--seed must be a non-negative integer, got '%s'", v);
             o.seed = (uint64_t)x;
+        } else if (strcmp(a, "--profile") == 0) {
+            if (!number(v, 1, 1000, &x) || x != (int)x) return usage_error("--profile must be a number of rows in [1, 1000], got '%s'", v);
+            o.profile = (int)x;
         } else if (strcmp(a, "--max-seconds") == 0) {
             if (!number(v, 0, 1e9, &x)) return usage_error("--max-seconds must be a number of seconds >= 0, got '%s'", v);
             o.max_seconds = x;
@@ -396,6 +401,8 @@ static int bench_main(int argc, char **argv) {
     }
     if (json) bench_print_json(stdout, argv[2], &r);
     else bench_print_text(stdout, argv[2], &r);
+    /* beside the result, which --json keeps one object */
+    if (r.profile[0]) fputs(r.profile, stderr);
     return 0;
 }
 

@@ -456,7 +456,12 @@ static bool hook_after(CudaStep *cs, int l, char *err, int errcap) { return cs->
 /* kernel_run_range's visitor for eager runs: the launch, then the hook where it wants to run. */
 static bool run_launch_eager(void *ctx, int l, int gi, char *err, int errcap) {
     CudaStep *cs = ctx;
-    return run_launch(cs, l, gi, err, errcap) && (!hook_point(cs, l) || hook_after(cs, l, err, errcap));
+    const CudaLibs *L = &cs->dev.L;
+    if (cs->prof_ev && !CUDA_CALL(L, cuEventRecord, (cs->prof_ev[2 * l], cs->dev.main), "timing a launch (profile)", err, errcap)) return false;
+    if (!run_launch(cs, l, gi, err, errcap)) return false;
+    if (cs->prof_ev && !CUDA_CALL(L, cuEventRecord, (cs->prof_ev[2 * l + 1], cs->dev.main), "timing a launch (profile)", err, errcap)) return false;
+    if (cs->prof_group) cs->prof_group[l] = gi;
+    return !hook_point(cs, l) || hook_after(cs, l, err, errcap);
 }
 
 int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, CudaSegment *seg) {

@@ -122,6 +122,10 @@ typedef struct CudaStep {
      * for the backward of a data-parallel step); NULL: none */
     const CudaRunHook *hook;
     long eager_host_ops;        /* host ops run between graphs since open */
+    /* cuda_step_profile's events while it runs a step: before and after launch l at [2l] and [2l + 1],
+     * and l's fusion group; NULL otherwise */
+    struct CuEventSt **prof_ev;
+    int *prof_group;
     /* attention through cuBLASLt (cuda_step_attention.c): per op its index in att, or -1 */
     CudaAttOp *att;
     int n_att, *att_of_op;
@@ -297,6 +301,29 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
  * fp16 to be widened (cudnn_conv.h), if any; then attention through
  * cuBLASLt, and why any attention op kept its library kernels. */
 void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
+
+/* Where one step's device time goes: the step run once more, eagerly, with
+ * events around every launch (cuda_profile.c). Rows by route and op (or
+ * fusion pattern), heaviest first; the step's state moves as a step moves it. */
+typedef struct CudaProfileRow {
+    char what[112];
+    int launches;
+    double ms;
+} CudaProfileRow;
+typedef struct CudaProfile {
+    CudaProfileRow *rows;       /* heaviest first */
+    int n_rows;
+    CudaProfileRow top[8];      /* the heaviest single launches */
+    int n_top;
+    double launch_ms;           /* the sum over launches */
+    double wall_ms;             /* the eager step on the host clock, its waits included */
+    double route_ms[8];         /* by CudaRoute */
+    int route_launches[8];
+} CudaProfile;
+bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap);
+/* The profile as text lines (at most `rows` of the by-op table) into buf. */
+void cuda_profile_format(const CudaProfile *p, int rows, char *buf, int cap);
+void cuda_profile_free(CudaProfile *p);
 
 /* ---- attention through cuBLASLt (cuda_step_attention.c) ---- */
 

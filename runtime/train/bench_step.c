@@ -154,6 +154,12 @@ static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double
     }
     float items[3];
     if (ok && (ok = cuda_step_download(cs, ts.items, items, err, errcap))) r->loss = (double)items[0] + items[1] + items[2];
+    if (ok && o->profile > 0) {
+        CudaProfile prof;
+        ok = cuda_step_profile(cs, &prof, err, errcap);
+        if (ok) cuda_profile_format(&prof, o->profile, r->profile, (int)sizeof r->profile);
+        cuda_profile_free(&prof);
+    }
     if (ok) {
         r->peak_bytes = free_min < free0 ? (int64_t)(free0 - free_min) : 0; /* another process freeing memory meanwhile could make it negative */
         r->peak_kind = "device used-memory increase (cuMemGetInfo) from before the step opened to the lowest free memory after any step";
