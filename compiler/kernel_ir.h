@@ -10,6 +10,7 @@
 #include "../templates/kernel_abi.h"
 
 enum { KIR_MAX_BUFS = 16, KIR_MAX_ACCS = 4, KIR_MAX_VARS = 4, KIR_MAX_PHASES = 2, KIR_NAME = 40 };
+_Static_assert(KIR_MAX_ACCS == YK_RED_ACCS && KIR_MAX_VARS == YK_RED_VARS, "a split reduction's slots hold every sum and variable");
 
 /* Loop skeletons. MAP: every element of an [n, c, inner] extent. CHANNEL_REDUCE:
  * per channel, phases of sums over [n, inner] each followed by a per-channel

@@ -176,13 +176,14 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         for (int ph = 0; ph < k->n_phases; ph++) {
             char *body = section_text(k, tg, k->body[ph], false, body_indent, body_part), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL);
             char *chan = tg == KT_C ? section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL) : strdup("");
-            char naccs[16], used[16];
+            char naccs[16], used[16], phase[16];
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);
+            snprintf(phase, sizeof phase, "%d", ph);
             const char *pv[] = {"NACCS", naccs, "NACCS_USED", used, "LOOP_N", k->body[ph].n ? "a.n" : "0", "BODY", body ? body : "", "FINALIZE", fin ? fin : "",
-                                "CHAN", chan ? chan : ""};
+                                "CHAN", chan ? chan : "", "PHASE", phase};
             snprintf(path, sizeof path, "%s/reduce_phase.%s", dir, ext);
-            emit_template(o, path, pv, 6);
+            emit_template(o, path, pv, 7);
             o->ok &= body && fin && chan;
             free(body);
             free(fin);

@@ -166,7 +166,17 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 1, "an empty extent still launches a valid grid");
     ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
     g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
-    cr_expect(g.grid == 48 && g.block == 256, "one block per channel: %u x %u", g.grid, g.block);
+    cr_expect(g.grid == 48 && g.grid_y == 1 && g.block == 256, "6400 elements a channel: one block each: %u x %u x %u", g.grid, g.grid_y, g.block);
+    /* YOLOv8's first layer at batch 64: 16 channels of 64 x 320 x 320, each over 400 blocks of 16384 elements */
+    ln = (KLaunch){.n = 64, .c = 16, .inner = 320 * 320};
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    cr_expect(g.grid == 16 && g.grid_y == 400, "a channel split over blocks: %u x %u", g.grid, g.grid_y);
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * 400 * 4 * 8 + 16 * 4 * 8 + 16 * 4, "sums, variables and a counter per channel");
+    cr_expect_eq(cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 8).grid_y, 400, "the split depends on the shape alone, not the device");
+    ln.n = 64 * 64;
+    cr_expect_eq(cuda_reduce_split(&ln), CUDA_REDUCE_MAX_SPLIT, "at most %d blocks a channel", CUDA_REDUCE_MAX_SPLIT);
+    ln.n = 1, ln.inner = 16385;
+    cr_expect_eq(cuda_reduce_split(&ln), 2, "one element over a chunk is a second block");
     ln = (KLaunch){.outer = 10, .len = 100};
     cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 132).grid, 4, "1000 elements of a copy");
     g = cuda_launch_geometry(KS_LIST_NORM, &ln, 132);
@@ -395,7 +405,7 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
         if ((size_t)(numel + 1) * 8 > stage_cap) stage_cap = (size_t)(numel + 1) * 8;
     }
     stage = malloc(stage_cap);
-    cr_assert(cuda_kernels_bind_lists(&ck, &d, g, dev, err, sizeof err), "%s", err);
+    cr_assert(cuda_kernels_bind_tables(&ck, &d, g, dev, err, sizeof err), "%s", err);
     int *stamp = calloc((size_t)n, sizeof *stamp);
     double worst_all = 0;
     int compared = 0;

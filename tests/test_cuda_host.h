@@ -33,9 +33,9 @@ static inline void host_step_setup(HostStep *h, const Plan *p) {
     cr_assert(kernel_lower(&p->g, &p->fusion, p->precision, &cs->kern.kp, err, sizeof err), "%s", err);
     cr_assert(lib_program_build(&p->g, p->precision, &cs->kern.kp, &cs->kern.lp, err, sizeof err), "%s", err);
     cs->dev.sm_count = cs->kern.sm_count = 2;
-    /* launches reach the stand-in by their (empty) handles; the list tables are never read */
+    /* launches reach the stand-in by their (empty) handles; the list tables and reductions' part are never read */
     cs->kern.fn = calloc((size_t)cs->kern.kp.n_kernels + 1, sizeof *cs->kern.fn);
-    cs->kern.list = cs->kern.list_len = 0x1000;
+    cs->kern.list = cs->kern.list_len = cs->kern.part = 0x1000;
     cs->kern.lib_fn = calloc((size_t)cs->kern.lp.n_kernels + 1, sizeof *cs->kern.lib_fn);
 }
 

@@ -446,10 +446,15 @@ typedef struct HookLog {
 } HookLog;
 static HookLog HK;
 
-/* Launches of ops [HK.lo, HK.hi) that start at or before op `upto`. */
+/* Driver launches of ops [HK.lo, HK.hi) that start at or before op `upto`
+ * (a channel reduction launches once per phase). */
 static long launches_through(int upto) {
     long n = 0;
-    for (int l = 0; l < HK.kp->n_launches; l++) n += HK.kp->launches[l].op_lo >= HK.lo && HK.kp->launches[l].op_hi < HK.hi && HK.kp->launches[l].op_lo <= upto;
+    for (int l = 0; l < HK.kp->n_launches; l++) {
+        const KLaunch *ln = &HK.kp->launches[l];
+        const Kernel *k = ln->kernel >= 0 ? &HK.kp->kernels[ln->kernel] : NULL;
+        if (ln->op_lo >= HK.lo && ln->op_hi < HK.hi && ln->op_lo <= upto) n += k && k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1;
+    }
     return n;
 }
 

@@ -52,12 +52,14 @@ bool cuda_choose_image(const char *const *cubin_archs, int n_cubins, const char 
 }
 
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
-    CudaGeom g = {1, CUDA_BLOCK};
+    CudaGeom g = {1, 1, CUDA_BLOCK};
     int64_t total = 0;
     switch (skel) {
     case KS_MAP: total = ln->n * ln->c * ln->inner; break;
     case KS_COPY: total = ln->outer * ln->len; break;
-    case KS_CHANNEL_REDUCE: g.grid = ln->c > 0 ? (unsigned)ln->c : 1; return g;
+    case KS_CHANNEL_REDUCE:
+        g.grid = ln->c > 0 ? (unsigned)ln->c : 1, g.grid_y = (unsigned)cuda_reduce_split(ln);
+        return g;
     case KS_LIST_NORM:
     case KS_COUNT: return g;
     }
@@ -65,6 +67,16 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     int64_t blocks = (total + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32;
     g.grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
     return g;
+}
+
+int64_t cuda_reduce_split(const KLaunch *ln) {
+    int64_t count = ln->n * ln->inner, split = (count + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK;
+    return split < 1 ? 1 : split > CUDA_REDUCE_MAX_SPLIT ? CUDA_REDUCE_MAX_SPLIT : split;
+}
+
+int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
+    int64_t c = ln->c > 0 ? ln->c : 1;
+    return c * cuda_reduce_split(ln) * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8 + c * 4;
 }
 
 YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
@@ -193,6 +205,7 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
         if (ck->lib_mod[i]) (void)d->L.cuModuleUnload(ck->lib_mod[i]);
     if (ck->list) (void)d->L.cuMemFree(ck->list);
     if (ck->list_len) (void)d->L.cuMemFree(ck->list_len);
+    if (ck->part) (void)d->L.cuMemFree(ck->part);
     free(ck->mod);
     free(ck->fn);
     free(ck->image);
@@ -204,8 +217,23 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
     memset(ck, 0, sizeof *ck);
 }
 
-bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap) {
+/* the CHANNEL_REDUCE launches' part: as large as the largest needs, counters zero */
+static bool bind_part(CudaKernels *ck, const CudaDevice *d, char *err, int errcap) {
+    int64_t bytes = 0;
+    for (int l = 0; l < ck->kp.n_launches; l++) {
+        const KLaunch *ln = &ck->kp.launches[l];
+        if (ln->kernel >= 0 && ck->kp.kernels[ln->kernel].skel == KS_CHANNEL_REDUCE && cuda_reduce_part_bytes(ln) > bytes) bytes = cuda_reduce_part_bytes(ln);
+    }
+    if (bytes == 0 || ck->part) return true;
+    const CudaLibs *L = &d->L;
+    return CUDA_CALL(L, cuMemAlloc, (&ck->part, (size_t)bytes), "allocating the channel reductions' partial sums", err, errcap) &&
+           CUDA_CALL(L, cuMemsetD8Async, (ck->part, 0, (size_t)bytes, d->main), "zeroing the channel reductions' counters", err, errcap) &&
+           CUDA_CALL(L, cuStreamSynchronize, (d->main), "zeroing the channel reductions' counters", err, errcap);
+}
+
+bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap) {
     int n = ck->kp.n_list;
+    if (!bind_part(ck, d, err, errcap)) return false;
     if (n == 0) return true;
     const CudaLibs *L = &d->L;
     CuDevicePtr *host_ptr = malloc(sizeof *host_ptr * (size_t)n);
@@ -230,13 +258,20 @@ bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *
 bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap) {
     if (ln->kernel < 0 || ln->kernel >= ck->kp.n_kernels) return errf(err, errcap, "launch of ops %d..%d is a library op, not a generated kernel", ln->op_lo, ln->op_hi);
     const Kernel *k = &ck->kp.kernels[ln->kernel];
-    if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_lists first", k->name);
+    if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_tables first", k->name);
     YkArgs a = cuda_launch_args(ln, ptr, ck->list, ck->list_len);
     CudaGeom g = cuda_launch_geometry(k->skel, ln, ck->sm_count);
     void *params[] = {&a};
-    char doing[128];
-    snprintf(doing, sizeof doing, "launching %s (ops %d..%d, %u blocks of %u)", k->name, ln->op_lo, ln->op_hi, g.grid, g.block);
-    return CUDA_CALL(&d->L, cuLaunchKernel, (ck->fn[ln->kernel], g.grid, 1, 1, g.block, 1, 1, 0, s, params, NULL), doing, err, errcap);
+    char doing[160];
+    if (k->skel == KS_CHANNEL_REDUCE && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
+    a.part = (void *)(uintptr_t)ck->part;
+    /* a reduction's phases are launches of their own: a later phase reads the variables all of an earlier one's blocks made */
+    for (int ph = 0; ph < (k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1); ph++) {
+        a.phase = ph;
+        snprintf(doing, sizeof doing, "launching %s (ops %d..%d, phase %d, %u x %u blocks of %u)", k->name, ln->op_lo, ln->op_hi, ph, g.grid, g.grid_y, g.block);
+        if (!CUDA_CALL(&d->L, cuLaunchKernel, (ck->fn[ln->kernel], g.grid, g.grid_y, 1, g.block, 1, 1, 0, s, params, NULL), doing, err, errcap)) return false;
+    }
+    return true;
 }
 
 YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr) {

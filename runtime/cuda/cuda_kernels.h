@@ -22,14 +22,24 @@ enum { CUDA_BLOCK = 256 };  /* YK_BLOCK of templates/cuda/prelude.cu: reductions
 bool cuda_choose_image(const char *const *cubin_archs, int n_cubins, const char *ptx_arch, int device_sm, int *cubin, char *err, int errcap);
 
 typedef struct CudaGeom {
-    unsigned grid, block;
+    unsigned grid, grid_y, block;
 } CudaGeom;
 
 /* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
  * n*c*inner (outer*len) elements: one thread per element up to 32 blocks per
- * multiprocessor. CHANNEL_REDUCE: one block per channel. LIST_NORM: one
- * block. Always CUDA_BLOCK threads. */
+ * multiprocessor. CHANNEL_REDUCE: a row of blocks per channel (grid_y:
+ * cuda_reduce_split). LIST_NORM: one block. Always CUDA_BLOCK threads. */
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count);
+
+/* Pure: the blocks each channel of a CHANNEL_REDUCE launch is split over, from
+ * its n * inner elements alone (so the sums' order is the same on every
+ * device): one per CUDA_REDUCE_CHUNK elements, at most CUDA_REDUCE_MAX_SPLIT.
+ * A channel of a 64-image 320x320 map is 6.5M elements: one block for it
+ * alone would leave the GPU idle. */
+enum { CUDA_REDUCE_CHUNK = 16384, CUDA_REDUCE_MAX_SPLIT = 1024 };
+int64_t cuda_reduce_split(const KLaunch *ln);
+/* Pure: the bytes of YkArgs.part that launch needs (partial sums, variables, counters). */
+int64_t cuda_reduce_part_bytes(const KLaunch *ln);
 
 /* Fills the argument block of launch ln: ptr[t] is tensor t's device address;
  * list/list_len: the device tables of the program's LIST_NORM tensors. */
@@ -41,6 +51,7 @@ typedef struct CudaKernels {
     CuFunction *fn;
     char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
     CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
+    CuDevicePtr part;               /* CHANNEL_REDUCE: YkArgs.part for every launch (they run in order on one stream) */
     LibProgram lp;          /* the library kernels of the program's library launches, derived again here */
     CuModule *lib_mod;      /* per library kernel */
     CuFunction *lib_fn;
@@ -63,9 +74,11 @@ YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevic
  * caller must bind to scratch before a launch that needs it. */
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
-/* Uploads the LIST_NORM tables once: ptr[t] for each listed tensor (the
- * persistent gradients) and its element count. */
-bool cuda_kernels_bind_lists(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
+/* Once, before any launch: uploads the LIST_NORM tables (ptr[t] for each
+ * listed tensor, the persistent gradients, and its element count) and
+ * allocates the CHANNEL_REDUCE launches' part, its counters zeroed. Both
+ * live outside the step's memory (a few hundred KB at most). */
+bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
 /* Launches generated launch ln on stream s. */
 bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
 /* Launches library launch l of the program (ck->lp.launch_kernel[l] >= 0:

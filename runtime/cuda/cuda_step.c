@@ -227,7 +227,7 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
         cuda_step_census(cs, g, &cs->kern.kp);
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
-    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_lists(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
+    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_tables(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
          /* the list tables went up through synchronous copies on the legacy stream, which the non-blocking main stream does not wait for */
          CUDA_CALL(&cs->dev.L, cuCtxSynchronize, (), doing, err, errcap);
     if (!ok) cuda_step_close(cs);

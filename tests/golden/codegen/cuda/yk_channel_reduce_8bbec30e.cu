@@ -15,7 +15,12 @@ typedef struct YkArgs {
     void *const *list;                  /* tensor-list reduce: the tensors, */
     const long long *list_len;          /* their element counts, */
     long long list_n;                   /* and how many */
+    long long phase;                    /* channel reduce: the phase this launch runs */
+    void *part;                         /* channel reduce: the split's partial sums, variables, counters */
 } YkArgs;
+/* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
+#define YK_RED_ACCS 4
+#define YK_RED_VARS 4
 #endif
 typedef float yk_real;
 #define YK_BLOCK 256
@@ -66,20 +71,32 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     return r;
 }
 
-/* yk_channel_reduce_8bbec30e: one block per channel; per-thread fp64 sums in a fixed stride
- * order, a fixed tree across the block, then thread 0 runs the finalize */
+/* yk_channel_reduce_8bbec30e: channel blockIdx.x; its n * inner elements in gridDim.y fixed
+ * chunks, one per blockIdx.y. Launched once per phase (a.phase): each block's
+ * fp64 sums (per-thread strided order, a fixed tree across the block) go to
+ * a.part, and the channel's last block to arrive adds them in chunk order and
+ * runs the phase's finalize, whose variables later phases read from a.part:
+ * deterministic for a given split, which depends on the shape alone. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_8bbec30e(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
-    __shared__ double var_[2];
-    const long long c = blockIdx.x, c_ = a.c, inner_ = a.inner;
+    __shared__ double var_[YK_RED_VARS];
+    __shared__ int last_;
+    const long long c = blockIdx.x, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
+    double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
+    double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
+    unsigned *arrived_ = (unsigned *)(vars_ + c_ * YK_RED_VARS); /* [c_] blocks done with this phase */
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
     (void)red_;
-    (void)var_;
-    {
-        double acc_[2] = {0};
+    (void)last_;
+    (void)arrived_;
+    if (threadIdx.x < YK_RED_VARS) var_[threadIdx.x] = a.phase > 0 ? vars_[c * YK_RED_VARS + threadIdx.x] : 0.0;
+    __syncthreads();
+    if (a.phase == 0) {
+        double acc_[YK_RED_ACCS] = {0};
         (void)acc_;
-        for (long long e = threadIdx.x; e < a.n * inner_; e += blockDim.x) {
+        const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
+        for (long long e = lo_ + threadIdx.x; e < hi_; e += blockDim.x) {
             const long long n = e / inner_, k = e - n * inner_;
             const long long i = (n * c_ + c) * inner_ + k;
             (void)i;
@@ -113,6 +130,24 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_8bbec30
             acc_[1] += (double)r26;
         }
         for (int s = 0; s < 2; s++) acc_[s] = yk_block_sum(acc_[s], red_);
+        if (np_ > 1) {
+            if (threadIdx.x == 0) {
+                for (int s = 0; s < 2; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
+                __threadfence();
+                last_ = atomicAdd(&arrived_[c], 1u) == (unsigned)(np_ - 1);
+            }
+            __syncthreads();
+            if (!last_) return;
+            if (threadIdx.x == 0) {
+                __threadfence();
+                for (int s = 0; s < 2; s++) {
+                    double t_ = 0;
+                    for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
+                    acc_[s] = t_;
+                }
+                arrived_[c] = 0;
+            }
+        }
         if (threadIdx.x == 0) {
             const double f0 = acc_[0];
             const double f1 = acc_[1];
@@ -120,13 +155,14 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_8bbec30
             yk_st_f32(a.t[7], c, (float)f1);
             var_[0] = f0;
             var_[1] = f1;
+            for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
         }
-        __syncthreads();
     }
-    {
-        double acc_[1] = {0};
+    if (a.phase == 1) {
+        double acc_[YK_RED_ACCS] = {0};
         (void)acc_;
-        for (long long e = threadIdx.x; e < a.n * inner_; e += blockDim.x) {
+        const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
+        for (long long e = lo_ + threadIdx.x; e < hi_; e += blockDim.x) {
             const long long n = e / inner_, k = e - n * inner_;
             const long long i = (n * c_ + c) * inner_ + k;
             (void)i;
@@ -168,9 +204,27 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_8bbec30
             yk_st_bf16(a.t[8], i, (float)r34);
         }
         for (int s = 0; s < 0; s++) acc_[s] = yk_block_sum(acc_[s], red_);
+        if (np_ > 1) {
+            if (threadIdx.x == 0) {
+                for (int s = 0; s < 0; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
+                __threadfence();
+                last_ = atomicAdd(&arrived_[c], 1u) == (unsigned)(np_ - 1);
+            }
+            __syncthreads();
+            if (!last_) return;
+            if (threadIdx.x == 0) {
+                __threadfence();
+                for (int s = 0; s < 0; s++) {
+                    double t_ = 0;
+                    for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
+                    acc_[s] = t_;
+                }
+                arrived_[c] = 0;
+            }
+        }
         if (threadIdx.x == 0) {
 
+            for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
         }
-        __syncthreads();
     }
 }

@@ -15,7 +15,12 @@ typedef struct YkArgs {
     void *const *list;                  /* tensor-list reduce: the tensors, */
     const long long *list_len;          /* their element counts, */
     long long list_n;                   /* and how many */
+    long long phase;                    /* channel reduce: the phase this launch runs */
+    void *part;                         /* channel reduce: the split's partial sums, variables, counters */
 } YkArgs;
+/* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
+#define YK_RED_ACCS 4
+#define YK_RED_VARS 4
 #endif
 typedef float yk_real;
 #define YK_BLOCK 256
