@@ -171,7 +171,7 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     ln = (KLaunch){.n = 64, .c = 16, .inner = 320 * 320};
     g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
     cr_expect(g.grid == 16 && g.grid_y == 400, "a channel split over blocks: %u x %u", g.grid, g.grid_y);
-    cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * 400 * 4 * 8 + 16 * 4 * 8 + 16 * 4, "sums, variables and a counter per channel");
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * 400 * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
     cr_expect_eq(cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 8).grid_y, 400, "the split depends on the shape alone, not the device");
     ln.n = 64 * 64;
     cr_expect_eq(cuda_reduce_split(&ln), CUDA_REDUCE_MAX_SPLIT, "at most %d blocks a channel", CUDA_REDUCE_MAX_SPLIT);

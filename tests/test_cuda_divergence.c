@@ -30,14 +30,14 @@ static const char *route_of_op(const CudaStep *cs, int o) {
 /* env: "NAME=VALUE" set while the GPU step opens (NULL: none). Returns the
  * number of group outputs that disagreed by more than tol of their largest
  * CPU magnitude. */
-static int divergent_outputs(const char *layout, const char *env, double tol) {
+static int divergent_outputs(const char *size, const char *layout, const char *env, double tol) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
     char extra[256], err[2048];
     Plan pc, pg;
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision fp32 --layout %s --target cpu", layout);
+    snprintf(extra, sizeof extra, "%s --precision fp32 --layout %s --target cpu", size, layout);
     tiny_plan(extra, &pc);
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision fp32 --layout %s --target cuda --arch sm_80,sm_90", layout);
+    snprintf(extra, sizeof extra, "%s --precision fp32 --layout %s --target cuda --arch sm_80,sm_90", size, layout);
     tiny_plan(extra, &pg);
     const Graph *g = &pg.g;
     cr_assert(pc.g.n_tensors == g->n_tensors && pc.g.n_ops == g->n_ops && pc.fusion.n_groups == pg.fusion.n_groups, "both targets compile the same step");
@@ -64,7 +64,13 @@ static int divergent_outputs(const char *layout, const char *env, double tol) {
     cr_assert(opened, "%s", err);
     char line[1024];
     cuda_step_describe(&cs, line, sizeof line);
-    cr_log_info("%s %s: %s", layout, env ? env : "(defaults)", line);
+    int split = 0;
+    for (int l = 0; l < cs.kern.kp.n_launches; l++) {
+        const KLaunch *ln = &cs.kern.kp.launches[l];
+        split += ln->kernel >= 0 && cs.kern.kp.kernels[ln->kernel].skel == KS_CHANNEL_REDUCE && cuda_reduce_split(ln) > 1;
+    }
+    cr_log_info("%s %s %s: %s; %d channel reductions split over blocks", size, layout, env ? env : "(defaults)", line, split);
+    cr_expect(split > 0 || strstr(size, "--imgsz 64"), "a plan this size splits some channel reduction over blocks");
     cr_assert(cuda_step_upload_state(&cs, ts.it.buf, err, sizeof err), "%s", err);
     const int inputs[] = {ts.images, ts.boxes, ts.counts, ts.lrs, ts.momentum, ts.opt_step, ts.grad_seed};
     for (int i = 0; i < 7; i++) cr_assert(cuda_step_set_input(&cs, inputs[i], ts.it.buf[inputs[i]], err, sizeof err), "%s", err);
@@ -126,12 +132,18 @@ static int divergent_outputs(const char *layout, const char *env, double tol) {
 
 /* fp32 on both sides: cuDNN's and cuBLASLt's summation orders against the
  * CPU's stay orders of magnitude below 1e-3 of a tensor's largest value */
-Test(cuda_divergence, every_group_of_the_nchw_step_agrees) { cr_expect_eq(divergent_outputs("nchw", NULL, 1e-3), 0); }
-Test(cuda_divergence, every_group_of_the_nhwc_step_agrees) { cr_expect_eq(divergent_outputs("nhwc", NULL, 1e-3), 0); }
+#define SMALL "--imgsz 64 --batch 2"
+/* 192 px, 4 images: the first layers' channels hold 36864 and 9216 elements, so their reductions
+ * split over three blocks and finish in the last one (cuda_reduce_split) */
+#define SPLIT "--imgsz 192 --batch 4"
+Test(cuda_divergence, every_group_of_the_nchw_step_agrees) { cr_expect_eq(divergent_outputs(SMALL, "nchw", NULL, 1e-3), 0); }
+Test(cuda_divergence, every_group_of_the_nhwc_step_agrees) { cr_expect_eq(divergent_outputs(SMALL, "nhwc", NULL, 1e-3), 0); }
 /* the same with every 1x1 convolution in cuDNN and the heuristics' first engines: the routes apart */
 Test(cuda_divergence, every_group_of_the_nhwc_step_agrees_on_cudnn_alone) {
-    cr_expect_eq(divergent_outputs("nhwc", "YOLOCC_CUDA_CONV1X1=cudnn", 1e-3), 0);
+    cr_expect_eq(divergent_outputs(SMALL, "nhwc", "YOLOCC_CUDA_CONV1X1=cudnn", 1e-3), 0);
 }
 Test(cuda_divergence, every_group_of_the_nhwc_step_agrees_with_heuristic_engines) {
-    cr_expect_eq(divergent_outputs("nhwc", "YOLOCC_CUDNN_TUNE=heuristic", 1e-3), 0);
+    cr_expect_eq(divergent_outputs(SMALL, "nhwc", "YOLOCC_CUDNN_TUNE=heuristic", 1e-3), 0);
 }
+Test(cuda_divergence, every_group_agrees_where_reductions_split_nchw) { cr_expect_eq(divergent_outputs(SPLIT, "nchw", NULL, 1e-3), 0); }
+Test(cuda_divergence, every_group_agrees_where_reductions_split_nhwc) { cr_expect_eq(divergent_outputs(SPLIT, "nhwc", NULL, 1e-3), 0); }

@@ -76,7 +76,7 @@ int64_t cuda_reduce_split(const KLaunch *ln) {
 
 int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
     int64_t c = ln->c > 0 ? ln->c : 1;
-    return c * cuda_reduce_split(ln) * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8 + c * 4;
+    return c * cuda_reduce_split(ln) * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8;
 }
 
 YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
@@ -217,14 +217,18 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
     memset(ck, 0, sizeof *ck);
 }
 
-/* the CHANNEL_REDUCE launches' part: as large as the largest needs, counters zero */
+/* the CHANNEL_REDUCE launches' counters (one per channel of the widest, zero) and then their part, as large as the largest needs */
 static bool bind_part(CudaKernels *ck, const CudaDevice *d, char *err, int errcap) {
-    int64_t bytes = 0;
+    int64_t bytes = 0, channels = 0;
     for (int l = 0; l < ck->kp.n_launches; l++) {
         const KLaunch *ln = &ck->kp.launches[l];
-        if (ln->kernel >= 0 && ck->kp.kernels[ln->kernel].skel == KS_CHANNEL_REDUCE && cuda_reduce_part_bytes(ln) > bytes) bytes = cuda_reduce_part_bytes(ln);
+        if (ln->kernel < 0 || ck->kp.kernels[ln->kernel].skel != KS_CHANNEL_REDUCE) continue;
+        if (cuda_reduce_part_bytes(ln) > bytes) bytes = cuda_reduce_part_bytes(ln);
+        if (ln->c > channels) channels = ln->c;
     }
     if (bytes == 0 || ck->part) return true;
+    ck->part_counters = (channels * 4 + 255) / 256 * 256;
+    bytes += ck->part_counters;
     const CudaLibs *L = &d->L;
     return CUDA_CALL(L, cuMemAlloc, (&ck->part, (size_t)bytes), "allocating the channel reductions' partial sums", err, errcap) &&
            CUDA_CALL(L, cuMemsetD8Async, (ck->part, 0, (size_t)bytes, d->main), "zeroing the channel reductions' counters", err, errcap) &&
@@ -264,7 +268,7 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
     void *params[] = {&a};
     char doing[160];
     if (k->skel == KS_CHANNEL_REDUCE && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
-    a.part = (void *)(uintptr_t)ck->part;
+    a.arrived = (unsigned *)(uintptr_t)ck->part, a.part = (void *)(uintptr_t)(ck->part + (CuDevicePtr)ck->part_counters);
     /* a reduction's phases are launches of their own: a later phase reads the variables all of an earlier one's blocks made */
     for (int ph = 0; ph < (k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1); ph++) {
         a.phase = ph;

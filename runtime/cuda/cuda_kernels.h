@@ -38,7 +38,7 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count);
  * alone would leave the GPU idle. */
 enum { CUDA_REDUCE_CHUNK = 16384, CUDA_REDUCE_MAX_SPLIT = 1024 };
 int64_t cuda_reduce_split(const KLaunch *ln);
-/* Pure: the bytes of YkArgs.part that launch needs (partial sums, variables, counters). */
+/* Pure: the bytes of YkArgs.part that launch needs (partial sums, variables). */
 int64_t cuda_reduce_part_bytes(const KLaunch *ln);
 
 /* Fills the argument block of launch ln: ptr[t] is tensor t's device address;
@@ -51,7 +51,8 @@ typedef struct CudaKernels {
     CuFunction *fn;
     char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
     CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
-    CuDevicePtr part;               /* CHANNEL_REDUCE: YkArgs.part for every launch (they run in order on one stream) */
+    CuDevicePtr part;               /* CHANNEL_REDUCE: YkArgs.arrived (the counters, at its start) and YkArgs.part */
+    int64_t part_counters;          /* bytes of the counters before YkArgs.part (they run in order on one stream) */
     LibProgram lp;          /* the library kernels of the program's library launches, derived again here */
     CuModule *lib_mod;      /* per library kernel */
     CuFunction *lib_fn;

@@ -12,7 +12,8 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
     const long long c = blockIdx.x, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
-    unsigned *arrived_ = (unsigned *)(vars_ + c_ * YK_RED_VARS); /* [c_] blocks done with this phase */
+    unsigned *arrived_ = a.arrived;                       /* [c_] blocks done with this phase; at a fixed place, so
+                                                           * every launch finds the zeros the last one left */
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
     (void)red_;

@@ -16,7 +16,8 @@ typedef struct YkArgs {
     const long long *list_len;          /* their element counts, */
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
-    void *part;                         /* channel reduce: the split's partial sums, variables, counters */
+    void *part;                         /* channel reduce: the split's partial sums and variables */
+    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
@@ -84,7 +85,8 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
     const long long c = blockIdx.x, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
-    unsigned *arrived_ = (unsigned *)(vars_ + c_ * YK_RED_VARS); /* [c_] blocks done with this phase */
+    unsigned *arrived_ = a.arrived;                       /* [c_] blocks done with this phase; at a fixed place, so
+                                                           * every launch finds the zeros the last one left */
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
     (void)red_;

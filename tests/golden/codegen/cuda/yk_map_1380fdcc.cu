@@ -16,7 +16,8 @@ typedef struct YkArgs {
     const long long *list_len;          /* their element counts, */
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
-    void *part;                         /* channel reduce: the split's partial sums, variables, counters */
+    void *part;                         /* channel reduce: the split's partial sums and variables */
+    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
