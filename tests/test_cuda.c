@@ -371,10 +371,8 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
     open_gpu_or_skip(&d);
     char extra[256], err[1024];
     Plan pc, pg;
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cpu", precision, layout);
-    tiny_plan(extra, &pc);
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cuda --arch sm_80,sm_90", precision, layout);
-    tiny_plan(extra, &pg);
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s", precision, layout);
+    tiny_plans_cpu_cuda(extra, extra, &pc, &pg);
     GenCpu gc;
     CudaKernels ck;
     cr_assert(gen_cpu_open(&gc, &pc, err, sizeof err), "%s", err);

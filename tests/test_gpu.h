@@ -54,6 +54,19 @@ static inline void tiny_plan(const char *extra, Plan *p) {
     compile_plan(args, p);
 }
 
+/* The tiny model's CPU plan (`cpu_args --target cpu`) and CUDA plan
+ * (`cuda_args --target cuda`, sm_80 and sm_90): the same step, so tensor and
+ * op ids name the same things in both. */
+static inline void tiny_plans_cpu_cuda(const char *cpu_args, const char *cuda_args, Plan *pc, Plan *pg) {
+    char extra[512];
+    snprintf(extra, sizeof extra, "%s --target cpu", cpu_args);
+    tiny_plan(extra, pc);
+    snprintf(extra, sizeof extra, "%s --target cuda --arch sm_80,sm_90", cuda_args);
+    tiny_plan(extra, pg);
+    cr_assert(pc->g.n_tensors == pg->g.n_tensors && pc->g.n_ops == pg->g.n_ops, "both targets compile the same step");
+    for (int o = 0; o < pc->g.n_ops; o++) cr_assert_eq(pc->g.ops[o].kind, pg->g.ops[o].kind, "op %d", o);
+}
+
 /* Renders library kernel k and expects NVRTC to compile it for sm_80. */
 static inline void expect_lib_kernel_compiles(const LibKernel *k) {
     char *src = lib_kernel_render(k), err[4096];
