@@ -123,7 +123,6 @@ device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
 [ -n "$device" ] || device="no GPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
 commit=$(checkout_commit)
 [ "$commit" = unknown ] && [ -f "$prebuilt/COMMIT" ] && commit=$(cat "$prebuilt/COMMIT")
-say "device: $device; commit: $commit; arch $arch; models $models; batches $batches; layouts $layouts; imgsz $imgsz $precision"
 
 # ---- the CUDA libraries yolort loads (cuDNN, cuBLASLt) and yolocc's NVRTC: the system's or the
 # Python packages' (PyTorch's wheels carry them); only yolocc/yolort see this path, never Python
@@ -173,6 +172,7 @@ if [ $use_prebuilt = 1 ]; then
   commit=$(cat "$prebuilt/COMMIT" 2>/dev/null || echo "$commit")
 fi
 yolo_env() { env LD_LIBRARY_PATH="$yolo_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+say "device: $device; commit: $commit; arch $arch; models $models; batches $batches; layouts $layouts; imgsz $imgsz $precision"
 
 # ---- GPU verification first (--check): make check-gpu's suites, with the prebuilt runner when the
 # binaries are prebuilt, else built here; the log comes back as check_gpu.log

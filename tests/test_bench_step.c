@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
+#include "../runtime/cuda/cuda_step.h"
 #include "../runtime/cuda/dynload.h"
 #include "../runtime/train/bench_step.h"
 #include "test_gpu.h"
@@ -189,4 +190,30 @@ Test(bench_step, cuda_plan_on_the_gpu) {
     tu_free(&r);
     unlink(plan);
     rmdir(dir);
+}
+
+/* `--profile`'s text (pure): routes with launches only, rows heaviest first up
+ * to the asked number, and a buffer too small cut without writing past it. */
+Test(bench_step, profile_text_keeps_its_rows_and_its_buffer) {
+    CudaProfileRow rows[3] = {{"cuDNN: conv2d", 4, 3.0}, {"generated kernels: conv_bn_act (batchnorm ...)", 9, 2.0}, {"library kernels: maxpool2d", 1, 1.0}};
+    CudaProfile p = {.rows = rows, .n_rows = 3, .launch_ms = 6.0, .wall_ms = 6.5};
+    p.route_ms[CUDA_ROUTE_CUDNN] = 3.0, p.route_launches[CUDA_ROUTE_CUDNN] = 4;
+    p.route_ms[CUDA_ROUTE_KERNEL] = 3.0, p.route_launches[CUDA_ROUTE_KERNEL] = 10;
+    p.top[0] = (CudaProfileRow){"launch 7, ops 7-7 model.0.bn", 1, 1.5}, p.n_top = 1;
+    char text[2048];
+    cuda_profile_format(&p, 2, text, sizeof text);
+    cr_expect(strstr(text, "6.000 ms in launches, 6.500 ms on the host clock"), "%s", text);
+    char ran[64], idle[64];
+    snprintf(ran, sizeof ran, "\n  %s ", cuda_route_name(CUDA_ROUTE_CUDNN));
+    snprintf(idle, sizeof idle, "\n  %s ", cuda_route_name(CUDA_ROUTE_HOST));
+    cr_expect(strstr(text, ran) && !strstr(text, idle), "only routes that ran: %s", text);
+    const char *a = strstr(text, "cuDNN: conv2d"), *b = strstr(text, "conv_bn_act");
+    cr_expect(a && b && a < b, "heaviest first: %s", text);
+    cr_expect_null(strstr(text, "maxpool2d"), "two rows asked for: %s", text);
+    cr_expect(strstr(text, "model.0.bn"), "%s", text);
+    char small[40 + 8];
+    memset(small, 'x', sizeof small);
+    cuda_profile_format(&p, 3, small, 40);
+    cr_expect_eq(strlen(small), 39, "cut at the buffer: '%s'", small);
+    for (size_t i = 40; i < sizeof small; i++) cr_expect_eq(small[i], 'x', "byte %zu past the buffer kept", i);
 }

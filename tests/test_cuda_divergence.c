@@ -14,16 +14,11 @@
 #include "../runtime/weights.h"
 #include "test_gpu.h"
 
-static const char *route_name(CudaRoute r) {
-    static const char *names[] = {"generated kernel", "library kernel", "cuDNN", "detection loss", "host", "cuBLASLt"};
-    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
-}
-
 /* The route of the launch that runs op o. */
 static const char *route_of_op(const CudaStep *cs, int o) {
     const KProgram *kp = &cs->kern.kp;
     for (int l = 0; l < kp->n_launches; l++)
-        if (kp->launches[l].op_lo <= o && o <= kp->launches[l].op_hi) return route_name(cuda_step_route_for(cs, &cs->plan->g, &kp->launches[l]));
+        if (kp->launches[l].op_lo <= o && o <= kp->launches[l].op_hi) return cuda_route_name(cuda_step_route_for(cs, &cs->plan->g, &kp->launches[l]));
     return "no launch";
 }
 

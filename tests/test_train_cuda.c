@@ -30,11 +30,11 @@ static double worst_state(const TrainStep *gpu, const TrainStep *cpu, TensorKind
         /* momentum buffers are sums of gradients, whose small entries are differences of large
          * partial sums that cuDNN and the CPU add in different orders: those compare against the
          * tensor's largest entry, as gradients do (tests/test_cuda_loss.c); values elementwise */
-        double floor = 1e-3;
+        double largest = 1e-3;
         if (kind == TK_OPTIM)
-            for (int64_t e = 0; e < n; e++) floor = fmax(floor, fabs((double)b[e]));
+            for (int64_t e = 0; e < n; e++) largest = fmax(largest, fabs((double)b[e]));
         for (int64_t e = 0; e < n; e++) {
-            double d = fabs((double)a[e] - b[e]) / fmax(kind == TK_OPTIM ? floor : fabs((double)b[e]), floor);
+            double d = fabs((double)a[e] - b[e]) / (kind == TK_OPTIM ? largest : fmax(fabs((double)b[e]), 1e-3));
             if (d > worst) worst = d, *where = g->tensors[t].name;
         }
         (*n_tensors)++;

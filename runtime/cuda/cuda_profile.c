@@ -10,8 +10,6 @@
 #include "../../ir/diag.h"
 #include "cuda_step.h"
 
-static const char *ROUTE_NAMES[] = {"generated kernels", "library kernels", "cuDNN", "detection loss", "host", "cuBLASLt"};
-
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -29,8 +27,8 @@ static void launch_label(const CudaStep *cs, int l, int gi, CudaRoute r, char *b
     const KLaunch *ln = &cs->kern.kp.launches[l];
     const char *op = op_def(g->ops[ln->op_lo].kind)->name;
     if (r == CUDA_ROUTE_KERNEL && gi >= 0)
-        snprintf(buf, cap, "%s: %s (%s ...)", ROUTE_NAMES[r], group_pattern_name(cs->plan->fusion.groups[gi].pattern), op);
-    else snprintf(buf, cap, "%s: %s", (unsigned)r < sizeof ROUTE_NAMES / sizeof ROUTE_NAMES[0] ? ROUTE_NAMES[r] : "?", op);
+        snprintf(buf, cap, "%s: %s (%s ...)", cuda_route_name(r), group_pattern_name(cs->plan->fusion.groups[gi].pattern), op);
+    else snprintf(buf, cap, "%s: %s", cuda_route_name(r), op);
 }
 
 static void add_row(CudaProfile *p, const char *what, double ms) {
@@ -86,7 +84,7 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
         snprintf(one, sizeof one, "launch %d, ops %d-%d %s", l, ln->op_lo, ln->op_hi, cs->plan->g.ops[ln->op_lo].scope ? cs->plan->g.ops[ln->op_lo].scope : "");
         keep_top(p, one, ms);
         p->launch_ms += ms;
-        if ((unsigned)r < sizeof p->route_ms / sizeof p->route_ms[0]) p->route_ms[r] += ms, p->route_launches[r]++;
+        if ((unsigned)r < CUDA_ROUTE_COUNT) p->route_ms[r] += ms, p->route_launches[r]++;
     }
     for (int i = 0; ev && i < 2 * n; i++)
         if (ev[i]) (void)L->cuEventDestroy(ev[i]); /* teardown of our own events: nothing to report */
@@ -99,17 +97,21 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
 
 void cuda_profile_format(const CudaProfile *p, int rows, char *buf, int cap) {
     int at = 0;
-#define PUT(...) (at += snprintf(buf + at, (size_t)(cap > at ? cap - at : 0), __VA_ARGS__))
+    /* a line that does not fit is cut and the rest dropped: at never passes cap */
+#define PUT(...)                                                   \
+    do {                                                           \
+        if (at < cap) at += snprintf(buf + at, (size_t)(cap - at), __VA_ARGS__); \
+        if (at > cap) at = cap;                                    \
+    } while (0)
     PUT("profile (one eager step, events around each launch): %.3f ms in launches, %.3f ms on the host clock\n", p->launch_ms, p->wall_ms);
-    for (int r = 0; r < (int)(sizeof ROUTE_NAMES / sizeof ROUTE_NAMES[0]); r++)
-        if (p->route_launches[r]) PUT("  %-18s %8.3f ms %5.1f%%  %5d launches\n", ROUTE_NAMES[r], p->route_ms[r], 100 * p->route_ms[r] / (p->launch_ms > 0 ? p->launch_ms : 1), p->route_launches[r]);
+    for (int r = 0; r < CUDA_ROUTE_COUNT; r++)
+        if (p->route_launches[r]) PUT("  %-18s %8.3f ms %5.1f%%  %5d launches\n", cuda_route_name((CudaRoute)r), p->route_ms[r], 100 * p->route_ms[r] / (p->launch_ms > 0 ? p->launch_ms : 1), p->route_launches[r]);
     PUT("  by op:\n");
     for (int i = 0; i < p->n_rows && i < rows; i++)
         PUT("  %8.3f ms %5.1f%% %5d x  %s\n", p->rows[i].ms, 100 * p->rows[i].ms / (p->launch_ms > 0 ? p->launch_ms : 1), p->rows[i].launches, p->rows[i].what);
     PUT("  heaviest launches:\n");
     for (int i = 0; i < p->n_top; i++) PUT("  %8.3f ms  %s\n", p->top[i].ms, p->top[i].what);
 #undef PUT
-    if (at >= cap && cap > 0) buf[cap - 1] = 0;
 }
 
 void cuda_profile_free(CudaProfile *p) {

@@ -12,6 +12,11 @@
 static bool is_conv(OpKind k) { return k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD; }
 static bool is_loss(OpKind k) { return k == OP_DETECT_LOSS || k == OP_DETECT_LOSS_BWD; }
 
+const char *cuda_route_name(CudaRoute r) {
+    static const char *const NAMES[CUDA_ROUTE_COUNT] = {"generated kernels", "library kernels", "cuDNN", "detection loss", "host", "cuBLASLt"};
+    return (unsigned)r < CUDA_ROUTE_COUNT ? NAMES[r] : "?";
+}
+
 CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln) {
     if (ln->kernel >= 0) return CUDA_ROUTE_KERNEL;
     OpKind k = g->ops[ln->op_lo].kind;

@@ -227,9 +227,8 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
         cuda_step_census(cs, g, &cs->kern.kp);
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
-    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_tables(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) &&
-         /* the list tables went up through synchronous copies on the legacy stream, which the non-blocking main stream does not wait for */
-         CUDA_CALL(&cs->dev.L, cuCtxSynchronize, (), doing, err, errcap);
+    /* everything the set-up queued went on the main stream: a failure of it is reported here, named */
+    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_tables(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) && sync_main(cs, doing, err, errcap);
     if (!ok) cuda_step_close(cs);
     return ok;
 }

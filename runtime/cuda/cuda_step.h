@@ -18,6 +18,8 @@
  * (cuda_detloss.h), the reference kernel on the host, or (attention, set up by
  * the step) cuBLASLt's products around small library kernels (cuda_attention.h). */
 typedef enum { CUDA_ROUTE_KERNEL, CUDA_ROUTE_LIBRARY, CUDA_ROUTE_CUDNN, CUDA_ROUTE_DETLOSS, CUDA_ROUTE_HOST, CUDA_ROUTE_CUBLASLT } CudaRoute;
+/* the number of routes (outside the enum, so switches over a route stay checked for every case) */
+enum { CUDA_ROUTE_COUNT = CUDA_ROUTE_CUBLASLT + 1 };
 
 /* Launches [lo, hi) of a run (positions in its launch list): a maximal run
  * that needs no host work (host false: captured as one CUDA graph), or one
@@ -290,6 +292,8 @@ CudaRoute cuda_step_route(const Graph *g, const KLaunch *ln);
 /* The route cs takes: library-kernel and loss ops go to the host under cs->lib_host;
  * attention ops cs set up for cuBLASLt take it. */
 CudaRoute cuda_step_route_for(const CudaStep *cs, const Graph *g, const KLaunch *ln);
+/* What a route runs, for people: "generated kernels", "cuDNN", ... */
+const char *cuda_route_name(CudaRoute r);
 /* Fills cs's route counts (kernel_launches, lib_launches, cudnn_ops,
  * loss_ops, host_ops, cublaslt_ops, host_op_kinds) from a lowered program, library and
  * loss ops counted on the host when cs->lib_host; nothing else of cs is
@@ -317,8 +321,8 @@ typedef struct CudaProfile {
     int n_top;
     double launch_ms;           /* the sum over launches */
     double wall_ms;             /* the eager step on the host clock, its waits included */
-    double route_ms[8];         /* by CudaRoute */
-    int route_launches[8];
+    double route_ms[CUDA_ROUTE_COUNT];
+    int route_launches[CUDA_ROUTE_COUNT];
 } CudaProfile;
 bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap);
 /* The profile as text lines (at most `rows` of the by-op table) into buf. */
