@@ -43,12 +43,9 @@ static void emit_template(Out *o, const char *path, const char *const *kv, int n
 static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
 
 /* A strided slot (a view inside a wider buffer) steps bs[slot] elements per
- * image: the C skeletons and CUDA reductions have n, c and k in hand; the
- * CUDA map walks a flat index and splits it. */
-static void index_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
-    if (in->at == KA_ELEM && k->buf_strided[in->buf] && tg == KT_CUDA && k->skel == KS_MAP)
-        snprintf(buf, cap, "i / (c_ * inner_) * a.bs[%d] + i %% (c_ * inner_)", in->buf);
-    else if (in->at == KA_ELEM && k->buf_strided[in->buf]) snprintf(buf, cap, "n * a.bs[%d] + c * inner_ + k", in->buf);
+ * image: every skeleton has the element's n, c and k in hand. */
+static void index_text(const Kernel *k, const KInstr *in, char *buf, size_t cap) {
+    if (in->at == KA_ELEM && k->buf_strided[in->buf]) snprintf(buf, cap, "n * a.bs[%d] + c * inner_ + k", in->buf);
     else if (in->at == KA_ELEM) snprintf(buf, cap, "i");
     else if (in->at == KA_CHAN) snprintf(buf, cap, "c");
     else snprintf(buf, cap, "%lld", (long long)in->imm);
@@ -56,7 +53,7 @@ static void index_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf,
 
 static void load_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
     char idx[80];
-    index_text(k, tg, in, idx, sizeof idx);
+    index_text(k, in, idx, sizeof idx);
     if (tg == KT_CUDA) snprintf(buf, cap, "yk_ld_%s(a.t[%d], %s)", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx);
     else snprintf(buf, cap, "((const float *)a.t[%d])[%s]", in->buf, idx);
 }
@@ -106,7 +103,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             fprintf(o->f, "const %s %c%d = (%s)%s;\n", type, p, r, type, a);
             break;
         case KI_STORE:
-            index_text(k, tg, in, idx, sizeof idx);
+            index_text(k, in, idx, sizeof idx);
             if (tg == KT_CUDA) fprintf(o->f, "yk_st_%s(a.t[%d], %s, (float)%c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, p, in->a);
             else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%c%d;\n", in->buf, idx, p, in->a);
             break;

@@ -6,13 +6,18 @@
  * the fp16 conversions templates/cuda/prelude.cu calls under
  * YK_HOST_EMULATION in place of its PTX `cvt` instructions (round to
  * nearest even, NaN stays NaN, overflow to infinity, subnormals exact: the
- * arithmetic of runtime/cuda/cuda_convert.c). __syncthreads is a no-op, so
- * kernels that need a real block (channel reduce, list norm) must not be
- * run through it. Test-only: never part of a plan or of NVRTC's input. */
+ * arithmetic of runtime/cuda/cuda_convert.c). Grid-stride kernels run one
+ * emulated thread at a time (yk_emu_thread); kernels that need a real block
+ * (channel reduce, list norm: shared memory, __syncthreads, atomics) run
+ * through yk_emu_grid, one POSIX thread per CUDA thread and a barrier for
+ * __syncthreads. Test-only: never part of a plan or of NVRTC's input. */
 #ifndef YK_CUDA_HOST_SHIM_H
 #define YK_CUDA_HOST_SHIM_H
 #define YK_HOST_EMULATION 1
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../runtime/cuda/f16_bits.h"
@@ -27,7 +32,11 @@
 struct yk_emu_dim3 {
     unsigned int x, y, z;
 };
-static yk_emu_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+/* each POSIX thread of yk_emu_grid is one CUDA thread: its own indices */
+static thread_local yk_emu_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+static yk_emu_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+/* the running block's barrier (yk_emu_grid), else none: one thread at a time */
+static pthread_barrier_t *yk_emu_barrier;
 
 /* The emulated thread (block b of grid blocks, thread t of block threads)
  * that the next kernel call runs as. */
@@ -35,7 +44,69 @@ extern "C" __attribute__((visibility("default"))) void yk_emu_thread(unsigned in
     gridDim.x = grid, blockDim.x = block, blockIdx.x = b, threadIdx.x = t;
 }
 
-static inline void __syncthreads(void) {}
+static inline void __syncthreads(void) {
+    if (yk_emu_barrier) pthread_barrier_wait(yk_emu_barrier);
+}
+static inline void __threadfence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline unsigned int atomicAdd(unsigned int *p, unsigned int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+/* A grid of gx x gy blocks of `block` threads: every thread calls
+ * call(fn, args). The blocks run one after another, last first, so the
+ * block that finishes a split reduction is the first of the grid, not the
+ * last; a block's threads all run at once and meet at __syncthreads. */
+typedef struct YkEmuGrid {
+    void (*call)(void *fn, const void *args);
+    void *fn;
+    const void *args;
+    unsigned int gx, gy;
+    pthread_barrier_t bar;
+} YkEmuGrid;
+
+typedef struct YkEmuThread {
+    YkEmuGrid *g;
+    unsigned int t;
+} YkEmuThread;
+
+static void *yk_emu_grid_thread(void *p) {
+    const YkEmuThread *me = (const YkEmuThread *)p;
+    YkEmuGrid *g = me->g;
+    for (unsigned int b = g->gx * g->gy; b-- > 0;) {
+        blockIdx = {b % g->gx, b / g->gx, 0};
+        threadIdx = {me->t, 0, 0};
+        g->call(g->fn, g->args);
+        pthread_barrier_wait(&g->bar);
+    }
+    return NULL;
+}
+
+extern "C" __attribute__((visibility("default"))) int yk_emu_grid(void (*call)(void *fn, const void *args), void *fn, const void *args, unsigned int gx, unsigned int gy,
+                                                                unsigned int block) {
+    YkEmuGrid g = {call, fn, args, gx, gy, {}};
+    pthread_t *th = (pthread_t *)calloc(block, sizeof *th);
+    YkEmuThread *me = (YkEmuThread *)calloc(block, sizeof *me);
+    int rc = th && me ? pthread_barrier_init(&g.bar, NULL, block) : -1;
+    if (rc != 0) {
+        free(th), free(me);
+        return -1;
+    }
+    gridDim = {gx, gy, 1}, blockDim = {block, 1, 1};
+    yk_emu_barrier = &g.bar;
+    unsigned int started = 0;
+    for (; started < block; started++) {
+        me[started] = {&g, started};
+        if (pthread_create(&th[started], NULL, yk_emu_grid_thread, &me[started]) != 0) break;
+    }
+    /* a thread that cannot start would leave the others at the barrier for ever */
+    if (started < block) {
+        fprintf(stderr, "yk_emu_grid: could not start thread %u of %u\n", started, block);
+        abort();
+    }
+    for (unsigned int t = 0; t < block; t++) pthread_join(th[t], NULL);
+    yk_emu_barrier = NULL;
+    pthread_barrier_destroy(&g.bar);
+    free(th), free(me);
+    return 0;
+}
 static inline float __uint_as_float(unsigned int u) {
     float f;
     memcpy(&f, &u, 4);

@@ -179,8 +179,28 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect_eq(cuda_reduce_split(&ln), 2, "one element over a chunk is a second block");
     ln = (KLaunch){.outer = 10, .len = 100};
     cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 132).grid, 4, "1000 elements of a copy");
+    /* channels last: a block reduces adjacent channels side by side, one per thread of a row */
+    ln = (KLaunch){.n = 64 * 320 * 320, .c = 16, .inner = 1};
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    cr_expect_eq(cuda_reduce_lanes(&ln), 16, "16 channels side by side");
+    cr_expect(g.grid == 1 && g.grid_y == CUDA_REDUCE_MAX_SPLIT, "one group of 16 channels over the most blocks: %u x %u", g.grid, g.grid_y);
+    cr_expect_eq(cuda_reduce_counters(&ln), 1, "a counter per group");
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * CUDA_REDUCE_MAX_SPLIT * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
+    ln = (KLaunch){.n = 64 * 20 * 20, .c = 80, .inner = 1};
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    cr_expect(cuda_reduce_lanes(&ln) == 16 && g.grid == 5, "80 classes: 5 groups of 16 (%lld lanes, %u groups)", (long long)cuda_reduce_lanes(&ln), g.grid);
+    cr_expect_eq(g.grid_y, (64 * 20 * 20 * 16 + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK, "a chunk of the group's elements per block");
+    ln.c = 256;
+    cr_expect(cuda_reduce_lanes(&ln) == 32 && cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132).grid == 8, "at most a warp's width of lanes");
+    ln.c = 3;
+    cr_expect_eq(cuda_reduce_lanes(&ln), 1, "an odd channel count: one lane");
+    ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
+    cr_expect_eq(cuda_reduce_lanes(&ln), 1, "NCHW: each channel's plane is contiguous already");
+    ln = (KLaunch){.list_n = 7};
     g = cuda_launch_geometry(KS_LIST_NORM, &ln, 132);
-    cr_expect(g.grid == 1 && g.block == 256, "one block for the gradient norm");
+    cr_expect(g.grid == 7 && g.grid_y == CUDA_LIST_SPLIT && g.block == 256, "the gradient norm: a row of blocks per tensor: %u x %u", g.grid, g.grid_y);
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), (7 * CUDA_LIST_SPLIT + 7) * 8, "each block's sum, then each tensor's squared norm");
+    cr_expect_eq(cuda_reduce_counters(&ln), 8, "a counter per tensor and one for the list");
 }
 
 Test(cuda, launch_arguments_carry_device_pointers) {

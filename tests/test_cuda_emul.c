@@ -3,278 +3,16 @@
  * model (generated MAP and COPY kernels, every library kernel) is compiled as
  * host C++ with tests/cuda_host_shim.h into one shared object, loaded, and
  * each launch is called with its real argument block (cuda_launch_args,
- * cuda_lib_args) once per emulated thread of a 2-block x 3-thread grid, so the
- * grid-stride loops cover every element in turn. Generated launches are
+ * cuda_lib_args) once per emulated thread of a 2-block x 3-thread grid (and
+ * a 5 x 7 one), so the grid-stride loops cover every element in turn. Generated launches are
  * compared with the CPU target's kernel of the same launch, library launches
  * with the reference kernels, on tensors laid out as on the device (views:
  * their base's image stride) with poisoned gaps and red zones that must
  * keep their bytes. Channel-reduce and list-norm kernels need a real block
- * (shared memory, __syncthreads) and are not run here. Skips only without a
- * C++ compiler ($CXX, else c++). */
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <math.h>
-#include <spawn.h>
-#include <stdint.h>
-
-#include "../compiler/kernel_render.h"
-#include "../compiler/lib_kernels.h"
-#include "../passes/views.h"
-#include "../runtime/cuda/cuda_convert.h"
-#include "../runtime/cuda/cuda_kernels.h"
+ * (shared memory, __syncthreads) and run in test_cuda_emul_block.c. Skips
+ * only without a C++ compiler ($CXX, else c++). */
 #include "../runtime/gen_cpu.h"
-#include "../runtime/ref_kernels.h"
-#include "test_emul.h"
-#include "test_gpu.h"
-
-enum { RZ = 32, EMU_GRID = 2, EMU_BLOCK = 3 };
-
-/* ---- the C++ compiler ---- */
-
-static void skip_without_cxx(void) {
-    char words[512], *argv[20], dir[] = "/tmp/yolocc-emul-XXXXXX", log[64];
-    cr_assert(mkdtemp(dir));
-    snprintf(log, sizeof log, "%s/v.log", dir);
-    int n = emul_cxx_words(words, sizeof words, argv, 16);
-    argv[n++] = "--version";
-    argv[n] = NULL;
-    int st = n > 1 ? emul_run_logged(argv, log) : -1;
-    unlink(log);
-    rmdir(dir);
-    if (st != 0) cr_skip_test("no C++ compiler (%s): the CUDA source cannot be compiled for the host", argv[0]);
-}
-
-/* One translation unit of rendered sources, each in its own namespace (each
- * carries the prelude and the argument block), built into a shared object
- * and loaded. Fails the test on a compile error with the compiler's output. */
-typedef struct Unit {
-    char *text;
-    size_t len;
-    FILE *f;
-    int n;
-} Unit;
-
-static void unit_begin(Unit *u) {
-    memset(u, 0, sizeof *u);
-    u->f = open_memstream(&u->text, &u->len);
-    cr_assert_not_null(u->f);
-}
-
-static void unit_add(Unit *u, const char *src) {
-    fprintf(u->f, "namespace yk_emu_%d {\n%s\n}\n", u->n++, src);
-    /* the next source defines its own */
-    /* (a library kernel's source undefines its own entry macro and loop) */
-    fputs("#undef YK_KERNEL_ABI_H\n#undef YL_LIB_ABI_H\n#undef YK_BLOCK\n", u->f);
-}
-
-static void *unit_load(Unit *u) {
-    cr_assert_eq(fclose(u->f), 0);
-    char what[64];
-    snprintf(what, sizeof what, "%d rendered sources", u->n);
-    void *h = emul_build(u->text, u->len, what);
-    free(u->text);
-    return h;
-}
-
-static void *sym(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    cr_assert_not_null(p, "kernel %s is not in the emulation object", name);
-    return p;
-}
-
-typedef void (*YkFn)(YkArgs);
-typedef void (*YlFn)(YlArgs);
-typedef void (*ThreadFn)(unsigned, unsigned, unsigned, unsigned);
-
-/* ---- tensors as the device holds them ---- */
-
-static size_t esize(DType t) { return t == DT_I64 ? 8 : t == DT_F32 ? 4 : 2; }
-static const char *dt_name(DType t) { return t == DT_I64 ? "i64" : t == DT_F32 ? "f32" : t == DT_BF16 ? "bf16" : "f16"; }
-
-static uint64_t rng_next(uint64_t *s) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return *s;
-}
-
-/* poison of gaps and red zones: a NaN (or an odd integer) no kernel writes */
-static const uint32_t POISON32 = 0x7fc0dead;
-static const uint16_t POISON16 = 0x7fd5;
-static const uint64_t POISON64 = 0x5a5a5a5a5a5a5a5aULL;
-
-typedef struct Buf {
-    DType dt;
-    int64_t span, per, bs;       /* elements the device touches; elements per image; image stride (0: packed) */
-    unsigned char *emu_base, *emu; /* device layout, RZ poisoned elements either side */
-    void *host;                  /* the same elements as fp32 (int64 for DT_I64), as the CPU side reads them */
-} Buf;
-
-typedef struct Env {
-    Plan p;
-    KProgram kp;
-    LibProgram lp;
-    DType *dt;
-    Buf *b;
-    CuDevicePtr *ptr;
-    void **host;                 /* per tensor: its Buf's host copy */
-} Env;
-
-static bool in_view(const Buf *b, int64_t e) { return !b->bs || e % b->bs < b->per; }
-
-static void poison(Buf *b, unsigned char *at) {
-    if (b->dt == DT_I64) memcpy(at, &POISON64, 8);
-    else if (b->dt == DT_F32) memcpy(at, &POISON32, 4);
-    else memcpy(at, &POISON16, 2);
-}
-
-static bool poisoned(const Buf *b, const unsigned char *at) {
-    return b->dt == DT_I64 ? memcmp(at, &POISON64, 8) == 0 : b->dt == DT_F32 ? memcmp(at, &POISON32, 4) == 0 : memcmp(at, &POISON16, 2) == 0;
-}
-
-/* emulated element e as fp32 (or int64 as double) */
-static double emu_value(const Buf *b, int64_t e) {
-    if (b->dt == DT_I64) return (double)((const int64_t *)b->emu)[e];
-    float f;
-    cuda_storage_to_f32(b->dt, b->emu + (size_t)e * esize(b->dt), &f, 1);
-    return f;
-}
-
-/* Fresh values in t's view, poison in its gaps and red zones; levels > 0
- * draws from that many values (ties), else uniform in [lo, 1). The host copy
- * holds the stored values. */
-static void fill_buf(Buf *b, int levels, float lo, uint64_t *seed) {
-    size_t es = esize(b->dt);
-    for (int64_t e = -RZ; e < b->span + RZ; e++) {
-        unsigned char *at = b->emu + e * (int64_t)es;
-        if (e < 0 || e >= b->span || !in_view(b, e)) {
-            poison(b, at);
-            if (e >= 0 && e < b->span) {
-                if (b->dt == DT_I64) ((int64_t *)b->host)[e] = (int64_t)POISON64;
-                else ((float *)b->host)[e] = NAN;
-            }
-            continue;
-        }
-        if (b->dt == DT_I64) {
-            int64_t x = (int64_t)(rng_next(seed) % 7);
-            memcpy(at, &x, 8);
-            ((int64_t *)b->host)[e] = x;
-            continue;
-        }
-        float x = levels > 0 ? (float)((int)(rng_next(seed) % (uint64_t)levels) - levels / 2) * 0.375f
-                             : lo + (1.0f - lo) * (float)((rng_next(seed) >> 40) * (1.0 / 16777216.0));
-        cuda_f32_to_storage(b->dt, &x, at, 1);
-        cuda_storage_to_f32(b->dt, at, &((float *)b->host)[e], 1);
-    }
-}
-
-static void fill(Env *v, int t, int levels, uint64_t *seed) {
-    TensorKind kind = v->p.g.tensors[t].kind;
-    fill_buf(&v->b[t], levels, kind == TK_OPTIM || kind == TK_BUFFER ? 0.1f : -1.0f, seed);
-}
-
-/* Red zones (and, with gaps, the view's gaps) still hold their poison; the first bad element or -1 - RZ. */
-static int64_t damaged(const Buf *b, bool gaps) {
-    size_t es = esize(b->dt);
-    for (int64_t e = -RZ; e < b->span + RZ; e++) {
-        bool outside = e < 0 || e >= b->span;
-        if ((outside || (gaps && !in_view(b, e))) && !poisoned(b, b->emu + e * (int64_t)es)) return e;
-    }
-    return -1 - RZ;
-}
-
-static void env_open(Env *v, const char *precision, const char *layout) {
-    memset(v, 0, sizeof *v);
-    char extra[256], err[1024];
-    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --layout %s --target cpu", precision, layout);
-    tiny_plan(extra, &v->p);
-    const Graph *g = &v->p.g;
-    /* the CUDA runtime's lowering (cuda_kernels_open): the program does not depend on the target */
-    cr_assert(kernel_lower(g, &v->p.fusion, v->p.precision, &v->kp, err, sizeof err), "%s", err);
-    cr_assert(lib_program_build(g, v->p.precision, &v->kp, &v->lp, err, sizeof err), "%s", err);
-    int n = g->n_tensors;
-    v->dt = malloc(sizeof *v->dt * (size_t)n);
-    v->b = calloc((size_t)n, sizeof *v->b);
-    v->ptr = calloc((size_t)n, sizeof *v->ptr);
-    v->host = calloc((size_t)n, sizeof *v->host);
-    cr_assert(v->dt && v->b && v->ptr && v->host);
-    /* storage types as the kernels' slots and library operands declare them */
-    for (int t = 0; t < n; t++) v->dt[t] = g->tensors[t].dtype == DT_I64 ? DT_I64 : DT_F32;
-    for (int l = 0; l < v->kp.n_launches; l++) {
-        const KLaunch *ln = &v->kp.launches[l];
-        if (ln->kernel >= 0) {
-            for (int s = 0; s < ln->n_args; s++)
-                if (v->dt[ln->args[s]] != DT_I64) v->dt[ln->args[s]] = v->kp.kernels[ln->kernel].buf_dtype[s];
-        } else if (v->lp.launch_kernel[l] >= 0) {
-            const Op *op = &g->ops[ln->op_lo];
-            const LibKernel *k = &v->lp.kernels[v->lp.launch_kernel[l]];
-            for (int i = 0; i <= op->n_in; i++) v->dt[i < op->n_in ? op->in[i] : op->out[0]] = k->dt[i];
-        }
-    }
-    for (int t = 0; t < n; t++) {
-        Buf *b = &v->b[t];
-        const Shape *s = &g->tensors[t].shape;
-        int64_t numel = shape_numel(s), d0 = s->nd >= 1 && s->d[0] > 0 ? s->d[0] : 1;
-        b->dt = v->dt[t];
-        b->bs = views_batch_stride(g, &v->p.fusion.views, t);
-        b->per = numel / d0;
-        b->span = b->bs ? (d0 - 1) * b->bs + b->per : numel;
-        b->emu_base = calloc((size_t)(b->span + 2 * RZ), esize(b->dt));
-        b->host = calloc((size_t)b->span + 1, 8);
-        cr_assert(b->emu_base && b->host);
-        b->emu = b->emu_base + RZ * esize(b->dt);
-        v->ptr[t] = (CuDevicePtr)(uintptr_t)b->emu;
-        v->host[t] = b->host;
-    }
-}
-
-static void env_close(Env *v) {
-    for (int t = 0; t < v->p.g.n_tensors; t++) free(v->b[t].emu_base), free(v->b[t].host);
-    free(v->b), free(v->ptr), free(v->dt), free(v->host);
-    lib_program_free(&v->lp);
-    kernel_program_free(&v->kp);
-    plan_free(&v->p);
-}
-
-/* The distance in units in the last place between two 16-bit floats of the same format (NaN: equal to NaN only). */
-static double ulps16(DType dt, uint16_t a, uint16_t b) {
-    float fa, fb;
-    cuda_storage_to_f32(dt, &a, &fa, 1);
-    cuda_storage_to_f32(dt, &b, &fb, 1);
-    if (isnan(fa) || isnan(fb)) return isnan(fa) && isnan(fb) ? 0 : INFINITY;
-    int oa = a & 0x8000 ? -(int)(a & 0x7fff) : (int)a, ob = b & 0x8000 ? -(int)(b & 0x7fff) : (int)b;
-    return fabs((double)(oa - ob));
-}
-
-/* Emulated element e against want (fp32 or int64): fp32 storage as rel_diff,
- * 16-bit storage as ulps after rounding want to it. */
-static double diff(const Buf *b, int64_t e, double want, bool relative) {
-    if (b->dt == DT_I64) return emu_value(b, e) == want ? 0 : INFINITY;
-    if (b->dt == DT_F32) {
-        double got = emu_value(b, e);
-        if (!relative) return (isnan(got) && isnan(want)) || got == want ? 0 : fmax(rel_diff(got, want), 1e-30);
-        /* inputs are O(1): below 0.1 the fp32 rounding of O(1) terms that cancel is what remains */
-        if (isnan(got) || isnan(want) || isinf(got) || isinf(want)) return rel_diff(got, want);
-        return fabs(got - want) / fmax(fabs(want), 0.1);
-    }
-    float w = (float)want;
-    uint16_t h;
-    cuda_f32_to_storage(b->dt, &w, &h, 1);
-    uint16_t got;
-    memcpy(&got, b->emu + (size_t)e * 2, 2);
-    return ulps16(b->dt, got, h);
-}
-
-static void run_threads(void *h, void (*call)(void *fn, const void *args), void *fn, const void *args) {
-    ThreadFn thread = (ThreadFn)sym(h, "yk_emu_thread");
-    for (unsigned bi = 0; bi < EMU_GRID; bi++)
-        for (unsigned ti = 0; ti < EMU_BLOCK; ti++) {
-            thread(EMU_GRID, EMU_BLOCK, bi, ti);
-            call(fn, args);
-        }
-}
-static void call_yk(void *fn, const void *args) { ((YkFn)fn)(*(const YkArgs *)args); }
-static void call_yl(void *fn, const void *args) { ((YlFn)fn)(*(const YlArgs *)args); }
+#include "test_emul_env.h"
 
 /* ---- generated kernels against the CPU target ---- */
 
@@ -286,7 +24,7 @@ static void call_yl(void *fn, const void *args) { ((YlFn)fn)(*(const YlArgs *)ar
  * rounding of its terms: the SGD steps show 3e-8 on results near 1e-3).
  * bf16 / fp16 storage: both results rounded to the storage type, at most 1
  * ulp apart. Gaps of views and red zones must keep their poison. */
-static void generated_vs_cpu(const char *precision, const char *layout) {
+static void generated_vs_cpu(const char *precision, const char *layout, unsigned grid, unsigned block) {
     skip_without_cxx();
     Env v;
     env_open(&v, precision, layout);
@@ -331,7 +69,7 @@ static void generated_vs_cpu(const char *precision, const char *layout) {
         }
         gen_cpu_launch(&gc, lc, v.host);
         YkArgs a = cuda_launch_args(ln, v.ptr, 0, 0);
-        run_threads(h, call_yk, sym(h, k->name), &a);
+        run_grid(h, call_yk, sym(h, k->name), &a, grid, block);
         count[k->skel]++;
         double worst = 0;
         for (int s = 0; s < ln->n_args; s++) {
@@ -370,11 +108,15 @@ static void generated_vs_cpu(const char *precision, const char *layout) {
     env_close(&v);
 }
 
-Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32", "nchw"); }
-Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16", "nchw"); }
-Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16", "nchw"); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32", "nchw", EMU_GRID, EMU_BLOCK); }
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16", "nchw", EMU_GRID, EMU_BLOCK); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16", "nchw", EMU_GRID, EMU_BLOCK); }
 /* channels last: rows of channels, per-channel loads strided by C */
-Test(cuda_emul, generated_kernels_match_the_cpu_bf16_nhwc) { generated_vs_cpu("bf16", "nhwc"); }
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16_nhwc) { generated_vs_cpu("bf16", "nhwc", EMU_GRID, EMU_BLOCK); }
+/* a stride of 35 elements: wider than some images and channels, so the
+ * position's channel and image digits carry too */
+Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid) { generated_vs_cpu("bf16", "nchw", 5, 7); }
+Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid_nhwc) { generated_vs_cpu("bf16", "nhwc", 5, 7); }
 
 /* ---- library kernels against the reference ---- */
 

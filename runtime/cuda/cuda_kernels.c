@@ -58,9 +58,11 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     case KS_MAP: total = ln->n * ln->c * ln->inner; break;
     case KS_COPY: total = ln->outer * ln->len; break;
     case KS_CHANNEL_REDUCE:
-        g.grid = ln->c > 0 ? (unsigned)ln->c : 1, g.grid_y = (unsigned)cuda_reduce_split(ln);
+        g.grid = (unsigned)((ln->c > 0 ? ln->c : 1) + cuda_reduce_lanes(ln) - 1) / (unsigned)cuda_reduce_lanes(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
         return g;
     case KS_LIST_NORM:
+        g.grid = ln->list_n > 0 ? (unsigned)ln->list_n : 1, g.grid_y = CUDA_LIST_SPLIT;
+        return g;
     case KS_COUNT: return g;
     }
     /* enough blocks for every element, capped where each thread already loops a few times */
@@ -69,18 +71,33 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     return g;
 }
 
+int64_t cuda_reduce_lanes(const KLaunch *ln) {
+    int64_t lanes = 1;
+    if (ln->inner != 1) return 1;
+    while (lanes < CUDA_REDUCE_MAX_LANES && ln->c % (lanes * 2) == 0) lanes *= 2;
+    return lanes;
+}
+
 int64_t cuda_reduce_split(const KLaunch *ln) {
-    int64_t count = ln->n * ln->inner, split = (count + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK;
+    int64_t count = ln->n * ln->inner * cuda_reduce_lanes(ln), split = (count + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK;
     return split < 1 ? 1 : split > CUDA_REDUCE_MAX_SPLIT ? CUDA_REDUCE_MAX_SPLIT : split;
 }
 
 int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
+    if (ln->list_n) return ((int64_t)ln->list_n * CUDA_LIST_SPLIT + ln->list_n) * 8;
     int64_t c = ln->c > 0 ? ln->c : 1;
     return c * cuda_reduce_split(ln) * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8;
 }
 
+int64_t cuda_reduce_counters(const KLaunch *ln) {
+    if (ln->list_n) return ln->list_n + 1;
+    int64_t c = ln->c > 0 ? ln->c : 1;
+    return (c + cuda_reduce_lanes(ln) - 1) / cuda_reduce_lanes(ln);
+}
+
 YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
     YkArgs a = kernel_launch_args(ln);
+    a.lanes = cuda_reduce_lanes(ln);
     for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
@@ -217,17 +234,22 @@ void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d) {
     memset(ck, 0, sizeof *ck);
 }
 
-/* the CHANNEL_REDUCE launches' counters (one per channel of the widest, zero) and then their part, as large as the largest needs */
+static bool splits_blocks(const KProgram *kp, const KLaunch *ln) {
+    return ln->kernel >= 0 && (kp->kernels[ln->kernel].skel == KS_CHANNEL_REDUCE || kp->kernels[ln->kernel].skel == KS_LIST_NORM);
+}
+
+/* the CHANNEL_REDUCE and LIST_NORM launches' counters (as many as the most
+ * any needs, zero) and then their part, as large as the largest needs */
 static bool bind_part(CudaKernels *ck, const CudaDevice *d, char *err, int errcap) {
-    int64_t bytes = 0, channels = 0;
+    int64_t bytes = 0, counters = 0;
     for (int l = 0; l < ck->kp.n_launches; l++) {
         const KLaunch *ln = &ck->kp.launches[l];
-        if (ln->kernel < 0 || ck->kp.kernels[ln->kernel].skel != KS_CHANNEL_REDUCE) continue;
+        if (!splits_blocks(&ck->kp, ln)) continue;
         if (cuda_reduce_part_bytes(ln) > bytes) bytes = cuda_reduce_part_bytes(ln);
-        if (ln->c > channels) channels = ln->c;
+        if (cuda_reduce_counters(ln) > counters) counters = cuda_reduce_counters(ln);
     }
     if (bytes == 0 || ck->part) return true;
-    ck->part_counters = (channels * 4 + 255) / 256 * 256;
+    ck->part_counters = (counters * 4 + 255) / 256 * 256;
     bytes += ck->part_counters;
     const CudaLibs *L = &d->L;
     return CUDA_CALL(L, cuMemAlloc, (&ck->part, (size_t)bytes), "allocating the channel reductions' partial sums", err, errcap) &&
@@ -267,7 +289,7 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
     CudaGeom g = cuda_launch_geometry(k->skel, ln, ck->sm_count);
     void *params[] = {&a};
     char doing[160];
-    if (k->skel == KS_CHANNEL_REDUCE && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
+    if (splits_blocks(&ck->kp, ln) && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
     a.arrived = (unsigned *)(uintptr_t)ck->part, a.part = (void *)(uintptr_t)(ck->part + (CuDevicePtr)ck->part_counters);
     /* a reduction's phases are launches of their own: a later phase reads the variables all of an earlier one's blocks made */
     for (int ph = 0; ph < (k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1); ph++) {

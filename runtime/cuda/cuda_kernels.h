@@ -27,19 +27,34 @@ typedef struct CudaGeom {
 
 /* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
  * n*c*inner (outer*len) elements: one thread per element up to 32 blocks per
- * multiprocessor. CHANNEL_REDUCE: a row of blocks per channel (grid_y:
- * cuda_reduce_split). LIST_NORM: one block. Always CUDA_BLOCK threads. */
+ * multiprocessor. CHANNEL_REDUCE: a row of blocks per group of
+ * cuda_reduce_lanes channels (grid_y: cuda_reduce_split). LIST_NORM: a row
+ * of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK threads. */
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count);
 
-/* Pure: the blocks each channel of a CHANNEL_REDUCE launch is split over, from
- * its n * inner elements alone (so the sums' order is the same on every
- * device): one per CUDA_REDUCE_CHUNK elements, at most CUDA_REDUCE_MAX_SPLIT.
- * A channel of a 64-image 320x320 map is 6.5M elements: one block for it
- * alone would leave the GPU idle. */
+/* Pure: the channels a CHANNEL_REDUCE block reduces side by side, one per
+ * thread of each of its rows. Channels last (inner == 1) keeps a pixel's
+ * channels adjacent, so a block reading one channel would use 2 bytes of
+ * every 32-byte sector it loads: the largest power of two dividing c, at
+ * most CUDA_REDUCE_MAX_LANES (a warp's width). NCHW: 1, each channel's
+ * plane already contiguous. */
+enum { CUDA_REDUCE_MAX_LANES = 32 };
+int64_t cuda_reduce_lanes(const KLaunch *ln);
+/* Pure: the blocks each channel group of a CHANNEL_REDUCE launch is split
+ * over, from its shape alone (so the sums' order is the same on every
+ * device): one per CUDA_REDUCE_CHUNK elements of the group, at most
+ * CUDA_REDUCE_MAX_SPLIT. A channel of a 64-image 320x320 map is 6.5M
+ * elements: one block for it alone would leave the GPU idle. */
 enum { CUDA_REDUCE_CHUNK = 16384, CUDA_REDUCE_MAX_SPLIT = 1024 };
 int64_t cuda_reduce_split(const KLaunch *ln);
-/* Pure: the bytes of YkArgs.part that launch needs (partial sums, variables). */
+/* The blocks each tensor of a LIST_NORM launch (the gradient norm) is split
+ * over: the largest gradients (2.4M elements in YOLOv8s) get 74K each, the
+ * smallest an empty block or more, which costs little. */
+enum { CUDA_LIST_SPLIT = 32 };
+/* Pure: the bytes of YkArgs.part a CHANNEL_REDUCE or LIST_NORM launch needs
+ * (partial sums, variables), and the counters of YkArgs.arrived. */
 int64_t cuda_reduce_part_bytes(const KLaunch *ln);
+int64_t cuda_reduce_counters(const KLaunch *ln);
 
 /* Fills the argument block of launch ln: ptr[t] is tensor t's device address;
  * list/list_len: the device tables of the program's LIST_NORM tensors. */
@@ -51,7 +66,7 @@ typedef struct CudaKernels {
     CuFunction *fn;
     char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
     CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
-    CuDevicePtr part;               /* CHANNEL_REDUCE: YkArgs.arrived (the counters, at its start) and YkArgs.part */
+    CuDevicePtr part;               /* CHANNEL_REDUCE, LIST_NORM: YkArgs.arrived (the counters, at its start) and YkArgs.part */
     int64_t part_counters;          /* bytes of the counters before YkArgs.part (they run in order on one stream) */
     LibProgram lp;          /* the library kernels of the program's library launches, derived again here */
     CuModule *lib_mod;      /* per library kernel */

@@ -1,12 +1,24 @@
 
-/* @NAME@: elementwise over [n, c, inner], grid-stride */
+/* @NAME@: elementwise over [n, c, inner], grid-stride. The thread's
+ * position (n, c, k) advances by the stride's digits in that radix with
+ * carries, so no element pays for a 64-bit division. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
+    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_; i += (long long)gridDim.x * blockDim.x) {
-        const long long c = (i / inner_) % c_;
-        (void)c;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= total_) return;
+    long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
+    const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    for (; i < total_; i += step_) {
+        (void)n;
 @BODY@
+        k += dk_;
+        const long long kc_ = k >= inner_;
+        k -= kc_ * inner_;
+        c += dc_ + kc_;
+        const long long cc_ = c >= c_;
+        c -= cc_ * c_;
+        n += dn_ + cc_;
     }
 }

@@ -3,7 +3,10 @@
  * per-channel finalizes fp64. No headers, so NVRTC compiles it quickly. */
 @ABI@
 typedef float yk_real;
+/* the host emulation of block kernels (tests/test_cuda_emul_block.c) runs smaller blocks */
+#ifndef YK_BLOCK
 #define YK_BLOCK 256
+#endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 __device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -47,6 +50,20 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
         __syncthreads();
     }
     double r = red[0];
+    __syncthreads();
+    return r;
+}
+/* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
+ * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
+ * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+__device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (long long s = YK_BLOCK / lanes / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s * lanes) red[threadIdx.x] += red[threadIdx.x + s * lanes];
+        __syncthreads();
+    }
+    double r = red[threadIdx.x % lanes];
     __syncthreads();
     return r;
 }

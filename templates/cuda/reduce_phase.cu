@@ -2,32 +2,38 @@
         double acc_[YK_RED_ACCS] = {0};
         (void)acc_;
         const long long total_ = @LOOP_N@ * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        for (long long e = lo_ + threadIdx.x; e < hi_; e += blockDim.x) {
-            const long long n = e / inner_, k = e - n * inner_;
+        /* the row e is image n's k-th: both advance by the rows' stride without a division */
+        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
             const long long i = (n * c_ + c) * inner_ + k;
             (void)i;
 @BODY@
+            k += dk_;
+            const long long kn_ = k >= inner_;
+            k -= kn_ * inner_;
+            n += dn_ + kn_;
         }
-        for (int s = 0; s < @NACCS_USED@; s++) acc_[s] = yk_block_sum(acc_[s], red_);
+        for (int s = 0; s < @NACCS_USED@; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
-            if (threadIdx.x == 0) {
+            if (row_ == 0 && chan_) {
                 for (int s = 0; s < @NACCS_USED@; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
                 __threadfence();
-                last_ = atomicAdd(&arrived_[c], 1u) == (unsigned)(np_ - 1);
             }
             __syncthreads();
+            if (threadIdx.x == 0) last_ = atomicAdd(&arrived_[blockIdx.x], 1u) == (unsigned)(np_ - 1);
+            __syncthreads();
             if (!last_) return;
-            if (threadIdx.x == 0) {
-                __threadfence();
+            __threadfence();
+            if (row_ == 0 && chan_)
                 for (int s = 0; s < @NACCS_USED@; s++) {
                     double t_ = 0;
                     for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
                     acc_[s] = t_;
                 }
-                arrived_[c] = 0;
-            }
+            if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
-        if (threadIdx.x == 0) {
+        if (row_ == 0 && chan_) {
 @FINALIZE@
             for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
         }

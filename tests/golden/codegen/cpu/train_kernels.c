@@ -19,7 +19,8 @@ typedef struct YkArgs {
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
     void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
+    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4

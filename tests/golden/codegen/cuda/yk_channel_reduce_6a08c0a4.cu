@@ -17,14 +17,18 @@ typedef struct YkArgs {
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
     void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
+    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
 #define YK_RED_VARS 4
 #endif
 typedef float yk_real;
+/* the host emulation of block kernels (tests/test_cuda_emul_block.c) runs smaller blocks */
+#ifndef YK_BLOCK
 #define YK_BLOCK 256
+#endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 __device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -71,35 +75,57 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     __syncthreads();
     return r;
 }
+/* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
+ * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
+ * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+__device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (long long s = YK_BLOCK / lanes / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s * lanes) red[threadIdx.x] += red[threadIdx.x + s * lanes];
+        __syncthreads();
+    }
+    double r = red[threadIdx.x % lanes];
+    __syncthreads();
+    return r;
+}
 
-/* yk_channel_reduce_6a08c0a4: channel blockIdx.x; its n * inner elements in gridDim.y fixed
- * chunks, one per blockIdx.y. Launched once per phase (a.phase): each block's
- * fp64 sums (per-thread strided order, a fixed tree across the block) go to
- * a.part, and the channel's last block to arrive adds them in chunk order and
- * runs the phase's finalize, whose variables later phases read from a.part:
- * deterministic for a given split, which depends on the shape alone. */
+/* yk_channel_reduce_6a08c0a4: blockIdx.x a group of a.lanes consecutive channels, each thread
+ * one of them (threadIdx.x % lanes) and one row of every blockDim.x / lanes
+ * (a row: an image's k-th pixel when inner > 1, NCHW, lanes 1; a pixel of
+ * every channel when inner == 1, channels last, so a warp reads adjacent
+ * channels); the [n, inner] rows in gridDim.y fixed chunks, one per
+ * blockIdx.y. Launched once per phase (a.phase): each block's fp64 sums
+ * (per-thread strided order, a fixed tree over its rows) go to a.part, and
+ * the group's last block to arrive adds them in chunk order and runs the
+ * phase's finalize, one thread per channel, whose variables later phases
+ * read from a.part: deterministic for a given split and lane count, which
+ * depend on the shape alone. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a4(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
-    __shared__ double var_[YK_RED_VARS];
     __shared__ int last_;
-    const long long c = blockIdx.x, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
+    const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
+    const long long c = blockIdx.x * lanes_ + lane_, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
+    const bool chan_ = c < c_;                             /* a lane past the last channel only meets the others */
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
-    unsigned *arrived_ = a.arrived;                       /* [c_] blocks done with this phase; at a fixed place, so
+    unsigned *arrived_ = a.arrived;                       /* [groups] blocks done with this phase; at a fixed place, so
                                                            * every launch finds the zeros the last one left */
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
     (void)red_;
     (void)last_;
     (void)arrived_;
-    if (threadIdx.x < YK_RED_VARS) var_[threadIdx.x] = a.phase > 0 ? vars_[c * YK_RED_VARS + threadIdx.x] : 0.0;
-    __syncthreads();
+    double var_[YK_RED_VARS];
+    for (int v = 0; v < YK_RED_VARS; v++) var_[v] = a.phase > 0 && chan_ ? vars_[c * YK_RED_VARS + v] : 0.0;
     if (a.phase == 0) {
         double acc_[YK_RED_ACCS] = {0};
         (void)acc_;
         const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        for (long long e = lo_ + threadIdx.x; e < hi_; e += blockDim.x) {
-            const long long n = e / inner_, k = e - n * inner_;
+        /* the row e is image n's k-th: both advance by the rows' stride without a division */
+        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
             const long long i = (n * c_ + c) * inner_ + k;
             (void)i;
             const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
@@ -130,27 +156,31 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
             acc_[0] += (double)r19;
             const yk_real r26 = r19 * r24;
             acc_[1] += (double)r26;
+            k += dk_;
+            const long long kn_ = k >= inner_;
+            k -= kn_ * inner_;
+            n += dn_ + kn_;
         }
-        for (int s = 0; s < 2; s++) acc_[s] = yk_block_sum(acc_[s], red_);
+        for (int s = 0; s < 2; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
-            if (threadIdx.x == 0) {
+            if (row_ == 0 && chan_) {
                 for (int s = 0; s < 2; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
                 __threadfence();
-                last_ = atomicAdd(&arrived_[c], 1u) == (unsigned)(np_ - 1);
             }
             __syncthreads();
+            if (threadIdx.x == 0) last_ = atomicAdd(&arrived_[blockIdx.x], 1u) == (unsigned)(np_ - 1);
+            __syncthreads();
             if (!last_) return;
-            if (threadIdx.x == 0) {
-                __threadfence();
+            __threadfence();
+            if (row_ == 0 && chan_)
                 for (int s = 0; s < 2; s++) {
                     double t_ = 0;
                     for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
                     acc_[s] = t_;
                 }
-                arrived_[c] = 0;
-            }
+            if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
-        if (threadIdx.x == 0) {
+        if (row_ == 0 && chan_) {
             const double f0 = acc_[0];
             const double f1 = acc_[1];
             yk_st_f32(a.t[6], c, (float)f0);
@@ -164,8 +194,10 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
         double acc_[YK_RED_ACCS] = {0};
         (void)acc_;
         const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        for (long long e = lo_ + threadIdx.x; e < hi_; e += blockDim.x) {
-            const long long n = e / inner_, k = e - n * inner_;
+        /* the row e is image n's k-th: both advance by the rows' stride without a division */
+        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
             const long long i = (n * c_ + c) * inner_ + k;
             (void)i;
             const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
@@ -204,27 +236,31 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
             const yk_real r33 = r32 * r20;
             const yk_real r34 = r33 * r31;
             yk_st_bf16(a.t[8], i, (float)r34);
+            k += dk_;
+            const long long kn_ = k >= inner_;
+            k -= kn_ * inner_;
+            n += dn_ + kn_;
         }
-        for (int s = 0; s < 0; s++) acc_[s] = yk_block_sum(acc_[s], red_);
+        for (int s = 0; s < 0; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
-            if (threadIdx.x == 0) {
+            if (row_ == 0 && chan_) {
                 for (int s = 0; s < 0; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
                 __threadfence();
-                last_ = atomicAdd(&arrived_[c], 1u) == (unsigned)(np_ - 1);
             }
             __syncthreads();
+            if (threadIdx.x == 0) last_ = atomicAdd(&arrived_[blockIdx.x], 1u) == (unsigned)(np_ - 1);
+            __syncthreads();
             if (!last_) return;
-            if (threadIdx.x == 0) {
-                __threadfence();
+            __threadfence();
+            if (row_ == 0 && chan_)
                 for (int s = 0; s < 0; s++) {
                     double t_ = 0;
                     for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
                     acc_[s] = t_;
                 }
-                arrived_[c] = 0;
-            }
+            if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
-        if (threadIdx.x == 0) {
+        if (row_ == 0 && chan_) {
 
             for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
         }

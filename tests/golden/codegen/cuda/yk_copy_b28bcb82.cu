@@ -17,14 +17,18 @@ typedef struct YkArgs {
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
     void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
+    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
 #define YK_RED_VARS 4
 #endif
 typedef float yk_real;
+/* the host emulation of block kernels (tests/test_cuda_emul_block.c) runs smaller blocks */
+#ifndef YK_BLOCK
 #define YK_BLOCK 256
+#endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 __device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -71,12 +75,34 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     __syncthreads();
     return r;
 }
+/* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
+ * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
+ * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+__device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (long long s = YK_BLOCK / lanes / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s * lanes) red[threadIdx.x] += red[threadIdx.x + s * lanes];
+        __syncthreads();
+    }
+    double r = red[threadIdx.x % lanes];
+    __syncthreads();
+    return r;
+}
 
-/* yk_copy_b28bcb82: `outer` runs of `len` elements between strided buffers, grid-stride */
+/* yk_copy_b28bcb82: `outer` runs of `len` elements between strided buffers,
+ * grid-stride; the run o and offset k advance without a division */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_copy_b28bcb82(YkArgs a) {
-    const long long total_ = a.outer * a.len;
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total_; e += (long long)gridDim.x * blockDim.x) {
-        const long long o = e / a.len, k = e - o * a.len;
+    const long long total_ = a.outer * a.len, step_ = (long long)gridDim.x * blockDim.x;
+    long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (e >= total_) return;
+    long long o = e / a.len, k = e - o * a.len;
+    const long long do_ = step_ / a.len, dk_ = step_ - do_ * a.len;
+    for (; e < total_; e += step_) {
         yk_st_bf16(a.t[1], o * a.dst_stride + a.dst_off + k, yk_ld_bf16(a.t[0], o * a.src_stride + a.src_off + k));
+        k += dk_;
+        const long long ko_ = k >= a.len;
+        k -= ko_ * a.len;
+        o += do_ + ko_;
     }
 }

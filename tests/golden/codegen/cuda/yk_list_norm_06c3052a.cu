@@ -17,14 +17,18 @@ typedef struct YkArgs {
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
     void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
+    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
 #define YK_RED_VARS 4
 #endif
 typedef float yk_real;
+/* the host emulation of block kernels (tests/test_cuda_emul_block.c) runs smaller blocks */
+#ifndef YK_BLOCK
 #define YK_BLOCK 256
+#endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 __device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -71,24 +75,61 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     __syncthreads();
     return r;
 }
+/* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
+ * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
+ * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+__device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (long long s = YK_BLOCK / lanes / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s * lanes) red[threadIdx.x] += red[threadIdx.x + s * lanes];
+        __syncthreads();
+    }
+    double r = red[threadIdx.x % lanes];
+    __syncthreads();
+    return r;
+}
 
-/* yk_list_norm_06c3052a: one block; each tensor's norm rounded to fp32 first
- * (clip_grad_norm_), a fixed summation order, then the finalize */
+/* yk_list_norm_06c3052a: blockIdx.x a tensor of the list, blockIdx.y one of gridDim.y fixed
+ * chunks of it. Each block's fp64 sum of squares goes to a.part; the
+ * tensor's last block adds its chunks in order and rounds the norm to fp32
+ * (clip_grad_norm_), and the last tensor done adds the squared norms in
+ * list order and runs the finalize: deterministic for a given split, which
+ * is a constant. The counters (a.arrived: per tensor, then one for the list)
+ * are zero again when it returns. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_list_norm_06c3052a(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
-    const long long c = 0;
+    __shared__ int last_;
+    const long long c = 0, j = blockIdx.x, np_ = gridDim.y, p_ = blockIdx.y, len_ = a.list_len[j];
     (void)c;
-    double total_ = 0;
-    for (long long j = 0; j < a.list_n; j++) {
-        const float *x = (const float *)a.list[j];
-        double sq = 0;
-        for (long long i = threadIdx.x; i < a.list_len[j]; i += blockDim.x) sq += (double)x[i] * x[i];
-        sq = yk_block_sum(sq, red_);
-        const float norm = (float)sqrt(sq);
-        total_ += (double)norm * norm;
-    }
-    const double acc_[1] = {total_};
+    double *part_ = (double *)a.part;                      /* [list_n][np_] the blocks' sums */
+    double *norms_ = part_ + a.list_n * np_;               /* [list_n] the squared fp32 norms */
+    const float *x = (const float *)a.list[j];
+    const long long chunk_ = (len_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < len_ ? lo_ + chunk_ : len_;
+    double sq = 0;
+    for (long long i = lo_ + threadIdx.x; i < hi_; i += blockDim.x) sq += (double)x[i] * x[i];
+    sq = yk_block_sum(sq, red_);
     if (threadIdx.x == 0) {
+        part_[j * np_ + p_] = sq;
+        __threadfence();
+        last_ = atomicAdd(&a.arrived[j], 1u) == (unsigned)(np_ - 1);
+    }
+    __syncthreads();
+    if (!last_ || threadIdx.x != 0) return;
+    __threadfence();
+    double t_ = 0;
+    for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[j * np_ + q];
+    const float norm = (float)sqrt(t_);
+    norms_[j] = (double)norm * norm;
+    a.arrived[j] = 0;
+    __threadfence();
+    if (atomicAdd(&a.arrived[a.list_n], 1u) != (unsigned)(a.list_n - 1)) return;
+    __threadfence();
+    double total_ = 0;
+    for (long long q = 0; q < a.list_n; q++) total_ += ((volatile double *)norms_)[q];
+    a.arrived[a.list_n] = 0;
+    const double acc_[1] = {total_};
+    {
         const double f0 = acc_[0];
         const double f1 = yk_sqrt(f0);
         const double f2 = (double)(float)f1;

@@ -17,14 +17,18 @@ typedef struct YkArgs {
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
     void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel, the blocks done with the phase (zero between launches) */
+    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
 #define YK_RED_VARS 4
 #endif
 typedef float yk_real;
+/* the host emulation of block kernels (tests/test_cuda_emul_block.c) runs smaller blocks */
+#ifndef YK_BLOCK
 #define YK_BLOCK 256
+#endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 __device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -71,15 +75,34 @@ __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     __syncthreads();
     return r;
 }
+/* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
+ * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
+ * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+__device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (long long s = YK_BLOCK / lanes / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s * lanes) red[threadIdx.x] += red[threadIdx.x + s * lanes];
+        __syncthreads();
+    }
+    double r = red[threadIdx.x % lanes];
+    __syncthreads();
+    return r;
+}
 
-/* yk_map_f8215f50: elementwise over [n, c, inner], grid-stride */
+/* yk_map_f8215f50: elementwise over [n, c, inner], grid-stride. The thread's
+ * position (n, c, k) advances by the stride's digits in that radix with
+ * carries, so no element pays for a 64-bit division. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_f8215f50(YkArgs a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_;
+    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total_; i += (long long)gridDim.x * blockDim.x) {
-        const long long c = (i / inner_) % c_;
-        (void)c;
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= total_) return;
+    long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
+    const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    for (; i < total_; i += step_) {
+        (void)n;
         const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
         const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], c);
         const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], c);
@@ -94,5 +117,12 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_f8215f50(YkArgs a)
         const yk_real r11 = r9 * r10;
         const yk_real r12 = (yk_real)(float)r11;
         yk_st_bf16(a.t[5], i, (float)r12);
+        k += dk_;
+        const long long kc_ = k >= inner_;
+        k -= kc_ * inner_;
+        c += dc_ + kc_;
+        const long long cc_ = c >= c_;
+        c -= cc_ * c_;
+        n += dn_ + cc_;
     }
 }

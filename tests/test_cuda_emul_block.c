@@ -1,0 +1,169 @@
+/* tests/test_cuda_emul_block.c — runs the CUDA source of the kernels that need
+ * a real block (CHANNEL_REDUCE, LIST_NORM: shared memory, __syncthreads,
+ * atomics) on the CPU: the tiny plan's rendered kernels built as host C++
+ * with tests/cuda_host_shim.h, each launch run by yk_emu_grid at the
+ * geometry cuda_launch_geometry gives (one POSIX thread per CUDA thread, the
+ * blocks last first), and again split over more blocks than the shape asks
+ * for, so the path that combines blocks' partial sums runs at this size.
+ * Outputs are compared with the CPU target's kernel of the same launch; the
+ * reductions' counters must be zero again after every launch. */
+#include "../runtime/gen_cpu.h"
+#include "test_emul_env.h"
+
+/* Threads per emulated block: YK_BLOCK of the rendered sources, smaller than
+ * the device's 256 (each is a POSIX thread meeting the others at every
+ * __syncthreads) but wide enough for every lane count of a reduction. */
+enum { EMU_BLOCK_THREADS = 64 };
+
+typedef int (*GridFn)(void (*call)(void *, const void *), void *fn, const void *args, unsigned gx, unsigned gy, unsigned block);
+
+/* The emulated device's side tables: LIST_NORM's pointers and lengths, and
+ * the reductions' counters and partial sums (as cuda_kernels_bind_tables). */
+typedef struct Tables {
+    CuDevicePtr *list;
+    long long *list_len;
+    unsigned char *part;
+    int64_t counters, bytes;
+} Tables;
+
+static void tables_open(Tables *tb, const Env *v, int64_t max_split) {
+    const KProgram *kp = &v->kp;
+    tb->list = calloc((size_t)kp->n_list + 1, sizeof *tb->list);
+    tb->list_len = calloc((size_t)kp->n_list + 1, sizeof *tb->list_len);
+    cr_assert(tb->list && tb->list_len);
+    for (int j = 0; j < kp->n_list; j++) {
+        tb->list[j] = v->ptr[kp->list[j]];
+        tb->list_len[j] = (long long)shape_numel(&v->p.g.tensors[kp->list[j]].shape);
+    }
+    int64_t counters = 1, bytes = 0;
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        if (ln->kernel < 0) continue;
+        KSkel skel = kp->kernels[ln->kernel].skel;
+        if (skel != KS_CHANNEL_REDUCE && skel != KS_LIST_NORM) continue;
+        /* a forced split needs a channel's sums for every block */
+        int64_t forced = skel == KS_CHANNEL_REDUCE ? ln->c * max_split * YK_RED_ACCS * 8 + ln->c * YK_RED_VARS * 8 : 0;
+        if (cuda_reduce_counters(ln) > counters) counters = cuda_reduce_counters(ln);
+        if (cuda_reduce_part_bytes(ln) > bytes) bytes = cuda_reduce_part_bytes(ln);
+        if (forced > bytes) bytes = forced;
+    }
+    tb->counters = (counters * 4 + 255) / 256 * 256;
+    tb->bytes = tb->counters + bytes;
+    tb->part = calloc((size_t)tb->bytes, 1);
+    cr_assert_not_null(tb->part);
+}
+
+static void tables_close(Tables *tb) { free(tb->list), free(tb->list_len), free(tb->part); }
+
+static bool counters_zero(const Tables *tb) {
+    for (int64_t i = 0; i < tb->counters; i++)
+        if (tb->part[i]) return false;
+    return true;
+}
+
+/* Fresh fp32 gradients in every tensor a LIST_NORM launch reads. */
+static void fill_list(Env *v, const KLaunch *ln, uint64_t *seed) {
+    for (int j = 0; j < ln->list_n; j++) {
+        int t = v->kp.list[ln->list_first + j];
+        cr_assert_eq(v->dt[t], DT_F32, "listed tensor %d is read as fp32", t);
+        fill(v, t, 0, seed);
+    }
+}
+
+/* Every CHANNEL_REDUCE and LIST_NORM launch of the tiny plan on fresh random
+ * inputs, against the CPU target's kernel. Reductions split over
+ * max(the shape's split, min_split) blocks per channel. Tolerances as
+ * generated_vs_cpu's: the sums are fp64 on both sides in different orders,
+ * so fp32 results agree to 1e-5 relative, 16-bit ones to 1 ulp. */
+static void block_kernels_vs_cpu(const char *precision, const char *layout, unsigned min_split) {
+    skip_without_cxx();
+    Env v;
+    env_open(&v, precision, layout);
+    char err[1024];
+    GenCpu gc;
+    cr_assert(gen_cpu_open(&gc, &v.p, err, sizeof err), "%s", err);
+    cr_assert_eq(gc.kp.n_launches, v.kp.n_launches);
+    Unit u;
+    unit_begin(&u);
+    for (int k = 0; k < v.kp.n_kernels; k++) {
+        const Kernel *kk = &v.kp.kernels[k];
+        if (kk->skel != KS_CHANNEL_REDUCE && kk->skel != KS_LIST_NORM) continue;
+        char *src = kernel_render_cuda(kk);
+        cr_assert_not_null(src, "%s", kk->name);
+        fprintf(u.f, "#define YK_BLOCK %d\n", EMU_BLOCK_THREADS);
+        unit_add(&u, src);
+        free(src);
+    }
+    void *h = unit_load(&u);
+    GridFn grid = (GridFn)sym(h, "yk_emu_grid");
+    Tables tb;
+    tables_open(&tb, &v, min_split);
+    uint64_t seed = 0x2545f4914f6cdd1dULL;
+    int count[KS_COUNT] = {0}, failed = 0, split = 0;
+    double worst_rel = 0, worst_ulp = 0;
+    for (int i = 0; i < v.kp.n_launches; i++) {
+        const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
+        if (ln->kernel < 0) continue;
+        const Kernel *k = &v.kp.kernels[ln->kernel];
+        if (k->skel != KS_CHANNEL_REDUCE && k->skel != KS_LIST_NORM) continue;
+        /* LIST_NORM's split is a constant: the forced-split runs leave it to the others */
+        if (k->skel == KS_LIST_NORM && min_split > 1) continue;
+        for (int s = 0; s < ln->n_args; s++) {
+            bool again = false;
+            for (int r = 0; r < s; r++) again |= ln->args[r] == ln->args[s];
+            if (!again) fill(&v, ln->args[s], 0, &seed);
+        }
+        fill_list(&v, ln, &seed);
+        gen_cpu_launch(&gc, lc, v.host);
+        YkArgs a = cuda_launch_args(ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
+        a.arrived = (unsigned *)tb.part, a.part = tb.part + tb.counters;
+        CudaGeom g = cuda_launch_geometry(k->skel, ln, 132);
+        cr_assert_eq(g.block, CUDA_BLOCK);
+        g.block = EMU_BLOCK_THREADS;
+        if (k->skel == KS_CHANNEL_REDUCE && g.grid_y < min_split) g.grid_y = min_split;
+        split += k->skel == KS_CHANNEL_REDUCE && g.grid_y > 1;
+        for (int ph = 0; ph < (k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1); ph++) {
+            a.phase = ph;
+            cr_assert_eq(grid(call_yk, sym(h, k->name), &a, g.grid, g.grid_y, g.block), 0, "the emulated grid started");
+        }
+        cr_expect(counters_zero(&tb), "launch %d %s: the counters are zero again for the next launch", i, k->name);
+        count[k->skel]++;
+        for (int s = 0; s < ln->n_args; s++) {
+            const Buf *b = &v.b[ln->args[s]];
+            int64_t bad = damaged(b, true);
+            cr_expect_eq(bad, -1 - RZ, "launch %d %s slot %d (tensor %d): element %lld outside the view or its span changed", i, k->name, s, ln->args[s], (long long)bad);
+            if (!k->buf_written[s]) continue;
+            bool wide = b->dt == DT_BF16 || b->dt == DT_F16;
+            double tol = wide ? 1 : b->dt == DT_I64 ? 0 : 1e-5, w = 0;
+            for (int64_t e = 0; e < b->span; e++) {
+                if (!in_view(b, e)) continue;
+                double want = b->dt == DT_I64 ? (double)((int64_t *)b->host)[e] : ((float *)b->host)[e];
+                double d = diff(b, e, want, true);
+                if (d > w) w = d;
+                if (d > tol && failed++ < 20)
+                    cr_log_error("launch %d %s (%s, %u x %u blocks) slot %d tensor %d (%s) element %lld: emulated %.9g, CPU %.9g", i, k->name, kernel_skel_name(k->skel), g.grid,
+                                 g.grid_y, s, ln->args[s], dt_name(b->dt), (long long)e, emu_value(b, e), want);
+                cr_expect_leq(d, tol, "launch %d %s slot %d element %lld: %.3g over %.3g", i, k->name, s, (long long)e, d, tol);
+                if (d > tol) break;
+            }
+            if (wide && w > worst_ulp) worst_ulp = w;
+            if (!wide && w > worst_rel) worst_rel = w;
+        }
+    }
+    cr_log_info("%s %s: %d CHANNEL_REDUCE launches (%d split over blocks) and %d LIST_NORM launches emulated; worst relative difference (fp32 storage) %.3g, worst "
+                "16-bit ulps %.3g",
+                precision, layout, count[KS_CHANNEL_REDUCE], split, count[KS_LIST_NORM], worst_rel, worst_ulp);
+    cr_expect_gt(count[KS_CHANNEL_REDUCE], 0, "the tiny plan has batch norms");
+    if (min_split == 1) cr_expect_gt(count[KS_LIST_NORM], 0, "the tiny plan clips its gradients");
+    if (min_split > 1) cr_expect_eq(split, count[KS_CHANNEL_REDUCE], "every reduction ran split");
+    tables_close(&tb);
+    dlclose(h);
+    gen_cpu_close(&gc);
+    env_close(&v);
+}
+
+Test(cuda_emul_block, reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 1); }
+Test(cuda_emul_block, reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 1); }
+/* three blocks per channel: partial sums combined by the last to arrive */
+Test(cuda_emul_block, split_reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 3); }
+Test(cuda_emul_block, split_reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 3); }
