@@ -78,53 +78,66 @@ static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
     }
 }
 
-/* Which part of a section to write: all of it, or (C bodies) the
- * channel-invariant part and the per-element part separately. */
-typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT } Part;
+/* Which part of a section to write: all of it, or the channel-invariant
+ * part and the per-element part separately; the CUDA map assigns the
+ * invariant part to registers declared before its loop (PART_DECLARE),
+ * again only when the thread's channel changes (PART_CHANNEL_ASSIGN). */
+typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN } Part;
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
  * f<N> of type double. */
 static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part) {
     const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real";
-    char a[160], idx[80];
+    char a[160], idx[80], head[48];
     bool *inv = calloc((size_t)s.n + 1, sizeof(bool));
     if (!inv) {
         o->ok = false;
         return;
     }
     channel_invariant(k, s, inv);
+    bool channel = part == PART_CHANNEL || part == PART_DECLARE || part == PART_CHANNEL_ASSIGN, declared = false;
     for (int r = 0; r < s.n; r++) {
         const KInstr *in = &k->code[s.first + r];
-        if ((part == PART_CHANNEL && !inv[r]) || (part == PART_ELEMENT && inv[r])) continue;
+        if ((channel && !inv[r]) || (part == PART_ELEMENT && inv[r])) continue;
+        if (part == PART_DECLARE) {
+            if (declared) fputs(", ", o->f);
+            else fprintf(o->f, "%s%s ", indent, type);
+            fprintf(o->f, "%c%d", p, r);
+            declared = true;
+            continue;
+        }
+        if (part == PART_CHANNEL_ASSIGN) snprintf(head, sizeof head, "%c%d = ", p, r);
+        else snprintf(head, sizeof head, "const %s %c%d = ", in->op == KI_ACC ? "double" : type, p, r);
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
             load_text(k, tg, in, a, sizeof a);
-            fprintf(o->f, "const %s %c%d = (%s)%s;\n", type, p, r, type, a);
+            fprintf(o->f, "%s(%s)%s;\n", head, type, a);
             break;
         case KI_STORE:
             index_text(k, in, idx, sizeof idx);
             if (tg == KT_CUDA) fprintf(o->f, "yk_st_%s(a.t[%d], %s, (float)%c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, p, in->a);
             else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%c%d;\n", in->buf, idx, p, in->a);
             break;
-        case KI_CONST: fprintf(o->f, "const %s %c%d = (%s)%.17g;\n", type, p, r, type, in->imm); break;
-        case KI_ACC: fprintf(o->f, "const double %c%d = acc_[%d];\n", p, r, in->b); break;
-        case KI_COUNT: fprintf(o->f, "const %s %c%d = (%s)count_;\n", type, p, r, type); break;
-        case KI_VAR: fprintf(o->f, "const %s %c%d = (%s)var_[%d];\n", type, p, r, type, in->b); break;
+        case KI_CONST: fprintf(o->f, "%s(%s)%.17g;\n", head, type, in->imm); break;
+        case KI_ACC: fprintf(o->f, "%sacc_[%d];\n", head, in->b); break;
+        case KI_COUNT: fprintf(o->f, "%s(%s)count_;\n", head, type); break;
+        case KI_VAR: fprintf(o->f, "%s(%s)var_[%d];\n", head, type, in->b); break;
         case KI_SETVAR: fprintf(o->f, "var_[%d] = %c%d;\n", in->b, p, in->a); break;
         case KI_ACCUM: fprintf(o->f, "acc_[%d] += (double)%c%d;\n", in->b, p, in->a); break;
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
-        case KI_NEG: fprintf(o->f, "const %s %c%d = -%c%d;\n", type, p, r, p, in->a); break;
-        case KI_F32: fprintf(o->f, "const %s %c%d = (%s)(float)%c%d;\n", type, p, r, type, p, in->a); break;
-        case KI_EXP: case KI_SQRT: case KI_ERF: case KI_SIGMOID: fprintf(o->f, "const %s %c%d = %s(%c%d);\n", type, p, r, FN1[in->op], p, in->a); break;
-        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "const %s %c%d = %c%d %s %c%d;\n", type, p, r, p, in->a, OP2[in->op], p, in->b); break;
-        case KI_POW: fprintf(o->f, "const %s %c%d = yk_pow(%c%d, %c%d);\n", type, p, r, p, in->a, p, in->b); break;
+        case KI_NEG: fprintf(o->f, "%s-%c%d;\n", head, p, in->a); break;
+        case KI_F32: fprintf(o->f, "%s(%s)(float)%c%d;\n", head, type, p, in->a); break;
+        case KI_EXP: case KI_SQRT: case KI_ERF: case KI_SIGMOID: fprintf(o->f, "%s%s(%c%d);\n", head, FN1[in->op], p, in->a); break;
+        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "%s%c%d %s %c%d;\n", head, p, in->a, OP2[in->op], p, in->b); break;
+        case KI_POW: fprintf(o->f, "%syk_pow(%c%d, %c%d);\n", head, p, in->a, p, in->b); break;
         case KI_SEL_GT: case KI_SEL_GE:
-            fprintf(o->f, "const %s %c%d = %c%d %s %c%d ? %c%d : %c%d;\n", type, p, r, p, in->a, in->op == KI_SEL_GT ? ">" : ">=", p, in->b, p, in->c, p, in->d);
+            fprintf(o->f, "%s%c%d %s %c%d ? %c%d : %c%d;\n", head, p, in->a, in->op == KI_SEL_GT ? ">" : ">=", p, in->b, p, in->c, p, in->d);
             break;
         default: o->ok = false;
         }
     }
+    if (declared) fputs(";\n", o->f);
     free(inv);
 }
 
@@ -146,22 +159,23 @@ static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize
 
 static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
-    const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "            ") : (k->skel == KS_MAP ? "                " : "                    ");
+    const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "                ") : (k->skel == KS_MAP ? "                " : "                    ");
     const char *fin_indent = "            ", *chan_indent = "            ";
-    /* C hoists channel-invariant work out of the element loop; CUDA visits
-     * elements, not channels, and keeps the body whole */
-    Part body_part = tg == KT_C ? PART_ELEMENT : PART_ALL;
     char path[64];
     switch (k->skel) {
     case KS_MAP: {
-        char *body = section_text(k, tg, k->body[0], false, body_indent, body_part);
-        char *chan = tg == KT_C ? section_text(k, tg, k->body[0], false, chan_indent, PART_CHANNEL) : strdup("");
-        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : ""};
+        /* both targets compute a channel's invariant part once: C per
+         * channel loop, CUDA when the thread's channel changes */
+        char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT);
+        char *chan = section_text(k, tg, k->body[0], false, tg == KT_C ? chan_indent : "            ", tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN);
+        char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE) : strdup("");
+        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : ""};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);
-        emit_template(o, path, kv, 3);
-        o->ok &= body && chan;
+        emit_template(o, path, kv, 4);
+        o->ok &= body && chan && decl;
         free(body);
         free(chan);
+        free(decl);
         break;
     }
     case KS_CHANNEL_REDUCE: {
@@ -171,8 +185,9 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         snprintf(path, sizeof path, "%s/reduce_begin.%s", dir, ext);
         emit_template(o, path, kv, 2);
         for (int ph = 0; ph < k->n_phases; ph++) {
-            char *body = section_text(k, tg, k->body[ph], false, body_indent, body_part), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL);
-            char *chan = tg == KT_C ? section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL) : strdup("");
+            /* each thread keeps one channel, so both targets compute its invariant part once */
+            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL);
+            char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL);
             char naccs[16], used[16], phase[16];
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);

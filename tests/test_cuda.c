@@ -164,6 +164,12 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect_eq(g.grid, 132 * 32, "grid-stride: capped at 32 blocks per multiprocessor");
     ln.n = 0;
     cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 1, "an empty extent still launches a valid grid");
+    /* channels last: a stride of whole pixels, so a thread's channel never changes */
+    ln = (KLaunch){.n = 64 * 80 * 80, .c = 144, .inner = 1};
+    g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    cr_expect(g.grid == 132 * 32 / 9 * 9 && (int64_t)g.grid * 256 % 144 == 0, "144 channels: %u blocks of 256 threads", g.grid);
+    ln.c = 64;
+    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 132 * 32, "64 channels divide a block already");
     ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
     g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
     cr_expect(g.grid == 48 && g.grid_y == 1 && g.block == 256, "6400 elements a channel: one block each: %u x %u x %u", g.grid, g.grid_y, g.block);

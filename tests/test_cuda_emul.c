@@ -294,6 +294,19 @@ Test(cuda_emul, library_kernels_match_the_reference_bf16_nhwc) { library_vs_refe
  * the GPU: every op in fp32, bf16 and fp16 storage, packed and with 7
  * poisoned elements between images, NCHW and channels last, against the
  * reference kernel. */
+/* About one element in eleven of b's view set to NaN, as stored and on the host; how many. */
+static int64_t sprinkle_nans(Buf *b, uint64_t *seed) {
+    int64_t n = 0;
+    const float nan = NAN;
+    for (int64_t e = 0; e < b->span; e++) {
+        if (!in_view(b, e) || rng_next(seed) % 11) continue;
+        cuda_f32_to_storage(b->dt, &nan, b->emu + (size_t)e * esize(b->dt), 1);
+        ((float *)b->host)[e] = NAN;
+        n++;
+    }
+    return n;
+}
+
 Test(cuda_emul, every_library_entry_on_odd_shapes) {
     skip_without_cxx();
     Arena ar;
@@ -323,7 +336,7 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
     void *h = unit_load(&u);
     uint64_t seed = 0x853c49e6748fea9bULL;
     int runs = 0, failed = 0;
-    int64_t elements = 0, inexact = 0;
+    int64_t elements = 0, inexact = 0, nans = 0;
     for (int o = 0; o < g.n_ops; o++)
         for (int ti = 0; ti < NT; ti++)
             for (int run = 0; run < 4; run++) {
@@ -351,6 +364,9 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                     b[i].emu = b[i].emu_base + RZ * esize(b[i].dt);
                     /* the first max pool reads two levels only: windows full of ties */
                     fill_buf(&b[i], i < op->n_in ? (o == 0 ? 2 : 3 + (int)(rng_next(&seed) % 3)) : 0, -1.0f, &seed);
+                    /* gapped runs: NaNs in a max pool's input win their windows (the last of several) */
+                    bool pooled = (op->kind == OP_MAXPOOL2D && i == 0) || (op->kind == OP_MAXPOOL2D_BWD && i == 1);
+                    if (pooled && gap) nans += sprinkle_nans(&b[i], &seed);
                     cuda_view_gather(b[i].host, ref[t], nimg, b[i].per, b[i].bs, sizeof(float));
                     if (cl) emul_to_nchw(ref[t], &g.tensors[t].shape);
                     a.t[i] = b[i].emu;
@@ -386,8 +402,9 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                 free(ref);
                 runs++;
             }
-    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped x NCHW/channels last = %d runs, %lld elements, %lld not bit-exact\n", g.n_ops, runs,
-           (long long)elements, (long long)inexact);
+    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped x NCHW/channels last = %d runs, %lld elements, %lld not bit-exact; %lld NaNs in max-pool inputs\n",
+           g.n_ops, runs, (long long)elements, (long long)inexact, (long long)nans);
+    cr_expect_gt(nans, 0, "some max-pool window holds a NaN");
     cr_log_info("odd shapes: %d runs, %lld elements, %lld not bit-exact", runs, (long long)elements, (long long)inexact);
     cr_expect_eq(runs, g.n_ops * NT * 4);
     dlclose(h);

@@ -51,6 +51,14 @@ bool cuda_choose_image(const char *const *cubin_archs, int n_cubins, const char 
                 list[0] ? list : "no architecture", device_sm, ptx_arch ? " and its PTX is for a newer architecture" : " and it carries no PTX", device_sm);
 }
 
+static int64_t gcd(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     CudaGeom g = {1, 1, CUDA_BLOCK};
     int64_t total = 0;
@@ -67,6 +75,10 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     }
     /* enough blocks for every element, capped where each thread already loops a few times */
     int64_t blocks = (total + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32;
+    /* a channels-last map's stride a whole number of pixels: each thread keeps its channel,
+     * and computes what depends on it alone once */
+    int64_t whole = skel == KS_MAP && ln->inner == 1 && ln->c > 0 ? ln->c / gcd(ln->c, CUDA_BLOCK) : 1;
+    if (blocks > cap && whole <= cap) cap = cap / whole * whole;
     g.grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
     return g;
 }

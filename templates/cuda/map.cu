@@ -10,8 +10,16 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
     if (i >= total_) return;
     long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
     const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    /* what depends on the channel alone (its statistics, scale and shift), computed
+     * again only when the channel changes: channels last, never (cuda_launch_geometry) */
+    long long held_ = -1;
+@DECL@
     for (; i < total_; i += step_) {
         (void)n;
+        if (c != held_) {
+            held_ = c;
+@CHAN@
+        }
 @BODY@
         k += dk_;
         const long long kc_ = k >= inner_;

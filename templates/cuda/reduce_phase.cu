@@ -5,14 +5,18 @@
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
-            const long long i = (n * c_ + c) * inner_ + k;
-            (void)i;
+        if (chan_) {
+            /* the thread's channel is fixed: what depends on it alone is computed once */
+@CHAN@
+            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
+                const long long i = (n * c_ + c) * inner_ + k;
+                (void)i;
 @BODY@
-            k += dk_;
-            const long long kn_ = k >= inner_;
-            k -= kn_ * inner_;
-            n += dn_ + kn_;
+                k += dk_;
+                const long long kn_ = k >= inner_;
+                k -= kn_ * inner_;
+                n += dn_ + kn_;
+            }
         }
         for (int s = 0; s < @NACCS_USED@; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {

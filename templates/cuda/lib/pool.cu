@@ -5,7 +5,7 @@
  * Gradients gather over the windows covering each input element in the
  * reference's window order, so sums are reproducible and no atomics are
  * needed. */
-#if defined(YL_MAXPOOL2D) || defined(YL_MAXPOOL2D_BWD)
+#ifdef YL_MAXPOOL2D
 /* Plane offset of the window maximum: the first in row-major order wins
  * ties, a later value must be strictly greater, a NaN always wins; padding
  * is skipped, which is -inf padding where some input lies in the window. */
@@ -23,6 +23,34 @@ __device__ __forceinline__ long long yl_argmax(const void *x, long long xb, long
         }
     }
     return best;
+}
+#endif
+#ifdef YL_MAXPOOL2D_BWD
+/* Whether plane offset p, holding v, is the maximum of window (oy, ox) as
+ * yl_argmax picks it: no NaN after it (a NaN wins, the last one), and when
+ * v is a number no NaN at all, nothing before it at least v (the first of
+ * equals wins) and nothing after it greater. The scan stops at the first
+ * value that says no, a few loads in most windows where yl_argmax reads
+ * them all; p off the window's taps (padding, dilation) is never its maximum. */
+__device__ __forceinline__ bool yl_is_argmax(const void *x, long long xb, long long ch, const YlArgs &a, long long oy, long long ox, long long p, float v) {
+    const bool v_nan = v != v;
+    bool seen = false;
+    for (int ky = 0; ky < a.kh; ky++) {
+        const long long iy = oy * a.sh - a.ph + (long long)ky * a.dh;
+        if (iy < 0 || iy >= a.h) continue;
+        for (int kx = 0; kx < a.kw; kx++) {
+            const long long ix = ox * a.sw - a.pw + (long long)kx * a.dw;
+            if (ix < 0 || ix >= a.w) continue;
+            const long long q = iy * a.w + ix;
+            if (q == p) {
+                seen = true;
+                continue;
+            }
+            const float u = yk_ld_@X@(x, xb + yl_at(a.cl, ch, q, a.c, a.h * a.w));
+            if (u != u ? seen || !v_nan : !v_nan && (seen ? u > v : u >= v)) return false;
+        }
+    }
+    return seen;
 }
 #endif
 #if defined(YL_MAXPOOL2D_BWD) || defined(YL_AVGPOOL2D_BWD)
@@ -54,10 +82,11 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
         long long y0, y1, x0, x1;
         yl_cover(e.y, a.kh, a.sh, a.ph, a.dh, a.oh, &y0, &y1);
         yl_cover(e.x, a.kw, a.sw, a.pw, a.dw, a.ow, &x0, &x1);
+        const float v = yk_ld_@X@(a.t[1], xb + yl_at(a.cl, e.ch, e.p, a.c, a.h * a.w));
         float acc = 0.0f;
         for (long long oy = y0; oy <= y1; oy++)
             for (long long ox = x0; ox <= x1; ox++)
-                if (yl_argmax(a.t[1], xb, e.ch, a, oy, ox) == e.p) acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, oy * a.ow + ox, a.c, a.oh * a.ow));
+                if (yl_is_argmax(a.t[1], xb, e.ch, a, oy, ox, e.p, v)) acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, oy * a.ow + ox, a.c, a.oh * a.ow));
         yk_st_@T2@(a.t[2], e.n * a.bs[2] + e.r, acc);
     }
 }

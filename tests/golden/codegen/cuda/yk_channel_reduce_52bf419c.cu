@@ -125,15 +125,19 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
-            const long long i = (n * c_ + c) * inner_ + k;
-            (void)i;
-            const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
-            acc_[0] += (double)r0;
-            k += dk_;
-            const long long kn_ = k >= inner_;
-            k -= kn_ * inner_;
-            n += dn_ + kn_;
+        if (chan_) {
+            /* the thread's channel is fixed: what depends on it alone is computed once */
+
+            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
+                const long long i = (n * c_ + c) * inner_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+                acc_[0] += (double)r0;
+                k += dk_;
+                const long long kn_ = k >= inner_;
+                k -= kn_ * inner_;
+                n += dn_ + kn_;
+            }
         }
         for (int s = 0; s < 1; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
@@ -169,18 +173,21 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
-            const long long i = (n * c_ + c) * inner_ + k;
-            (void)i;
+        if (chan_) {
+            /* the thread's channel is fixed: what depends on it alone is computed once */
             const yk_real r0 = (yk_real)var_[0];
-            const yk_real r1 = (yk_real)yk_ld_bf16(a.t[0], i);
-            const yk_real r2 = r1 - r0;
-            const yk_real r3 = r2 * r2;
-            acc_[0] += (double)r3;
-            k += dk_;
-            const long long kn_ = k >= inner_;
-            k -= kn_ * inner_;
-            n += dn_ + kn_;
+            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
+                const long long i = (n * c_ + c) * inner_ + k;
+                (void)i;
+                const yk_real r1 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r2 = r1 - r0;
+                const yk_real r3 = r2 * r2;
+                acc_[0] += (double)r3;
+                k += dk_;
+                const long long kn_ = k >= inner_;
+                k -= kn_ * inner_;
+                n += dn_ + kn_;
+            }
         }
         for (int s = 0; s < 1; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {

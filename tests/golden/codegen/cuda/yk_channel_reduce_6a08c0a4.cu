@@ -125,41 +125,44 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
-            const long long i = (n * c_ + c) * inner_ + k;
-            (void)i;
-            const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+        if (chan_) {
+            /* the thread's channel is fixed: what depends on it alone is computed once */
             const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], c);
             const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], c);
-            const yk_real r3 = r0 - r2;
-            const yk_real r4 = r3 * r1;
             const yk_real r5 = (yk_real)yk_ld_f32(a.t[3], c);
             const yk_real r6 = (yk_real)yk_ld_f32(a.t[4], c);
-            const yk_real r7 = r4 * r6;
-            const yk_real r8 = r7 + r5;
-            const yk_real r9 = (yk_real)(float)r8;
-            const yk_real r10 = (yk_real)yk_ld_bf16(a.t[5], i);
-            const yk_real r11 = yk_sigmoid(r9);
             const yk_real r12 = (yk_real)1;
-            const yk_real r13 = r12 - r11;
-            const yk_real r14 = r9 * r13;
             const yk_real r15 = (yk_real)1;
-            const yk_real r16 = r15 + r14;
-            const yk_real r17 = r11 * r16;
-            const yk_real r18 = r10 * r17;
-            const yk_real r19 = (yk_real)(float)r18;
             const yk_real r20 = (yk_real)yk_ld_f32(a.t[1], c);
             const yk_real r21 = (yk_real)yk_ld_f32(a.t[2], c);
-            const yk_real r22 = (yk_real)yk_ld_bf16(a.t[0], i);
-            const yk_real r23 = r22 - r21;
-            const yk_real r24 = r23 * r20;
-            acc_[0] += (double)r19;
-            const yk_real r26 = r19 * r24;
-            acc_[1] += (double)r26;
-            k += dk_;
-            const long long kn_ = k >= inner_;
-            k -= kn_ * inner_;
-            n += dn_ + kn_;
+            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
+                const long long i = (n * c_ + c) * inner_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r3 = r0 - r2;
+                const yk_real r4 = r3 * r1;
+                const yk_real r7 = r4 * r6;
+                const yk_real r8 = r7 + r5;
+                const yk_real r9 = (yk_real)(float)r8;
+                const yk_real r10 = (yk_real)yk_ld_bf16(a.t[5], i);
+                const yk_real r11 = yk_sigmoid(r9);
+                const yk_real r13 = r12 - r11;
+                const yk_real r14 = r9 * r13;
+                const yk_real r16 = r15 + r14;
+                const yk_real r17 = r11 * r16;
+                const yk_real r18 = r10 * r17;
+                const yk_real r19 = (yk_real)(float)r18;
+                const yk_real r22 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r23 = r22 - r21;
+                const yk_real r24 = r23 * r20;
+                acc_[0] += (double)r19;
+                const yk_real r26 = r19 * r24;
+                acc_[1] += (double)r26;
+                k += dk_;
+                const long long kn_ = k >= inner_;
+                k -= kn_ * inner_;
+                n += dn_ + kn_;
+            }
         }
         for (int s = 0; s < 2; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
@@ -197,49 +200,52 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_6a08c0a
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        for (long long e = lo_ + row_; chan_ && e < hi_; e += rows_per_) {
-            const long long i = (n * c_ + c) * inner_ + k;
-            (void)i;
-            const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+        if (chan_) {
+            /* the thread's channel is fixed: what depends on it alone is computed once */
             const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], c);
             const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], c);
-            const yk_real r3 = r0 - r2;
-            const yk_real r4 = r3 * r1;
             const yk_real r5 = (yk_real)yk_ld_f32(a.t[3], c);
             const yk_real r6 = (yk_real)yk_ld_f32(a.t[4], c);
-            const yk_real r7 = r4 * r6;
-            const yk_real r8 = r7 + r5;
-            const yk_real r9 = (yk_real)(float)r8;
-            const yk_real r10 = (yk_real)yk_ld_bf16(a.t[5], i);
-            const yk_real r11 = yk_sigmoid(r9);
             const yk_real r12 = (yk_real)1;
-            const yk_real r13 = r12 - r11;
-            const yk_real r14 = r9 * r13;
             const yk_real r15 = (yk_real)1;
-            const yk_real r16 = r15 + r14;
-            const yk_real r17 = r11 * r16;
-            const yk_real r18 = r10 * r17;
-            const yk_real r19 = (yk_real)(float)r18;
             const yk_real r20 = (yk_real)yk_ld_f32(a.t[1], c);
             const yk_real r21 = (yk_real)yk_ld_f32(a.t[2], c);
-            const yk_real r22 = (yk_real)yk_ld_bf16(a.t[0], i);
-            const yk_real r23 = r22 - r21;
-            const yk_real r24 = r23 * r20;
             const yk_real r25 = (yk_real)var_[1];
-            const yk_real r26 = r24 * r25;
             const yk_real r27 = (yk_real)var_[0];
-            const yk_real r28 = r27 + r26;
             const yk_real r29 = (yk_real)count_;
-            const yk_real r30 = r28 / r29;
-            const yk_real r31 = r19 - r30;
             const yk_real r32 = (yk_real)yk_ld_f32(a.t[4], c);
             const yk_real r33 = r32 * r20;
-            const yk_real r34 = r33 * r31;
-            yk_st_bf16(a.t[8], i, (float)r34);
-            k += dk_;
-            const long long kn_ = k >= inner_;
-            k -= kn_ * inner_;
-            n += dn_ + kn_;
+            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
+                const long long i = (n * c_ + c) * inner_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r3 = r0 - r2;
+                const yk_real r4 = r3 * r1;
+                const yk_real r7 = r4 * r6;
+                const yk_real r8 = r7 + r5;
+                const yk_real r9 = (yk_real)(float)r8;
+                const yk_real r10 = (yk_real)yk_ld_bf16(a.t[5], i);
+                const yk_real r11 = yk_sigmoid(r9);
+                const yk_real r13 = r12 - r11;
+                const yk_real r14 = r9 * r13;
+                const yk_real r16 = r15 + r14;
+                const yk_real r17 = r11 * r16;
+                const yk_real r18 = r10 * r17;
+                const yk_real r19 = (yk_real)(float)r18;
+                const yk_real r22 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r23 = r22 - r21;
+                const yk_real r24 = r23 * r20;
+                const yk_real r26 = r24 * r25;
+                const yk_real r28 = r27 + r26;
+                const yk_real r30 = r28 / r29;
+                const yk_real r31 = r19 - r30;
+                const yk_real r34 = r33 * r31;
+                yk_st_bf16(a.t[8], i, (float)r34);
+                k += dk_;
+                const long long kn_ = k >= inner_;
+                k -= kn_ * inner_;
+                n += dn_ + kn_;
+            }
         }
         for (int s = 0; s < 0; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {

@@ -101,14 +101,21 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_1380fdcc(YkArgs a)
     if (i >= total_) return;
     long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
     const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    /* what depends on the channel alone (its statistics, scale and shift), computed
+     * again only when the channel changes: channels last, never (cuda_launch_geometry) */
+    long long held_ = -1;
+    yk_real r3, r4, r5;
     for (; i < total_; i += step_) {
         (void)n;
+        if (c != held_) {
+            held_ = c;
+            r3 = (yk_real)yk_ld_f32(a.t[3], 2);
+            r4 = (yk_real)yk_ld_f32(a.t[4], 0);
+            r5 = (yk_real)yk_ld_f32(a.t[5], 0);
+        }
         const yk_real r0 = (yk_real)yk_ld_f32(a.t[0], i);
         const yk_real r1 = (yk_real)yk_ld_f32(a.t[1], i);
         const yk_real r2 = (yk_real)yk_ld_f32(a.t[2], i);
-        const yk_real r3 = (yk_real)yk_ld_f32(a.t[3], 2);
-        const yk_real r4 = (yk_real)yk_ld_f32(a.t[4], 0);
-        const yk_real r5 = (yk_real)yk_ld_f32(a.t[5], 0);
         const yk_real r6 = r1 * r5;
         const yk_real r7 = (yk_real)(float)r6;
         const yk_real r8 = r4 * r2;

@@ -101,8 +101,16 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_61d3ef1a(YkArgs a)
     if (i >= total_) return;
     long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
     const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    /* what depends on the channel alone (its statistics, scale and shift), computed
+     * again only when the channel changes: channels last, never (cuda_launch_geometry) */
+    long long held_ = -1;
+
     for (; i < total_; i += step_) {
         (void)n;
+        if (c != held_) {
+            held_ = c;
+
+        }
         const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
         const yk_real r1 = (yk_real)yk_ld_bf16(a.t[1], i);
         const yk_real r2 = r1 + r0;
