@@ -29,12 +29,13 @@
             __syncthreads();
             if (!last_) return;
             __threadfence();
-            if (row_ == 0 && chan_)
-                for (int s = 0; s < @NACCS_USED@; s++) {
-                    double t_ = 0;
-                    for (long long q = 0; q < np_; q++) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
-                    acc_[s] = t_;
-                }
+            /* the blocks' sums in the same fixed tree as the elements: each row adds every
+             * rows_per_-th block's, in order, then the rows are added */
+            for (int s = 0; s < @NACCS_USED@; s++) {
+                double t_ = 0;
+                for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
+                acc_[s] = yk_rows_sum(t_, red_, lanes_);
+            }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
