@@ -6,6 +6,7 @@
  * without one; the same logic on a host-memory stand-in is test_cuda_step2.c's. */
 #include <math.h>
 
+#include "../runtime/cuda/cuda_detloss.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/weights.h"
@@ -319,4 +320,39 @@ Test(cuda_step, cudnn_engines_are_timed_once_then_read_from_the_tuning_cache) {
     char rm[128];
     snprintf(rm, sizeof rm, "rm -rf %s", cache);
     cr_expect_eq(system(rm), 0);
+}
+
+/* `yolort bench --profile`: one eager step with every launch timed, and the
+ * detection loss' phases inside its two launches; the phases' times add up to
+ * no more than the launches' that hold them. */
+Test(cuda_step, profile_times_every_launch_and_the_loss_phases) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    char err[2048];
+    Plan p;
+    tiny_plan("--imgsz 64 --batch 2 --precision bf16 --target cuda --arch sm_80,sm_90", &p);
+    Start s;
+    start_make(&p, &s);
+    CudaStep cs;
+    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
+    start_upload(&cs, &s);
+    CudaProfile prof;
+    cr_assert(cuda_step_profile(&cs, &prof, err, sizeof err), "%s", err);
+    char text[8192];
+    cuda_profile_format(&prof, 64, text, sizeof text);
+    cr_log_info("%s", text);
+    cr_expect_gt(prof.launch_ms, 0);
+    cr_expect_eq(prof.route_launches[CUDA_ROUTE_DETLOSS], 2, "the loss and its gradient");
+    int phases = 0;
+    double phase_ms = 0;
+    for (int i = 0; i < prof.n_rows; i++)
+        if (strstr(prof.rows[i].what, "loss phase yl_detloss_")) phases++, phase_ms += prof.rows[i].ms;
+    cr_expect_eq(phases, CUDA_DETLOSS_PHASES, "a row per phase kernel (the gradient's only in the backward)");
+    cr_expect(phase_ms > 0 && phase_ms <= prof.route_ms[CUDA_ROUTE_DETLOSS] * 1.01 + 0.01, "phases %.4f ms within the loss launches' %.4f ms", phase_ms,
+              prof.route_ms[CUDA_ROUTE_DETLOSS]);
+    cuda_profile_free(&prof);
+    cuda_step_close(&cs);
+    start_free(&p, &s);
+    plan_free(&p);
+    cuda_device_close(&probe);
 }

@@ -165,21 +165,25 @@ unsigned cuda_detloss_grid(long long items, int sm_count) {
 }
 
 bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr,
-                         const unsigned char *stype, CuDevicePtr scratch, int64_t scratch_bytes, CuStream s, char *err, int errcap) {
-    int idx[LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1];
+                         const unsigned char *stype, CuDevicePtr scratch, int64_t scratch_bytes, CuStream s, CudaLossTiming *timing, char *err, int errcap) {
+    int idx[CUDA_DETLOSS_PHASES];
     YlDetLossArgs a;
     if (!cuda_detloss_kernels(&ck->lp, g, op, stype, idx, err, errcap) || !cuda_detloss_args(g, v, op, ptr, scratch, &a, err, errcap)) return false;
     const int64_t need = cuda_detloss_op_scratch_bytes(g, op);
     if (scratch_bytes < need || scratch % PART_ALIGN)
         return errf(err, errcap, "op %d: the loss needs %lld bytes of 256-byte aligned scratch; it was given %lld at 0x%llx", op->id, (long long)need,
                     (long long)scratch_bytes, (unsigned long long)scratch);
-    for (int i = 0; i <= LK_DETLOSS_GRAD - LK_DETLOSS_DECODE && idx[i] >= 0; i++) {
+    if (timing) timing->n = 0;
+    if (timing && !CUDA_CALL(&d->L, cuEventRecord, (timing->ev[0], s), "timing the loss' phases (profile)", err, errcap)) return false;
+    for (int i = 0; i < CUDA_DETLOSS_PHASES && idx[i] >= 0; i++) {
         const LibKernel *k = &ck->lp.kernels[idx[i]];
         const unsigned grid = cuda_detloss_grid(cuda_detloss_items(&a, k->entry), ck->sm_count);
         void *params[] = {&a};
         char doing[192];
         snprintf(doing, sizeof doing, "launching %s (op %d, %u blocks of %d)", k->name, op->id, grid, LIB_BLOCK);
         if (!CUDA_CALL(&d->L, cuLaunchKernel, (ck->lib_fn[idx[i]], grid, 1, 1, LIB_BLOCK, 1, 1, 0, s, params, NULL), doing, err, errcap)) return false;
+        if (timing && !CUDA_CALL(&d->L, cuEventRecord, (timing->ev[i + 1], s), "timing the loss' phases (profile)", err, errcap)) return false;
+        if (timing) timing->kernel[timing->n++] = idx[i];
     }
     return true;
 }

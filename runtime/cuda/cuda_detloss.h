@@ -55,7 +55,16 @@ unsigned cuda_detloss_grid(long long items, int sm_count);
  * out of range, a field not finite, a count outside 0..max_boxes), which the
  * host oracle refuses, are skipped and counted in the scratch's sum part
  * (double at byte off_sum + 6 * 8) for the caller to check if it wants. */
+/* The phases' events while cuda_step_profile times them: ev[0] before the
+ * first, ev[i + 1] after phase i; kernel[i] its library kernel; n phases ran. */
+enum { CUDA_DETLOSS_PHASES = LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1 };
+typedef struct CudaLossTiming {
+    struct CuEventSt *ev[CUDA_DETLOSS_PHASES + 1];
+    int kernel[CUDA_DETLOSS_PHASES];
+    int n;
+} CudaLossTiming;
+/* timing: NULL, or where to record the phases' events (profile only) */
 bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr,
-                         const unsigned char *stype, CuDevicePtr scratch, int64_t scratch_bytes, CuStream s, char *err, int errcap);
+                         const unsigned char *stype, CuDevicePtr scratch, int64_t scratch_bytes, CuStream s, CudaLossTiming *timing, char *err, int errcap);
 
 #endif

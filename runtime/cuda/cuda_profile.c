@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "../../ir/diag.h"
+#include "cuda_detloss.h"
 #include "cuda_step.h"
 
 static double now_ms(void) {
@@ -58,19 +59,24 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
     const int n = kp->n_launches;
     CuEvent *ev = calloc(2 * (size_t)n + 1, sizeof *ev);
     int *group = malloc(sizeof(int) * ((size_t)n + 1));
-    p->rows = calloc((size_t)n + 1, sizeof *p->rows);
-    bool ok = ev && group && p->rows;
+    /* the loss' launches get their phases timed too: a row per phase kernel */
+    CudaLossTiming *loss = calloc((size_t)n + 1, sizeof *loss);
+    p->rows = calloc((size_t)n + 1 + 2 * CUDA_DETLOSS_PHASES, sizeof *p->rows);
+    bool ok = ev && group && loss && p->rows;
     if (!ok) errf(err, errcap, "out of memory");
     for (int i = 0; ok && i < 2 * n; i++) ok = CUDA_CALL(L, cuEventCreate, (&ev[i], 0), "creating the profile's events", err, errcap);
+    for (int l = 0; ok && l < n; l++)
+        for (int i = 0; ok && cuda_step_route_for(cs, &cs->plan->g, &kp->launches[l]) == CUDA_ROUTE_DETLOSS && i <= CUDA_DETLOSS_PHASES; i++)
+            ok = CUDA_CALL(L, cuEventCreate, (&loss[l].ev[i], 0), "creating the profile's events", err, errcap);
     for (int l = 0; l < n; l++) group[l] = -1;
     const bool graphs = cs->use_graphs;
     if (ok) {
-        cs->use_graphs = false, cs->prof_ev = ev, cs->prof_group = group;
+        cs->use_graphs = false, cs->prof_ev = ev, cs->prof_group = group, cs->prof_loss = loss;
         const double t0 = now_ms();
         char why[1536];
         ok = cuda_step_run(cs, 0, cs->plan->g.n_ops, why, sizeof why) || errf(err, errcap, "the profiled step: %s", why);
         p->wall_ms = now_ms() - t0;
-        cs->use_graphs = graphs, cs->prof_ev = NULL, cs->prof_group = NULL;
+        cs->use_graphs = graphs, cs->prof_ev = NULL, cs->prof_group = NULL, cs->prof_loss = NULL;
     }
     for (int l = 0; ok && l < n; l++) {
         const KLaunch *ln = &kp->launches[l];
@@ -85,9 +91,19 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
         keep_top(p, one, ms);
         p->launch_ms += ms;
         if ((unsigned)r < CUDA_ROUTE_COUNT) p->route_ms[r] += ms, p->route_launches[r]++;
+        for (int i = 0; ok && i < loss[l].n; i++) {
+            ok = CUDA_CALL(L, cuEventElapsedTime, (&ms, loss[l].ev[i], loss[l].ev[i + 1]), "reading a loss phase's time (profile)", err, errcap);
+            snprintf(what, sizeof what, "  of which loss phase %s", cs->kern.lp.kernels[loss[l].kernel[i]].name);
+            add_row(p, what, ms);
+        }
     }
+    /* teardown of our own events: nothing to report */
     for (int i = 0; ev && i < 2 * n; i++)
-        if (ev[i]) (void)L->cuEventDestroy(ev[i]); /* teardown of our own events: nothing to report */
+        if (ev[i]) (void)L->cuEventDestroy(ev[i]);
+    for (int l = 0; loss && l < n; l++)
+        for (int i = 0; i <= CUDA_DETLOSS_PHASES; i++)
+            if (loss[l].ev[i]) (void)L->cuEventDestroy(loss[l].ev[i]);
+    free(loss);
     free(ev);
     free(group);
     if (ok) qsort(p->rows, (size_t)p->n_rows, sizeof *p->rows, by_ms_desc);

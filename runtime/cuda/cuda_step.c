@@ -423,7 +423,7 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
               : r == CUDA_ROUTE_CUBLASLT ? (cuda_step_conv_gemm_routed(cs, ln->op_lo) ? cuda_step_conv_gemm_run(cs, ln->op_lo, why, sizeof why)
                                                                                       : cuda_step_attention_run(cs, ln->op_lo, why, sizeof why))
               : r == CUDA_ROUTE_DETLOSS ? cuda_detloss_launch(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, op, cs->ptr, cs->stype, cs->mem.workspace,
-                                                              cs->mem.workspace_bytes, cs->dev.main, why, sizeof why)
+                                                              cs->mem.workspace_bytes, cs->dev.main, cs->prof_loss ? &cs->prof_loss[l] : NULL, why, sizeof why)
                                         : run_host(cs, ln->op_lo, why, sizeof why);
     if (ok && cs->sync_each) ok = sync_main(cs, "running it (YOLOCC_CUDA_SYNC)", why, sizeof why);
     if (ok) return true;

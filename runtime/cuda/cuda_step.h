@@ -128,6 +128,7 @@ typedef struct CudaStep {
      * and l's fusion group; NULL otherwise */
     struct CuEventSt **prof_ev;
     int *prof_group;
+    struct CudaLossTiming *prof_loss;   /* per launch: the loss' phases (detection-loss launches only) */
     /* attention through cuBLASLt (cuda_step_attention.c): per op its index in att, or -1 */
     CudaAttOp *att;
     int n_att, *att_of_op;
