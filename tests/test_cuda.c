@@ -9,6 +9,7 @@
 #include "../compiler/kernel_ir.h"
 #include "../runtime/cuda/cuda_device.h"
 #include "../runtime/cuda/cuda_convert.h"
+#include "../runtime/cuda/cuda_detloss.h"
 #include "../runtime/cuda/cuda_kernels.h"
 #include "../runtime/cuda/cudnn_conv.h"
 #include "../runtime/gen_cpu.h"
@@ -207,6 +208,13 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect(g.grid == 7 && g.grid_y == CUDA_LIST_SPLIT && g.block == 256, "the gradient norm: a row of blocks per tensor: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_part_bytes(&ln), (7 * CUDA_LIST_SPLIT + 7) * 8, "each block's sum, then each tensor's squared norm");
     cr_expect_eq(cuda_reduce_counters(&ln), 8, "a counter per tensor and one for the list");
+    /* the loss: per-GT-row phases in warps across the multiprocessors, per-anchor ones in full blocks */
+    g = cuda_detloss_geometry(64 * 20, 132);
+    cr_expect(g.block == 32 && g.grid == 40, "1280 GT rows: %u blocks of %u", g.grid, g.block);
+    g = cuda_detloss_geometry(64 * 8400, 132);
+    cr_expect(g.block == 256 && g.grid == 2100, "537600 anchors: %u blocks of %u", g.grid, g.block);
+    g = cuda_detloss_geometry(1, 132);
+    cr_expect(g.block == 32 && g.grid == 1, "the one-thread finish");
 }
 
 Test(cuda, launch_arguments_carry_device_pointers) {

@@ -159,9 +159,10 @@ long long cuda_detloss_items(const YlDetLossArgs *a, LibEntry e) {
     }
 }
 
-unsigned cuda_detloss_grid(long long items, int sm_count) {
-    long long blocks = (items + LIB_BLOCK - 1) / LIB_BLOCK, cap = (long long)(sm_count > 0 ? sm_count : 1) * 32;
-    return (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+CudaGeom cuda_detloss_geometry(long long items, int sm_count) {
+    const long long sms = sm_count > 0 ? sm_count : 1, block = items < sms * LIB_BLOCK ? 32 : LIB_BLOCK;
+    long long blocks = (items + block - 1) / block, cap = sms * 32;
+    return (CudaGeom){(unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap), 1, (unsigned)block};
 }
 
 bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr,
@@ -177,11 +178,11 @@ bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph
     if (timing && !CUDA_CALL(&d->L, cuEventRecord, (timing->ev[0], s), "timing the loss' phases (profile)", err, errcap)) return false;
     for (int i = 0; i < CUDA_DETLOSS_PHASES && idx[i] >= 0; i++) {
         const LibKernel *k = &ck->lp.kernels[idx[i]];
-        const unsigned grid = cuda_detloss_grid(cuda_detloss_items(&a, k->entry), ck->sm_count);
+        const CudaGeom geo = cuda_detloss_geometry(cuda_detloss_items(&a, k->entry), ck->sm_count);
         void *params[] = {&a};
         char doing[192];
-        snprintf(doing, sizeof doing, "launching %s (op %d, %u blocks of %d)", k->name, op->id, grid, LIB_BLOCK);
-        if (!CUDA_CALL(&d->L, cuLaunchKernel, (ck->lib_fn[idx[i]], grid, 1, 1, LIB_BLOCK, 1, 1, 0, s, params, NULL), doing, err, errcap)) return false;
+        snprintf(doing, sizeof doing, "launching %s (op %d, %u blocks of %u)", k->name, op->id, geo.grid, geo.block);
+        if (!CUDA_CALL(&d->L, cuLaunchKernel, (ck->lib_fn[idx[i]], geo.grid, 1, 1, geo.block, 1, 1, 0, s, params, NULL), doing, err, errcap)) return false;
         if (timing && !CUDA_CALL(&d->L, cuEventRecord, (timing->ev[i + 1], s), "timing the loss' phases (profile)", err, errcap)) return false;
         if (timing) timing->kernel[timing->n++] = idx[i];
     }

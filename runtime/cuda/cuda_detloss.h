@@ -35,11 +35,13 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
 bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1],
                           char *err, int errcap);
 
-/* Pure: the work items (threads) of phase e with arguments a, and its grid
- * of LIB_BLOCK threads: one item each up to 32 blocks per multiprocessor,
- * at least one block. */
+/* Pure: the work items (threads) of phase e with arguments a, and its
+ * geometry: one item a thread up to 32 blocks per multiprocessor, at least
+ * one block; blocks of LIB_BLOCK threads, or of one warp where that many
+ * would leave multiprocessors idle (the per-GT-row phases: a few thousand
+ * threads, each walking every cell of its box). */
 long long cuda_detloss_items(const YlDetLossArgs *a, LibEntry e);
-unsigned cuda_detloss_grid(long long items, int sm_count);
+CudaGeom cuda_detloss_geometry(long long items, int sm_count);
 
 /* Queues op (detect_loss or detect_loss_bwd of g, views v) on stream s:
  * decode, assign, resolve, normalise, terms, reduce, finish and, for the
