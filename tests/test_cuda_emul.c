@@ -71,30 +71,7 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
         YkArgs a = cuda_launch_args(ln, v.ptr, 0, 0);
         run_grid(h, call_yk, sym(h, k->name), &a, grid, block);
         count[k->skel]++;
-        double worst = 0;
-        for (int s = 0; s < ln->n_args; s++) {
-            const Buf *b = &v.b[ln->args[s]];
-            int64_t bad = damaged(b, true);
-            cr_expect_eq(bad, -1 - RZ, "launch %d %s slot %d (tensor %d): element %lld outside the view or its span changed", i, k->name, s, ln->args[s], (long long)bad);
-            if (!k->buf_written[s]) continue;
-            bool wide = b->dt == DT_BF16 || b->dt == DT_F16;
-            double tol = wide ? 1 : b->dt == DT_I64 ? 0 : 1e-5, w = 0;
-            for (int64_t e = 0; e < b->span; e++) {
-                if (!in_view(b, e)) continue;
-                double want = b->dt == DT_I64 ? (double)((int64_t *)b->host)[e] : ((float *)b->host)[e];
-                double d = diff(b, e, want, true);
-                if (d > w) w = d;
-                if (d > tol && failed++ < 20)
-                    cr_log_error("launch %d %s (%s) slot %d tensor %d (%s) element %lld: emulated %.9g, CPU %.9g", i, k->name, kernel_skel_name(k->skel), s, ln->args[s],
-                                 dt_name(b->dt), (long long)e, emu_value(b, e), want);
-                cr_expect_leq(d, tol, "launch %d %s slot %d element %lld: %.3g over %.3g", i, k->name, s, (long long)e, d, tol);
-                if (d > tol) break;
-            }
-            if (wide && w > worst_ulp) worst_ulp = w;
-            if (!wide && w > worst_rel) worst_rel = w;
-            if (w > worst) worst = w;
-            compared++;
-        }
+        double worst = expect_launch_outputs(&v, i, ln, k, &failed, &compared, &worst_rel, &worst_ulp);
         cr_log_info("%s launch %d %s (%s, %lld x %lld x %lld / %lld x %lld): worst %.3g", precision, i, k->name, kernel_skel_name(k->skel), (long long)ln->n,
                     (long long)ln->c, (long long)ln->inner, (long long)ln->outer, (long long)ln->len, worst);
     }

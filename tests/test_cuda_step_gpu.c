@@ -69,6 +69,18 @@ static float *snapshot(CudaStep *cs, bool params, bool optim, int64_t *n_out) {
     return v;
 }
 
+/* The tiny plan's CUDA step at `precision`, opened on the GPU (or the test
+ * skipped) with its start uploaded. */
+static void tiny_step_open(CudaDevice *probe, const char *precision, Plan *p, Start *s, CudaStep *cs) {
+    open_gpu_or_skip(probe);
+    char extra[160], err[2048];
+    snprintf(extra, sizeof extra, "--imgsz 64 --batch 2 --precision %s --target cuda --arch sm_80,sm_90", precision);
+    tiny_plan(extra, p);
+    start_make(p, s);
+    cr_assert(cuda_step_open(cs, p, 0, err, sizeof err), "%s", err);
+    start_upload(cs, s);
+}
+
 /* fp16: steps from 65536 until one is applied (an early overflow is a skip
  * that halves the scale, as GradScaler's first steps often are), then a batch
  * with an inf pixel: every gradient goes non-finite, the step is skipped, the
@@ -76,15 +88,11 @@ static float *snapshot(CudaStep *cs, bool params, bool optim, int64_t *n_out) {
  * were before it. */
 Test(cuda_step, fp16_step_with_an_inf_is_skipped) {
     CudaDevice probe;
-    open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --precision fp16 --target cuda --arch sm_80,sm_90", &p);
     Start s;
-    start_make(&p, &s);
     CudaStep cs;
-    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
-    start_upload(&cs, &s);
+    tiny_step_open(&probe, "fp16", &p, &s, &cs);
     const float lr[3] = {0.01f, 0.01f, 0.01f};
     CudaStepOutcome out = {0};
     int step = 0;
@@ -327,15 +335,11 @@ Test(cuda_step, cudnn_engines_are_timed_once_then_read_from_the_tuning_cache) {
  * no more than the launches' that hold them. */
 Test(cuda_step, profile_times_every_launch_and_the_loss_phases) {
     CudaDevice probe;
-    open_gpu_or_skip(&probe);
     char err[2048];
     Plan p;
-    tiny_plan("--imgsz 64 --batch 2 --precision bf16 --target cuda --arch sm_80,sm_90", &p);
     Start s;
-    start_make(&p, &s);
     CudaStep cs;
-    cr_assert(cuda_step_open(&cs, &p, 0, err, sizeof err), "%s", err);
-    start_upload(&cs, &s);
+    tiny_step_open(&probe, "bf16", &p, &s, &cs);
     CudaProfile prof;
     cr_assert(cuda_step_profile(&cs, &prof, err, sizeof err), "%s", err);
     char text[8192];

@@ -266,4 +266,39 @@ static inline void run_threads(void *h, void (*call)(void *fn, const void *args)
 static inline void call_yk(void *fn, const void *args) { ((YkFn)fn)(*(const YkArgs *)args); }
 static inline void call_yl(void *fn, const void *args) { ((YlFn)fn)(*(const YlArgs *)args); }
 
+/* After an emulated launch i (kernel k) of the tiny plan: every slot's red
+ * zones and gaps keep their poison, and every written slot agrees with the
+ * CPU's values in its host copy (fp32 storage: relative 1e-5 of
+ * max(|CPU|, 0.1); 16-bit storage: 1 ulp; int64: exact). The worst
+ * differences accumulate into worst_rel (fp32) and worst_ulp (16-bit),
+ * *compared counts the slots compared and *failed the elements logged.
+ * Returns this launch's worst. */
+static inline double expect_launch_outputs(const Env *v, int i, const KLaunch *ln, const Kernel *k, int *failed, int *compared, double *worst_rel, double *worst_ulp) {
+    double worst = 0;
+    for (int s = 0; s < ln->n_args; s++) {
+        const Buf *b = &v->b[ln->args[s]];
+        int64_t bad = damaged(b, true);
+        cr_expect_eq(bad, -1 - RZ, "launch %d %s slot %d (tensor %d): element %lld outside the view or its span changed", i, k->name, s, ln->args[s], (long long)bad);
+        if (!k->buf_written[s]) continue;
+        bool wide = b->dt == DT_BF16 || b->dt == DT_F16;
+        double tol = wide ? 1 : b->dt == DT_I64 ? 0 : 1e-5, w = 0;
+        for (int64_t e = 0; e < b->span; e++) {
+            if (!in_view(b, e)) continue;
+            double want = b->dt == DT_I64 ? (double)((int64_t *)b->host)[e] : ((float *)b->host)[e];
+            double d = diff(b, e, want, true);
+            if (d > w) w = d;
+            if (d > tol && (*failed)++ < 20)
+                cr_log_error("launch %d %s (%s) slot %d tensor %d (%s) element %lld: emulated %.9g, CPU %.9g", i, k->name, kernel_skel_name(k->skel), s, ln->args[s],
+                             dt_name(b->dt), (long long)e, emu_value(b, e), want);
+            cr_expect_leq(d, tol, "launch %d %s slot %d element %lld: %.3g over %.3g", i, k->name, s, (long long)e, d, tol);
+            if (d > tol) break;
+        }
+        if (wide && w > *worst_ulp) *worst_ulp = w;
+        if (!wide && w > *worst_rel) *worst_rel = w;
+        if (w > worst) worst = w;
+        (*compared)++;
+    }
+    return worst;
+}
+
 #endif
