@@ -25,28 +25,10 @@
  * bf16 / fp16 storage: both results rounded to the storage type, at most 1
  * ulp apart. Gaps of views and red zones must keep their poison. */
 static void generated_vs_cpu(const char *precision, const char *layout, unsigned grid, unsigned block) {
-    skip_without_cxx();
     Env v;
-    env_open(&v, precision, layout);
-    char err[1024];
     GenCpu gc;
-    cr_assert(gen_cpu_open(&gc, &v.p, err, sizeof err), "%s", err);
-    cr_assert_eq(gc.kp.n_launches, v.kp.n_launches);
-    Unit u;
-    unit_begin(&u);
-    int skipped_kernels = 0;
-    for (int k = 0; k < v.kp.n_kernels; k++) {
-        const Kernel *kk = &v.kp.kernels[k];
-        if (kk->skel != KS_MAP && kk->skel != KS_COPY) {
-            skipped_kernels++;
-            continue;
-        }
-        char *src = kernel_render_cuda(kk);
-        cr_assert_not_null(src, "%s", kk->name);
-        unit_add(&u, src);
-        free(src);
-    }
-    void *h = unit_load(&u);
+    int skipped_kernels;
+    void *h = emul_generated_open(&v, &gc, precision, layout, 1u << KS_MAP | 1u << KS_COPY, 0, &skipped_kernels);
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
     int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0;
     double worst_rel = 0, worst_ulp = 0;

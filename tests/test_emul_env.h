@@ -13,6 +13,7 @@
 #include "../passes/views.h"
 #include "../runtime/cuda/cuda_convert.h"
 #include "../runtime/cuda/cuda_kernels.h"
+#include "../runtime/gen_cpu.h"
 #include "test_emul.h"
 #include "test_gpu.h"
 
@@ -299,6 +300,34 @@ static inline double expect_launch_outputs(const Env *v, int i, const KLaunch *l
         (*compared)++;
     }
     return worst;
+}
+
+/* The tiny plan at precision and layout (v), its CPU target's kernels (gc),
+ * and the CUDA source of its generated kernels whose skeleton is in skels (a
+ * bit per KSkel) built for the host: the loaded object. block: YK_BLOCK for
+ * those sources, or 0 for the prelude's. *others: the kernels left out. */
+static inline void *emul_generated_open(Env *v, GenCpu *gc, const char *precision, const char *layout, unsigned skels, int block, int *others) {
+    skip_without_cxx();
+    env_open(v, precision, layout);
+    char err[1024];
+    cr_assert(gen_cpu_open(gc, &v->p, err, sizeof err), "%s", err);
+    cr_assert_eq(gc->kp.n_launches, v->kp.n_launches);
+    Unit u;
+    unit_begin(&u);
+    *others = 0;
+    for (int k = 0; k < v->kp.n_kernels; k++) {
+        const Kernel *kk = &v->kp.kernels[k];
+        if (!(skels >> kk->skel & 1)) {
+            ++*others;
+            continue;
+        }
+        char *src = kernel_render_cuda(kk);
+        cr_assert_not_null(src, "%s", kk->name);
+        if (block) fprintf(u.f, "#define YK_BLOCK %d\n", block);
+        unit_add(&u, src);
+        free(src);
+    }
+    return unit_load(&u);
 }
 
 #endif
