@@ -97,8 +97,8 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * channels); the [n, inner] rows in gridDim.y fixed chunks, one per
  * blockIdx.y. Launched once per phase (a.phase): each block's fp64 sums
  * (per-thread strided order, a fixed tree over its rows) go to a.part, and
- * the group's last block to arrive adds them in chunk order and runs the
- * phase's finalize, one thread per channel, whose variables later phases
+ * the group's last block to arrive adds them in the same fixed way and runs
+ * the phase's finalize, one thread per channel, whose variables later phases
  * read from a.part: deterministic for a given split and lane count, which
  * depend on the shape alone. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_ff13021c(YkArgs a) {
