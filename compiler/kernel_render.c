@@ -167,7 +167,7 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         /* both targets compute a channel's invariant part once: C per
          * channel loop, CUDA when the thread's channel changes */
         char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT);
-        char *chan = section_text(k, tg, k->body[0], false, tg == KT_C ? chan_indent : "            ", tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN);
+        char *chan = section_text(k, tg, k->body[0], false, chan_indent, tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN);
         char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE) : strdup("");
         const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : ""};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);

@@ -23,7 +23,7 @@
 #include "test_emul.h"
 #include "test_gpu.h"
 
-enum { PHASES = LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1, EMU_GRID = 2, EMU_BLOCK = 3 };
+enum { EMU_GRID = 2, EMU_BLOCK = 3 };
 
 /* ---- the host C++ build of the rendered kernels ---- */
 
@@ -256,7 +256,7 @@ static YlDetLossArgs emulate(Run *r, const Case *c, DType dt, void *h, const Lib
     ptr[r->tb] = (CuDevicePtr)(uintptr_t)r->boxes, ptr[r->tc] = (CuDevicePtr)(uintptr_t)r->counts, ptr[r->td] = (CuDevicePtr)(uintptr_t)r->d_total;
     ptr[g->ops[r->fwd].out[0]] = (CuDevicePtr)(uintptr_t)r->total, ptr[g->ops[r->fwd].out[1]] = (CuDevicePtr)(uintptr_t)r->items;
     LibProgram lp = {.kernels = (LibKernel *)ks, .n_kernels = n_ks};
-    int idx[PHASES];
+    int idx[CUDA_DETLOSS_PHASES];
     char err[512];
     const Op *o = &g->ops[op];
     cr_assert(cuda_detloss_kernels(&lp, g, o, stype, idx, err, sizeof err), "%s", err);
@@ -269,11 +269,11 @@ static YlDetLossArgs emulate(Run *r, const Case *c, DType dt, void *h, const Lib
         cr_expect(o->kind != OP_DETECT_LOSS_BWD || (a.grad_cs[l] == a.level_cs[l] && a.grad_ps[l] == a.level_ps[l]), "gradient %d: the level's steps", l);
         a.level_bs[l] = a.grad_bs[l] = r->per[l] + c->gap; /* as the plan's views would give them */
     }
-    for (int i = 0; i < PHASES && idx[i] >= 0; i++) {
+    for (int i = 0; i < CUDA_DETLOSS_PHASES && idx[i] >= 0; i++) {
         cr_expect_gt(cuda_detloss_items(&a, ks[idx[i]].entry), 0);
         emul_run(h, ks[idx[i]].name, &a);
     }
-    cr_expect_eq(idx[PHASES - 1] >= 0, o->kind == OP_DETECT_LOSS_BWD, "only the backward has a gradient phase");
+    cr_expect_eq(idx[CUDA_DETLOSS_PHASES - 1] >= 0, o->kind == OP_DETECT_LOSS_BWD, "only the backward has a gradient phase");
     free(ptr), free(stype);
     return a;
 }
@@ -396,7 +396,7 @@ static void check_case(const Case *c, DType dt, void *h, const LibKernel *ks, in
 }
 
 static void emul_all(DType dt) {
-    LibKernel ks[PHASES];
+    LibKernel ks[CUDA_DETLOSS_PHASES];
     int n = phase_kernels(dt, ks);
     void *h = emul_load(dt, ks, n);
     Worst w = {0};
@@ -423,7 +423,7 @@ Test(detloss_emul, every_phase_compiles_with_nvrtc) {
     const DType types[] = {DT_F32, DT_BF16, DT_F16};
     int compiled = 0;
     for (int ti = 0; ti < 3; ti++) {
-        LibKernel ks[PHASES];
+        LibKernel ks[CUDA_DETLOSS_PHASES];
         int n = phase_kernels(types[ti], ks);
         for (int i = 0; i < n; i++) {
             /* the type-free phases are the same kernel in every storage type */
@@ -474,13 +474,13 @@ Test(detloss_emul, tiny_plans_carry_the_loss_kernels) {
             if (op->kind != OP_DETECT_LOSS && op->kind != OP_DETECT_LOSS_BWD) continue;
             losses++;
             cr_expect_eq(lp.launch_kernel[l], -1, "the loss takes YlDetLossArgs, not a YlArgs launch");
-            int idx[PHASES];
+            int idx[CUDA_DETLOSS_PHASES];
             cr_assert(cuda_detloss_kernels(&lp, g, op, stype, idx, err, sizeof err), "%s: %s", precs[pi], err);
             const LibKernel *first = &lp.kernels[idx[0]];
             char want[64];
             snprintf(want, sizeof want, "yl_detloss_decode_%s", p.precision == PREC_FP32 ? "f32" : p.precision == PREC_BF16 ? "bf16" : "f16");
             cr_expect_str_eq(first->name, want, "%s: the levels are stored as activations", precs[pi]);
-            if (op->kind == OP_DETECT_LOSS_BWD) cr_expect(idx[PHASES - 1] >= 0 && lp.kernels[idx[PHASES - 1]].n_operands == 3);
+            if (op->kind == OP_DETECT_LOSS_BWD) cr_expect(idx[CUDA_DETLOSS_PHASES - 1] >= 0 && lp.kernels[idx[CUDA_DETLOSS_PHASES - 1]].n_operands == 3);
             CuDevicePtr *ptr = calloc((size_t)g->n_tensors, sizeof *ptr);
             cr_assert_not_null(ptr);
             YlDetLossArgs a;
@@ -511,7 +511,7 @@ Test(detloss_emul, tiny_plans_carry_the_loss_kernels) {
  * loss and items NaN, so the trainer's not-finite check stops the run
  * instead of training on it; the scratch counts the row. */
 Test(detloss_emul, a_bad_target_row_makes_the_loss_nan) {
-    LibKernel ks[PHASES];
+    LibKernel ks[CUDA_DETLOSS_PHASES];
     int n = phase_kernels(DT_F32, ks);
     void *h = emul_load(DT_F32, ks, n);
     const Case *c = &CASES[0];

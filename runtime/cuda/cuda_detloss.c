@@ -119,7 +119,7 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
     return true;
 }
 
-bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1],
+bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[CUDA_DETLOSS_PHASES],
                           char *err, int errcap) {
     if (!is_loss(op)) return errf(err, errcap, "op %d (%s) is not a detection loss", op->id, op_def(op->kind)->name);
     const int first = first_level(op), nl = op->a.nlevels;

@@ -7,6 +7,16 @@
 #include "../../templates/detloss_abi.h"
 #include "cuda_kernels.h"
 
+/* The loss' phase kernels, decode to finish and, for the backward, grad. */
+enum { CUDA_DETLOSS_PHASES = LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1 };
+/* The phases' events while cuda_step_profile times them: ev[0] before the
+ * first, ev[i + 1] after phase i; kernel[i] its library kernel; n phases ran. */
+typedef struct CudaLossTiming {
+    struct CuEventSt *ev[CUDA_DETLOSS_PHASES + 1];
+    int kernel[CUDA_DETLOSS_PHASES];
+    int n;
+} CudaLossTiming;
+
 /* Pure: bytes of scratch one loss op needs (parts 256-byte aligned; a
  * multiple of 256): batch images of `anchors` anchors, max_boxes GT rows
  * each, top-k of topk. Independent of levels, classes and reg_max. */
@@ -32,8 +42,8 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
  * types stype[t] (CudaStep's stype). Fails naming the phase when lp lacks
  * one (a plan compiled before the loss had kernels) or when a storage type
  * is not what the kernels read: boxes and total / items fp32, counts int64. */
-bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1],
-                          char *err, int errcap);
+bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[CUDA_DETLOSS_PHASES], char *err,
+                          int errcap);
 
 /* Pure: the work items (threads) of phase e with arguments a, and its
  * geometry: one item a thread up to 32 blocks per multiprocessor, at least
@@ -56,16 +66,8 @@ CudaGeom cuda_detloss_geometry(long long items, int sm_count);
  * host copies: it may be captured in a CUDA graph. Bad targets (a class id
  * out of range, a field not finite, a count outside 0..max_boxes), which the
  * host oracle refuses, are skipped and counted in the scratch's sum part
- * (double at byte off_sum + 6 * 8) for the caller to check if it wants. */
-/* The phases' events while cuda_step_profile times them: ev[0] before the
- * first, ev[i + 1] after phase i; kernel[i] its library kernel; n phases ran. */
-enum { CUDA_DETLOSS_PHASES = LK_DETLOSS_GRAD - LK_DETLOSS_DECODE + 1 };
-typedef struct CudaLossTiming {
-    struct CuEventSt *ev[CUDA_DETLOSS_PHASES + 1];
-    int kernel[CUDA_DETLOSS_PHASES];
-    int n;
-} CudaLossTiming;
-/* timing: NULL, or where to record the phases' events (profile only) */
+ * (double at byte off_sum + 6 * 8) for the caller to check if it wants.
+ * timing: NULL, or where to record the phases' events (profile only). */
 bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph *g, const Views *v, const Op *op, const CuDevicePtr *ptr,
                          const unsigned char *stype, CuDevicePtr scratch, int64_t scratch_bytes, CuStream s, CudaLossTiming *timing, char *err, int errcap);
 

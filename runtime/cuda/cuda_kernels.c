@@ -59,6 +59,12 @@ static int64_t gcd(int64_t a, int64_t b) {
     return a;
 }
 
+/* a CHANNEL_REDUCE launch's groups of cuda_reduce_lanes channels: its blocks along x, and its counters */
+static int64_t reduce_groups(const KLaunch *ln) {
+    int64_t c = ln->c > 0 ? ln->c : 1, lanes = cuda_reduce_lanes(ln);
+    return (c + lanes - 1) / lanes;
+}
+
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     CudaGeom g = {1, 1, CUDA_BLOCK};
     int64_t total = 0;
@@ -66,7 +72,7 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
     case KS_MAP: total = ln->n * ln->c * ln->inner; break;
     case KS_COPY: total = ln->outer * ln->len; break;
     case KS_CHANNEL_REDUCE:
-        g.grid = (unsigned)((ln->c > 0 ? ln->c : 1) + cuda_reduce_lanes(ln) - 1) / (unsigned)cuda_reduce_lanes(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
+        g.grid = (unsigned)reduce_groups(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
         return g;
     case KS_LIST_NORM:
         g.grid = ln->list_n > 0 ? (unsigned)ln->list_n : 1, g.grid_y = CUDA_LIST_SPLIT;
@@ -102,9 +108,7 @@ int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
 }
 
 int64_t cuda_reduce_counters(const KLaunch *ln) {
-    if (ln->list_n) return ln->list_n + 1;
-    int64_t c = ln->c > 0 ? ln->c : 1;
-    return (c + cuda_reduce_lanes(ln) - 1) / cuda_reduce_lanes(ln);
+    return ln->list_n ? ln->list_n + 1 : reduce_groups(ln);
 }
 
 YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
@@ -264,9 +268,9 @@ static bool bind_part(CudaKernels *ck, const CudaDevice *d, char *err, int errca
     ck->part_counters = (counters * 4 + 255) / 256 * 256;
     bytes += ck->part_counters;
     const CudaLibs *L = &d->L;
-    return CUDA_CALL(L, cuMemAlloc, (&ck->part, (size_t)bytes), "allocating the channel reductions' partial sums", err, errcap) &&
-           CUDA_CALL(L, cuMemsetD8Async, (ck->part, 0, (size_t)bytes, d->main), "zeroing the channel reductions' counters", err, errcap) &&
-           CUDA_CALL(L, cuStreamSynchronize, (d->main), "zeroing the channel reductions' counters", err, errcap);
+    return CUDA_CALL(L, cuMemAlloc, (&ck->part, (size_t)bytes), "allocating the reductions' partial sums", err, errcap) &&
+           CUDA_CALL(L, cuMemsetD8Async, (ck->part, 0, (size_t)bytes, d->main), "zeroing the reductions' counters", err, errcap) &&
+           CUDA_CALL(L, cuStreamSynchronize, (d->main), "zeroing the reductions' counters", err, errcap);
 }
 
 bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap) {
@@ -297,11 +301,11 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
     if (ln->kernel < 0 || ln->kernel >= ck->kp.n_kernels) return errf(err, errcap, "launch of ops %d..%d is a library op, not a generated kernel", ln->op_lo, ln->op_hi);
     const Kernel *k = &ck->kp.kernels[ln->kernel];
     if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_tables first", k->name);
+    if (splits_blocks(&ck->kp, ln) && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
     YkArgs a = cuda_launch_args(ln, ptr, ck->list, ck->list_len);
     CudaGeom g = cuda_launch_geometry(k->skel, ln, ck->sm_count);
     void *params[] = {&a};
     char doing[160];
-    if (splits_blocks(&ck->kp, ln) && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
     a.arrived = (unsigned *)(uintptr_t)ck->part, a.part = (void *)(uintptr_t)(ck->part + (CuDevicePtr)ck->part_counters);
     /* a reduction's phases are launches of their own: a later phase reads the variables all of an earlier one's blocks made */
     for (int ph = 0; ph < (k->skel == KS_CHANNEL_REDUCE ? k->n_phases : 1); ph++) {

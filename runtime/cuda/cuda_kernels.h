@@ -92,7 +92,7 @@ bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
 /* Once, before any launch: uploads the LIST_NORM tables (ptr[t] for each
  * listed tensor, the persistent gradients, and its element count) and
- * allocates the CHANNEL_REDUCE launches' part, its counters zeroed. Both
+ * allocates the CHANNEL_REDUCE and LIST_NORM launches' part, its counters zeroed. Both
  * live outside the step's memory (a few hundred KB at most). */
 bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
 /* Launches generated launch ln on stream s. */

@@ -16,8 +16,8 @@ typedef struct YkArgs {
     const long long *list_len;          /* their element counts, */
     long long list_n;                   /* and how many */
     long long phase;                    /* channel reduce: the phase this launch runs */
-    void *part;                         /* channel reduce: the split's partial sums and variables */
-    unsigned *arrived;                  /* channel reduce: per channel group, the blocks done with the phase (zero between launches) */
+    void *part;                         /* channel reduce, list norm: the blocks' partial sums (and the reduce's variables) */
+    unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
