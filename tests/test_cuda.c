@@ -208,13 +208,19 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect(g.grid == 7 && g.grid_y == CUDA_LIST_SPLIT && g.block == 256, "the gradient norm: a row of blocks per tensor: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_part_bytes(&ln), (7 * CUDA_LIST_SPLIT + 7) * 8, "each block's sum, then each tensor's squared norm");
     cr_expect_eq(cuda_reduce_counters(&ln), 8, "a counter per tensor and one for the list");
-    /* the loss: per-GT-row phases in warps across the multiprocessors, per-anchor ones in full blocks */
-    g = cuda_detloss_geometry(64 * 20, 132);
-    cr_expect(g.block == 32 && g.grid == 40, "1280 GT rows: %u blocks of %u", g.grid, g.block);
-    g = cuda_detloss_geometry(64 * 8400, 132);
+    /* the loss: a block per GT row, per-anchor phases in full blocks, the finish one block */
+    YlDetLossArgs la = {.batch = 64, .max_boxes = 20, .anchors = 8400, .chunks = (8400 + YL_DL_CHUNK - 1) / YL_DL_CHUNK};
+    g = cuda_detloss_geometry(&la, LK_DETLOSS_ASSIGN, 132);
+    cr_expect(g.block == CUDA_DETLOSS_ROW_BLOCK && g.grid == 1280, "1280 GT rows: %u blocks of %u", g.grid, g.block);
+    la.max_boxes = 300;
+    g = cuda_detloss_geometry(&la, LK_DETLOSS_NORMALISE, 132);
+    cr_expect(g.block == CUDA_DETLOSS_ROW_BLOCK && g.grid == 132 * 32, "19200 GT rows: %u blocks, each taking every %u-th row", g.grid, g.grid);
+    g = cuda_detloss_geometry(&la, LK_DETLOSS_TERMS, 132);
     cr_expect(g.block == 256 && g.grid == 2100, "537600 anchors: %u blocks of %u", g.grid, g.block);
-    g = cuda_detloss_geometry(1, 132);
-    cr_expect(g.block == 32 && g.grid == 1, "the one-thread finish");
+    g = cuda_detloss_geometry(&la, LK_DETLOSS_REDUCE, 132);
+    cr_expect(g.block == 32 && g.grid == 66, "2112 chunks in warps: %u blocks of %u", g.grid, g.block);
+    g = cuda_detloss_geometry(&la, LK_DETLOSS_FINISH, 132);
+    cr_expect(g.block == 256 && g.grid == 1, "the one-block finish");
 }
 
 Test(cuda, launch_arguments_carry_device_pointers) {

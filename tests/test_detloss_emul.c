@@ -1,8 +1,8 @@
 /* tests/test_detloss_emul.c — the detection loss' CUDA kernels (templates/cuda/lib/detloss.cu,
  * runtime/cuda/cuda_detloss.c) without a GPU: their rendered source compiled as host C++ with
- * tests/cuda_host_shim.h and run phase by phase, thread by thread, against the oracle (the
- * reference kernels of detect_loss / detect_loss_bwd, runtime/detloss*.c); NVRTC compiles of
- * every phase; the plan-side bookkeeping. Owns no loss code; test_cuda_emul.c is left alone. */
+ * tests/cuda_host_shim.h and run phase by phase (thread by thread, or block by block where
+ * threads cooperate) against the oracle (the reference kernels of detect_loss / detect_loss_bwd,
+ * runtime/detloss*.c); NVRTC compiles of every phase; the plan-side bookkeeping. Owns no loss code; test_cuda_emul.c is left alone. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -67,12 +67,25 @@ static void *emul_load(DType dt, const LibKernel *ks, int n) {
 
 typedef void (*DlFn)(YlDetLossArgs);
 typedef void (*ThreadFn)(unsigned, unsigned, unsigned, unsigned);
+typedef int (*GridFn)(void (*call)(void *, const void *), void *fn, const void *args, unsigned gx, unsigned gy, unsigned block);
 
-/* Runs kernel `name` as every thread of an EMU_GRID x EMU_BLOCK grid, in turn (the loops are grid-stride). */
-static void emul_run(void *h, const char *name, const YlDetLossArgs *a) {
+static void call_dl(void *fn, const void *args) { ((DlFn)fn)(*(const YlDetLossArgs *)args); }
+
+/* Runs phase e (kernel `name`): a grid-stride phase as every thread of an
+ * EMU_GRID x EMU_BLOCK grid in turn; a phase whose threads cooperate (a
+ * block per GT row, the one-block finish) as blocks of the launch's own
+ * size, one POSIX thread per CUDA thread, at most 3 blocks so that each
+ * takes several rows. */
+static void emul_run(void *h, const char *name, LibEntry e, const YlDetLossArgs *a) {
     DlFn fn = (DlFn)dlsym(h, name);
     ThreadFn thread = (ThreadFn)dlsym(h, "yk_emu_thread");
-    cr_assert(fn && thread, "%s is not in the emulation object", name);
+    GridFn grid = (GridFn)dlsym(h, "yk_emu_grid");
+    cr_assert(fn && thread && grid, "%s is not in the emulation object", name);
+    if (e == LK_DETLOSS_ASSIGN || e == LK_DETLOSS_NORMALISE || e == LK_DETLOSS_FINISH) {
+        CudaGeom g = cuda_detloss_geometry(a, e, 132);
+        cr_assert_eq(grid(call_dl, (void *)fn, a, g.grid < 3 ? g.grid : 3, 1, g.block), 0, "%s: the emulated grid started", name);
+        return;
+    }
     for (unsigned b = 0; b < EMU_GRID; b++)
         for (unsigned t = 0; t < EMU_BLOCK; t++) {
             thread(EMU_GRID, EMU_BLOCK, b, t);
@@ -271,7 +284,7 @@ static YlDetLossArgs emulate(Run *r, const Case *c, DType dt, void *h, const Lib
     }
     for (int i = 0; i < CUDA_DETLOSS_PHASES && idx[i] >= 0; i++) {
         cr_expect_gt(cuda_detloss_items(&a, ks[idx[i]].entry), 0);
-        emul_run(h, ks[idx[i]].name, &a);
+        emul_run(h, ks[idx[i]].name, ks[idx[i]].entry, &a);
     }
     cr_expect_eq(idx[CUDA_DETLOSS_PHASES - 1] >= 0, o->kind == OP_DETECT_LOSS_BWD, "only the backward has a gradient phase");
     free(ptr), free(stype);

@@ -14,6 +14,7 @@
 enum { PART_ALIGN = 256 };
 
 _Static_assert(IR_MAX_LEVELS <= YL_DL_MAX_LEVELS, "the loss' argument block holds every level");
+_Static_assert((int)CUDA_DETLOSS_ROW_BLOCK <= (int)LIB_BLOCK, "a row's block fits the kernels' shared arrays (YK_BLOCK)");
 
 static int64_t align_up(int64_t x) { return (x + PART_ALIGN - 1) / PART_ALIGN * PART_ALIGN; }
 
@@ -159,9 +160,12 @@ long long cuda_detloss_items(const YlDetLossArgs *a, LibEntry e) {
     }
 }
 
-CudaGeom cuda_detloss_geometry(long long items, int sm_count) {
-    const long long sms = sm_count > 0 ? sm_count : 1, block = items < sms * LIB_BLOCK ? 32 : LIB_BLOCK;
-    long long blocks = (items + block - 1) / block, cap = sms * 32;
+CudaGeom cuda_detloss_geometry(const YlDetLossArgs *a, LibEntry e, int sm_count) {
+    const long long sms = sm_count > 0 ? sm_count : 1, items = cuda_detloss_items(a, e), cap = sms * 32;
+    if (e == LK_DETLOSS_FINISH) return (CudaGeom){1, 1, LIB_BLOCK};
+    if (e == LK_DETLOSS_ASSIGN || e == LK_DETLOSS_NORMALISE)
+        return (CudaGeom){(unsigned)(items < 1 ? 1 : items < cap ? items : cap), 1, CUDA_DETLOSS_ROW_BLOCK};
+    const long long block = items < sms * LIB_BLOCK ? 32 : LIB_BLOCK, blocks = (items + block - 1) / block;
     return (CudaGeom){(unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap), 1, (unsigned)block};
 }
 
@@ -178,7 +182,7 @@ bool cuda_detloss_launch(const CudaKernels *ck, const CudaDevice *d, const Graph
     if (timing && !CUDA_CALL(&d->L, cuEventRecord, (timing->ev[0], s), "timing the loss' phases (profile)", err, errcap)) return false;
     for (int i = 0; i < CUDA_DETLOSS_PHASES && idx[i] >= 0; i++) {
         const LibKernel *k = &ck->lp.kernels[idx[i]];
-        const CudaGeom geo = cuda_detloss_geometry(cuda_detloss_items(&a, k->entry), ck->sm_count);
+        const CudaGeom geo = cuda_detloss_geometry(&a, k->entry, ck->sm_count);
         void *params[] = {&a};
         char doing[192];
         snprintf(doing, sizeof doing, "launching %s (op %d, %u blocks of %u)", k->name, op->id, geo.grid, geo.block);

@@ -45,13 +45,18 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
 bool cuda_detloss_kernels(const LibProgram *lp, const Graph *g, const Op *op, const unsigned char *stype, int idx[CUDA_DETLOSS_PHASES], char *err,
                           int errcap);
 
-/* Pure: the work items (threads) of phase e with arguments a, and its
- * geometry: one item a thread up to 32 blocks per multiprocessor, at least
- * one block; blocks of LIB_BLOCK threads, or of one warp where that many
- * would leave multiprocessors idle (the per-GT-row phases: a few thousand
- * threads, each walking every cell of its box). */
+/* Threads that share one GT row in the per-row phases (assign, normalise). */
+enum { CUDA_DETLOSS_ROW_BLOCK = 64 };
+
+/* Pure: the work items of phase e with arguments a (anchors, GT rows,
+ * chunks, or 1), and its launch geometry: the per-GT-row phases one block
+ * of CUDA_DETLOSS_ROW_BLOCK threads per row (a row may cover thousands of
+ * cells, each a CIoU and two powers), up to 32 blocks per multiprocessor;
+ * finish one block of LIB_BLOCK; the others one item a thread, up to 32
+ * blocks per multiprocessor, in blocks of LIB_BLOCK threads, or of one warp
+ * where that many would leave multiprocessors idle. */
 long long cuda_detloss_items(const YlDetLossArgs *a, LibEntry e);
-CudaGeom cuda_detloss_geometry(long long items, int sm_count);
+CudaGeom cuda_detloss_geometry(const YlDetLossArgs *a, LibEntry e, int sm_count);
 
 /* Queues op (detect_loss or detect_loss_bwd of g, views v) on stream s:
  * decode, assign, resolve, normalise, terms, reduce, finish and, for the

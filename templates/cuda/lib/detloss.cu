@@ -1,9 +1,11 @@
 /* Library kernels: the detection loss (Ultralytics v8DetectionLoss with its
  * TaskAlignedAssigner) on the device, phase by phase, as runtime/detloss.c
- * and runtime/detloss_assign.c compute it in double. Every thread's work is
- * independent (grid-stride loops, no shared memory, no atomics): a phase
- * reads what earlier launches left in the scratch (YlDetLossArgs) and sums
- * are fixed-order partial sums, so results are reproducible. One source per
+ * and runtime/detloss_assign.c compute it in double. A phase reads what
+ * earlier launches left in the scratch (YlDetLossArgs); no atomics, and sums
+ * are fixed-order partial sums, so results are reproducible. The per-anchor
+ * phases are grid-stride loops of independent threads; the per-GT-row
+ * phases (assign, normalise) give each row a block whose threads share its
+ * cells, and finish is one block (cuda_detloss_geometry). One source per
  * phase, selected by its YL_DETLOSS_* macro. */
 #define YL_DL_EACH(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 #ifdef YK_HOST_EMULATION
@@ -173,47 +175,76 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
 #endif
 
 #ifdef YL_DETLOSS_ASSIGN
-/* @NAME@: per (image, GT row) the top-k anchors by metric, largest first and
- * the lower index first among equals; metrics are >= 0, so when fewer than
- * k are nonzero the rest are the lowest-indexed zero-metric anchors. Each
- * chosen anchor is positive when its centre is inside the GT. */
+/* @NAME@: per (image, GT row), one block: the top-k anchors by metric,
+ * largest first and the lower index first among equals; metrics are >= 0,
+ * so when fewer than k are nonzero the rest are the lowest-indexed
+ * zero-metric anchors. Each chosen anchor is positive when its centre is
+ * inside the GT. A GT covers up to thousands of cells and every one costs a
+ * CIoU and two powers, so the block's threads share them: thread t ranks
+ * every blockDim-th cell of each level (in anchor order) into its own top
+ * k, and k rounds then take the first of the threads' heads. Any fixed
+ * split gives the same list: the order (metric, then index) is total. */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
-    YL_DL_EACH(i, (long long)a.batch * a.max_boxes) {
-        const int b = (int)(i / a.max_boxes), g = (int)(i % a.max_boxes), k = a.topk;
+    __shared__ double head_m[YK_BLOCK];
+    __shared__ int head_an[YK_BLOCK];
+    const int t = threadIdx.x, nt = blockDim.x, k = a.topk;
+    for (long long i = blockIdx.x; i < (long long)a.batch * a.max_boxes; i += gridDim.x) {
+        const int b = (int)(i / a.max_boxes), g = (int)(i % a.max_boxes);
         int *top = yl_dl_i32(a, a.off_top) + i * k;
         double gt[4];
         int cls;
+        /* the same row for every thread: the block takes the same branches and barriers */
         const int st = yl_dl_row(a, b, g, gt, &cls);
-        yl_dl_i32(a, a.off_row)[i] = st;
-        for (int s = 0; s < k; s++) top[s] = -1;
-        if (st != 1) continue; /* topk_mask: an invalid row selects nothing */
+        if (t == 0) yl_dl_i32(a, a.off_row)[i] = st;
+        if (st != 1) { /* topk_mask: an invalid row selects nothing */
+            for (int s = t; s < k; s += nt) top[s] = -1;
+            continue;
+        }
         double tm[YL_DL_MAX_TOPK], ov;
         int ta[YL_DL_MAX_TOPK], filled = 0;
-        /* candidates in increasing anchor order: level, row, column */
+        /* this thread's candidates in increasing anchor order: level, row, column */
         for (int l = 0; l < a.nl; l++) {
             int x0, x1, y0, y1;
             if (!yl_dl_rect(a, l, gt, &x0, &x1, &y0, &y1)) continue;
-            for (int y = y0; y <= y1; y++)
-                for (int x = x0; x <= x1; x++) {
-                    if (!yl_dl_inside(gt, x + 0.5, y + 0.5, a.stride[l])) continue;
-                    const int an = a.anchor_off[l] + y * a.w[l] + x;
-                    const double m = yl_dl_pair(a, b, gt, cls, an, &ov);
-                    if (!(m > 0)) continue; /* zero metrics rank after every nonzero one */
-                    if (filled == k && !(m > tm[k - 1])) continue;
-                    int at = filled < k ? filled : k - 1;
-                    while (at > 0 && m > tm[at - 1]) tm[at] = tm[at - 1], ta[at] = ta[at - 1], at--;
-                    tm[at] = m, ta[at] = an;
-                    if (filled < k) filled++;
-                }
+            const int cw = x1 - x0 + 1, cells = cw * (y1 - y0 + 1);
+            for (int j = t; j < cells; j += nt) {
+                const int y = y0 + j / cw, x = x0 + j % cw;
+                if (!yl_dl_inside(gt, x + 0.5, y + 0.5, a.stride[l])) continue;
+                const int an = a.anchor_off[l] + y * a.w[l] + x;
+                const double m = yl_dl_pair(a, b, gt, cls, an, &ov);
+                if (!(m > 0)) continue; /* zero metrics rank after every nonzero one */
+                if (filled == k && !(m > tm[k - 1])) continue;
+                int at = filled < k ? filled : k - 1;
+                while (at > 0 && m > tm[at - 1]) tm[at] = tm[at - 1], ta[at] = ta[at - 1], at--;
+                tm[at] = m, ta[at] = an;
+                if (filled < k) filled++;
+            }
         }
-        for (int s = 0; s < filled; s++) top[s] = ta[s];
+        /* k rounds: every thread shows its next candidate (0: none left) and
+         * all pick the same first; its owner moves on */
+        int taken = 0, next = 0;
+        for (; taken < k; taken++) {
+            head_m[t] = next < filled ? tm[next] : 0.0;
+            head_an[t] = next < filled ? ta[next] : 0;
+            __syncthreads();
+            int win = -1;
+            for (int u = 0; u < nt; u++)
+                if (head_m[u] > 0 && (win < 0 || head_m[u] > head_m[win] || (head_m[u] == head_m[win] && head_an[u] < head_an[win]))) win = u;
+            const int an = win >= 0 ? head_an[win] : -1;
+            __syncthreads(); /* the heads are read before the next round writes them */
+            if (win < 0) break;
+            if (t == 0) top[taken] = an;
+            next += win == t;
+        }
+        if (t != 0) continue;
         /* the zero-metric slots: walk anchors from 0, skipping the nonzero ones */
-        for (int an = 0; filled < k && an < a.anchors; an++) {
+        for (int an = 0; taken < k && an < a.anchors; an++) {
             const YlDlAnchor r = yl_dl_anchor(a, an);
             const bool in = yl_dl_inside(gt, r.x, r.y, r.stride);
             if (in && yl_dl_pair(a, b, gt, cls, an, &ov) > 0) continue;
-            top[filled++] = in ? an : -1;
+            top[taken++] = in ? an : -1;
         }
+        while (taken < k) top[taken++] = -1;
     }
 }
 #endif
@@ -258,28 +289,39 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
 #endif
 
 #ifdef YL_DETLOSS_NORMALISE
-/* @NAME@: per (image, GT row) the largest metric and overlap over its
- * positives. Those with a nonzero value lie inside the box, so only its
- * cells are visited; the rest add nothing to a maximum that starts at 0. */
+/* @NAME@: per (image, GT row), one block: the largest metric and overlap
+ * over its positives. Those with a nonzero value lie inside the box, so
+ * only its cells are visited, every blockDim-th by each thread; the rest
+ * add nothing to a maximum that starts at 0 (fmax: exact in any order). */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
-    YL_DL_EACH(i, (long long)a.batch * a.max_boxes) {
+    __shared__ double max_m[YK_BLOCK], max_o[YK_BLOCK];
+    const int t = threadIdx.x, nt = blockDim.x;
+    for (long long i = blockIdx.x; i < (long long)a.batch * a.max_boxes; i += gridDim.x) {
         const int b = (int)(i / a.max_boxes), g = (int)(i % a.max_boxes);
-        double *gm = yl_dl_f64(a, a.off_gmax) + i * 2, gt[4], mm = 0, mo = 0;
+        double gt[4], mm = 0, mo = 0;
         int cls;
         if (yl_dl_i32(a, a.off_row)[i] == 1 && yl_dl_row(a, b, g, gt, &cls) == 1)
             for (int l = 0; l < a.nl; l++) {
                 int x0, x1, y0, y1;
                 if (!yl_dl_rect(a, l, gt, &x0, &x1, &y0, &y1)) continue;
-                for (int y = y0; y <= y1; y++)
-                    for (int x = x0; x <= x1; x++) {
-                        const long long ba = (long long)b * a.anchors + a.anchor_off[l] + y * a.w[l] + x;
-                        if (yl_dl_i32(a, a.off_owner)[ba] != g || !yl_dl_inside(gt, x + 0.5, y + 0.5, a.stride[l])) continue;
-                        const double *pair = yl_dl_f64(a, a.off_pair) + ba * 2;
-                        mm = fmax(mm, pair[0]);
-                        mo = fmax(mo, pair[1]);
-                    }
+                const int cw = x1 - x0 + 1, cells = cw * (y1 - y0 + 1);
+                for (int j = t; j < cells; j += nt) {
+                    const int y = y0 + j / cw, x = x0 + j % cw;
+                    const long long ba = (long long)b * a.anchors + a.anchor_off[l] + y * a.w[l] + x;
+                    if (yl_dl_i32(a, a.off_owner)[ba] != g || !yl_dl_inside(gt, x + 0.5, y + 0.5, a.stride[l])) continue;
+                    const double *pair = yl_dl_f64(a, a.off_pair) + ba * 2;
+                    mm = fmax(mm, pair[0]);
+                    mo = fmax(mo, pair[1]);
+                }
             }
-        gm[0] = mm, gm[1] = mo;
+        max_m[t] = mm, max_o[t] = mo;
+        __syncthreads();
+        if (t == 0) {
+            for (int u = 1; u < nt; u++) mm = fmax(mm, max_m[u]), mo = fmax(mo, max_o[u]);
+            double *gm = yl_dl_f64(a, a.off_gmax) + i * 2;
+            gm[0] = mm, gm[1] = mo;
+        }
+        __syncthreads(); /* read before the next row writes */
     }
 }
 #endif
@@ -366,26 +408,34 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
 #endif
 
 #ifdef YL_DETLOSS_FINISH
-/* @NAME@: one thread: the partial sums in order, the normaliser
- * max(sum t, 1), the items and the total (when a.total is set; NaN when a
- * row or count is bad), and the count of bad rows and counts */
+/* @NAME@: one block: the partial sums (thread t adds every blockDim-th in
+ * order, thread 0 adds the threads' sums in thread order: a fixed order for
+ * a fixed block), the normaliser max(sum t, 1), the items and the total
+ * (when a.total is set; NaN when a row or count is bad), and the count of
+ * bad rows and counts */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlDetLossArgs a) {
-    YL_DL_EACH(i, 1) {
-        double s[5] = {0, 0, 0, 0, 0}, bad = 0;
-        for (long long p = 0; p < (long long)a.batch * a.chunks; p++)
-            for (int k = 0; k < 5; k++) s[k] += yl_dl_f64(a, a.off_part)[p * 5 + k];
-        for (long long r = 0; r < (long long)a.batch * a.max_boxes; r++) bad += yl_dl_i32(a, a.off_row)[r] == 2;
-        for (int b = 0; b < a.batch; b++) bad += a.counts[b] < 0 || a.counts[b] > a.max_boxes;
-        const double norm = fmax(s[0], 1.0);
-        const double box = a.gain_box * (s[2] / norm), cls = a.gain_cls * (s[1] / norm), dfl = a.gain_dfl * (s[3] / norm);
-        double *out = yl_dl_f64(a, a.off_sum);
-        out[0] = s[0], out[1] = s[1], out[2] = s[2], out[3] = s[3], out[4] = s[4], out[5] = norm, out[6] = bad, out[7] = 0;
-        /* a row the oracle would refuse: a NaN loss, so the trainer's
-         * not-finite check stops the run instead of training on it */
-        const float nan = __uint_as_float(0x7fc00000u);
-        if (a.total) a.total[0] = bad > 0 ? nan : (float)(a.batch * (box + cls + dfl));
-        if (a.items) a.items[0] = bad > 0 ? nan : (float)box, a.items[1] = bad > 0 ? nan : (float)cls, a.items[2] = bad > 0 ? nan : (float)dfl;
-    }
+    __shared__ double sums_[YK_BLOCK][6];
+    const int t = threadIdx.x, nt = blockDim.x;
+    if (blockIdx.x != 0) return;
+    double s[6] = {0, 0, 0, 0, 0, 0}; /* score, cls, box, DFL, fg count, bad rows and counts */
+    for (long long p = t; p < (long long)a.batch * a.chunks; p += nt)
+        for (int k = 0; k < 5; k++) s[k] += yl_dl_f64(a, a.off_part)[p * 5 + k];
+    for (long long r = t; r < (long long)a.batch * a.max_boxes; r += nt) s[5] += yl_dl_i32(a, a.off_row)[r] == 2;
+    for (int b = t; b < a.batch; b += nt) s[5] += a.counts[b] < 0 || a.counts[b] > a.max_boxes;
+    for (int k = 0; k < 6; k++) sums_[t][k] = s[k];
+    __syncthreads();
+    if (t != 0) return;
+    for (int u = 1; u < nt; u++)
+        for (int k = 0; k < 6; k++) s[k] += sums_[u][k];
+    const double bad = s[5], norm = fmax(s[0], 1.0);
+    const double box = a.gain_box * (s[2] / norm), cls = a.gain_cls * (s[1] / norm), dfl = a.gain_dfl * (s[3] / norm);
+    double *out = yl_dl_f64(a, a.off_sum);
+    out[0] = s[0], out[1] = s[1], out[2] = s[2], out[3] = s[3], out[4] = s[4], out[5] = norm, out[6] = bad, out[7] = 0;
+    /* a row the oracle would refuse: a NaN loss, so the trainer's
+     * not-finite check stops the run instead of training on it */
+    const float nan = __uint_as_float(0x7fc00000u);
+    if (a.total) a.total[0] = bad > 0 ? nan : (float)(a.batch * (box + cls + dfl));
+    if (a.items) a.items[0] = bad > 0 ? nan : (float)box, a.items[1] = bad > 0 ? nan : (float)cls, a.items[2] = bad > 0 ? nan : (float)dfl;
 }
 #endif
 
