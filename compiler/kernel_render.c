@@ -215,9 +215,11 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         break;
     }
     case KS_COPY: {
-        const char *kv[] = {"NAME", k->name, "SRC", dtype_tag(k->buf_dtype[0]), "DST", dtype_tag(k->buf_dtype[1])};
+        const bool same = k->buf_dtype[0] == k->buf_dtype[1];
+        const char *kv[] = {"NAME", k->name, "SRC", dtype_tag(k->buf_dtype[0]), "DST", dtype_tag(k->buf_dtype[1]), "SAME", same ? "1" : "0",
+                            "ESIZE", k->buf_dtype[0] == DT_F32 ? "4" : "2"};
         snprintf(path, sizeof path, "%s/copy.%s", dir, ext);
-        emit_template(o, path, kv, 3);
+        emit_template(o, path, kv, 5);
         break;
     }
     default: o->ok = false;

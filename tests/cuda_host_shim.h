@@ -107,6 +107,13 @@ extern "C" __attribute__((visibility("default"))) int yk_emu_grid(void (*call)(v
     free(th), free(me);
     return 0;
 }
+/* CUDA's built-in vector types that the copies move (16 and 8 bytes, aligned as on the device) */
+struct __attribute__((aligned(16))) uint4 {
+    unsigned int x, y, z, w;
+};
+struct __attribute__((aligned(8))) uint2 {
+    unsigned int x, y;
+};
 static inline float __uint_as_float(unsigned int u) {
     float f;
     memcpy(&f, &u, 4);

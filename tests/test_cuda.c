@@ -157,54 +157,54 @@ Test(cuda, cubin_or_ptx_choice) {
 
 Test(cuda, launch_geometry_matches_the_skeletons) {
     KLaunch ln = {.kernel = 0, .n = 2, .c = 3, .inner = 1000};
-    CudaGeom g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    CudaGeom g = cuda_launch_geometry(KS_MAP, &ln, 1, 132);
     cr_expect_eq(g.block, 256, "YK_BLOCK");
     cr_expect_eq(g.grid, 24, "6000 elements: 24 blocks of 256");
     ln.n = 64, ln.c = 256, ln.inner = 160 * 160;
-    g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    g = cuda_launch_geometry(KS_MAP, &ln, 1, 132);
     cr_expect_eq(g.grid, 132 * 32, "grid-stride: capped at 32 blocks per multiprocessor");
     ln.n = 0;
-    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 1, "an empty extent still launches a valid grid");
+    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 1, 132).grid, 1, "an empty extent still launches a valid grid");
     /* channels last: a stride of whole pixels, so a thread's channel never changes */
     ln = (KLaunch){.n = 64 * 80 * 80, .c = 144, .inner = 1};
-    g = cuda_launch_geometry(KS_MAP, &ln, 132);
+    g = cuda_launch_geometry(KS_MAP, &ln, 1, 132);
     cr_expect(g.grid == 132 * 32 / 9 * 9 && (int64_t)g.grid * 256 % 144 == 0, "144 channels: %u blocks of 256 threads", g.grid);
     ln.c = 64;
-    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 132).grid, 132 * 32, "64 channels divide a block already");
+    cr_expect_eq(cuda_launch_geometry(KS_MAP, &ln, 1, 132).grid, 132 * 32, "64 channels divide a block already");
     ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
-    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
     cr_expect(g.grid == 48 && g.grid_y == 1 && g.block == 256, "6400 elements a channel: one block each: %u x %u x %u", g.grid, g.grid_y, g.block);
     /* YOLOv8's first layer at batch 64: 16 channels of 64 x 320 x 320, each over 400 blocks of 16384 elements */
     ln = (KLaunch){.n = 64, .c = 16, .inner = 320 * 320};
-    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
     cr_expect(g.grid == 16 && g.grid_y == 400, "a channel split over blocks: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * 400 * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
-    cr_expect_eq(cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 8).grid_y, 400, "the split depends on the shape alone, not the device");
+    cr_expect_eq(cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 8).grid_y, 400, "the split depends on the shape alone, not the device");
     ln.n = 64 * 64;
     cr_expect_eq(cuda_reduce_split(&ln), CUDA_REDUCE_MAX_SPLIT, "at most %d blocks a channel", CUDA_REDUCE_MAX_SPLIT);
     ln.n = 1, ln.inner = 16385;
     cr_expect_eq(cuda_reduce_split(&ln), 2, "one element over a chunk is a second block");
     ln = (KLaunch){.outer = 10, .len = 100};
-    cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 132).grid, 4, "1000 elements of a copy");
+    cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 1, 132).grid, 4, "1000 elements of a copy");
     /* channels last: a block reduces adjacent channels side by side, one per thread of a row */
     ln = (KLaunch){.n = 64 * 320 * 320, .c = 16, .inner = 1};
-    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
     cr_expect_eq(cuda_reduce_lanes(&ln), 16, "16 channels side by side");
     cr_expect(g.grid == 1 && g.grid_y == CUDA_REDUCE_MAX_SPLIT, "one group of 16 channels over the most blocks: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_counters(&ln), 1, "a counter per group");
     cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * CUDA_REDUCE_MAX_SPLIT * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
     ln = (KLaunch){.n = 64 * 20 * 20, .c = 80, .inner = 1};
-    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132);
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
     cr_expect(cuda_reduce_lanes(&ln) == 16 && g.grid == 5, "80 classes: 5 groups of 16 (%lld lanes, %u groups)", (long long)cuda_reduce_lanes(&ln), g.grid);
     cr_expect_eq(g.grid_y, (64 * 20 * 20 * 16 + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK, "a chunk of the group's elements per block");
     ln.c = 256;
-    cr_expect(cuda_reduce_lanes(&ln) == 32 && cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 132).grid == 8, "at most a warp's width of lanes");
+    cr_expect(cuda_reduce_lanes(&ln) == 32 && cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132).grid == 8, "at most a warp's width of lanes");
     ln.c = 3;
     cr_expect_eq(cuda_reduce_lanes(&ln), 1, "an odd channel count: one lane");
     ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
     cr_expect_eq(cuda_reduce_lanes(&ln), 1, "NCHW: each channel's plane is contiguous already");
     ln = (KLaunch){.list_n = 7};
-    g = cuda_launch_geometry(KS_LIST_NORM, &ln, 132);
+    g = cuda_launch_geometry(KS_LIST_NORM, &ln, 1, 132);
     cr_expect(g.grid == 7 && g.grid_y == CUDA_LIST_SPLIT && g.block == 256, "the gradient norm: a row of blocks per tensor: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_part_bytes(&ln), (7 * CUDA_LIST_SPLIT + 7) * 8, "each block's sum, then each tensor's squared norm");
     cr_expect_eq(cuda_reduce_counters(&ln), 8, "a counter per tensor and one for the list");
@@ -227,17 +227,45 @@ Test(cuda, launch_arguments_carry_device_pointers) {
     CuDevicePtr ptr[6] = {0, 0x1000, 0x2000, 0x3000, 0x4000, 0x5000};
     KLaunch ln = {.kernel = 0, .n_args = 3, .args = {5, 1, 3}, .n = 2, .c = 4, .inner = 9, .outer = 7, .len = 8, .src_stride = 11, .src_off = 12,
                   .dst_stride = 13, .dst_off = 14};
-    YkArgs a = cuda_launch_args(&ln, ptr, 0x9000, 0xa000);
+    Kernel map = {.skel = KS_MAP};
+    YkArgs a = cuda_launch_args(&map, &ln, ptr, 0x9000, 0xa000);
     cr_expect(a.t[0] == (void *)(uintptr_t)0x5000 && a.t[1] == (void *)(uintptr_t)0x1000 && a.t[2] == (void *)(uintptr_t)0x3000);
     cr_expect_null(a.t[3], "unused slots stay NULL");
     cr_expect(a.n == 2 && a.c == 4 && a.inner == 9 && a.outer == 7 && a.len == 8 && a.src_stride == 11 && a.src_off == 12 && a.dst_stride == 13 &&
               a.dst_off == 14);
     cr_expect(a.list == NULL && a.list_len == NULL && a.list_n == 0, "no list without a LIST_NORM launch");
     ln.list_first = 3, ln.list_n = 5;
-    a = cuda_launch_args(&ln, ptr, 0x9000, 0xa000);
+    a = cuda_launch_args(&map, &ln, ptr, 0x9000, 0xa000);
     cr_expect_eq((uintptr_t)a.list, 0x9000 + 3 * 8, "the launch's part of the pointer table");
     cr_expect_eq((uintptr_t)a.list_len, 0xa000 + 3 * 8);
     cr_expect_eq(a.list_n, 5);
+    cr_expect_eq(a.vec, 1, "a map moves no units");
+}
+
+/* A copy's unit: the widest power of two up to 16 bytes dividing its run, strides, offsets and addresses. */
+Test(cuda, copy_units_divide_every_run_stride_offset_and_address) {
+    Kernel k = {.skel = KS_COPY, .buf_dtype = {DT_BF16, DT_BF16}};
+    /* a channels-last concat: 16 channels of a 48-channel pixel, at channel 32 */
+    KLaunch ln = {.outer = 64 * 160 * 160, .len = 16, .src_stride = 16, .src_off = 0, .dst_stride = 48, .dst_off = 32};
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 8, "8 bf16 channels in 16 bytes");
+    cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 8, 132).grid, 132 * 32, "a big copy still fills the device");
+    ln.outer = 10, ln.len = 16;
+    cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 8, 132).grid, 1, "160 elements in 20 units: one block");
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10008, 0x20000), 4, "an 8-byte aligned source: 4 elements");
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20002), 1, "a destination at an odd element");
+    ln.dst_off = 34;
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 2, "an offset of 34 elements");
+    ln.dst_off = 32, ln.dst_stride = 40, ln.len = 12;
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 4, "a run of 12");
+    ln.src_stride = 17;
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 1, "an odd source stride");
+    k.buf_dtype[0] = k.buf_dtype[1] = DT_F32;
+    ln = (KLaunch){.outer = 3, .len = 64, .src_stride = 64, .dst_stride = 128, .dst_off = 64};
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 4, "fp32: 4 elements in 16 bytes");
+    k.buf_dtype[1] = DT_BF16;
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 1, "a converting copy moves elements");
+    k.skel = KS_MAP;
+    cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 1, "not a copy");
 }
 
 /* ---- convolution keys (no GPU) ---- */

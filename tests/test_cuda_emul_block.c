@@ -99,9 +99,9 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
         }
         fill_list(&v, ln, &seed);
         gen_cpu_launch(&gc, lc, v.host);
-        YkArgs a = cuda_launch_args(ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
+        YkArgs a = cuda_launch_args(k, ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
         a.arrived = (unsigned *)tb.part, a.part = tb.part + tb.counters;
-        CudaGeom g = cuda_launch_geometry(k->skel, ln, 132);
+        CudaGeom g = cuda_launch_geometry(k->skel, ln, 1, 132);
         cr_assert_eq(g.block, CUDA_BLOCK);
         g.block = EMU_BLOCK_THREADS;
         if (k->skel == KS_CHANNEL_REDUCE && g.grid_y < min_split) g.grid_y = min_split;

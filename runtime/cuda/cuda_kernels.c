@@ -65,12 +65,12 @@ static int64_t reduce_groups(const KLaunch *ln) {
     return (c + lanes - 1) / lanes;
 }
 
-CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count) {
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, int sm_count) {
     CudaGeom g = {1, 1, CUDA_BLOCK};
     int64_t total = 0;
     switch (skel) {
     case KS_MAP: total = ln->n * ln->c * ln->inner; break;
-    case KS_COPY: total = ln->outer * ln->len; break;
+    case KS_COPY: total = ln->outer * ln->len / (copy_vec > 0 ? copy_vec : 1); break;
     case KS_CHANNEL_REDUCE:
         g.grid = (unsigned)reduce_groups(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
         return g;
@@ -111,10 +111,24 @@ int64_t cuda_reduce_counters(const KLaunch *ln) {
     return ln->list_n ? ln->list_n + 1 : reduce_groups(ln);
 }
 
-YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
+int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst) {
+    if (k->skel != KS_COPY || k->buf_dtype[0] != k->buf_dtype[1]) return 1;
+    const int64_t esize = k->buf_dtype[0] == DT_F32 ? 4 : 2; /* a copy's storage types: fp32, bf16, fp16 */
+    int64_t vec = 16 / esize;
+    for (; vec > 1; vec /= 2) {
+        const int64_t bytes = vec * esize;
+        if (ln->len % vec == 0 && ln->src_stride % vec == 0 && ln->dst_stride % vec == 0 && ln->src_off % vec == 0 && ln->dst_off % vec == 0 &&
+            src % (CuDevicePtr)bytes == 0 && dst % (CuDevicePtr)bytes == 0)
+            break;
+    }
+    return vec;
+}
+
+YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
     YkArgs a = kernel_launch_args(ln);
     a.lanes = cuda_reduce_lanes(ln);
     for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
+    a.vec = ln->n_args >= 2 ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : 1;
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));
@@ -302,8 +316,8 @@ bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaun
     const Kernel *k = &ck->kp.kernels[ln->kernel];
     if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_tables first", k->name);
     if (splits_blocks(&ck->kp, ln) && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
-    YkArgs a = cuda_launch_args(ln, ptr, ck->list, ck->list_len);
-    CudaGeom g = cuda_launch_geometry(k->skel, ln, ck->sm_count);
+    YkArgs a = cuda_launch_args(k, ln, ptr, ck->list, ck->list_len);
+    CudaGeom g = cuda_launch_geometry(k->skel, ln, a.vec, ck->sm_count);
     void *params[] = {&a};
     char doing[160];
     a.arrived = (unsigned *)(uintptr_t)ck->part, a.part = (void *)(uintptr_t)(ck->part + (CuDevicePtr)ck->part_counters);

@@ -26,11 +26,20 @@ typedef struct CudaGeom {
 } CudaGeom;
 
 /* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
- * n*c*inner (outer*len) elements: one thread per element up to 32 blocks per
- * multiprocessor. CHANNEL_REDUCE: a row of blocks per group of
- * cuda_reduce_lanes channels (grid_y: cuda_reduce_split). LIST_NORM: a row
- * of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK threads. */
-CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int sm_count);
+ * n*c*inner elements (outer*len / copy_vec units): one thread per element
+ * up to 32 blocks per multiprocessor. CHANNEL_REDUCE: a row of blocks per
+ * group of cuda_reduce_lanes channels (grid_y: cuda_reduce_split).
+ * LIST_NORM: a row of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK
+ * threads. copy_vec: a COPY's YkArgs.vec (cuda_copy_vec); 1 for the others. */
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, int sm_count);
+
+/* Pure: the elements a COPY launch of kernel k moves as one unit from
+ * address src to dst (its slots 0 and 1): between buffers of one storage
+ * type, the largest power of two up to 16 bytes that divides the run, both
+ * strides, both offsets and both addresses in units; else 1. A channel run
+ * of a channels-last concat (16 bf16 channels) then moves in two 16-byte
+ * loads instead of sixteen 2-byte ones. */
+int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst);
 
 /* Pure: the channels a CHANNEL_REDUCE block reduces side by side, one per
  * thread of each of its rows. Channels last (inner == 1) keeps a pixel's
@@ -56,9 +65,10 @@ enum { CUDA_LIST_SPLIT = 32 };
 int64_t cuda_reduce_part_bytes(const KLaunch *ln);
 int64_t cuda_reduce_counters(const KLaunch *ln);
 
-/* Fills the argument block of launch ln: ptr[t] is tensor t's device address;
- * list/list_len: the device tables of the program's LIST_NORM tensors. */
-YkArgs cuda_launch_args(const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len);
+/* Fills the argument block of launch ln of kernel k: ptr[t] is tensor t's
+ * device address; list/list_len: the device tables of the program's
+ * LIST_NORM tensors. */
+YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len);
 
 typedef struct CudaKernels {
     KProgram kp;            /* the plan's program, lowered again here */
