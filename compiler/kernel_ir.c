@@ -11,6 +11,27 @@ static const char *const SKEL_NAMES[KS_COUNT] = {"map", "channel_reduce", "list_
 
 const char *kernel_skel_name(KSkel s) { return s >= 0 && s < KS_COUNT ? SKEL_NAMES[s] : "?"; }
 
+int kernel_map_vec(const Kernel *k) {
+    if (k->skel != KS_MAP) return 1;
+    int widest = 2;
+    for (int r = k->body[0].first; r < k->body[0].first + k->body[0].n; r++) {
+        const KInstr *in = &k->code[r];
+        switch (in->op) {
+        case KI_LOAD: case KI_STORE:
+            if (in->at != KA_ELEM) {
+                if (in->op == KI_STORE) return 1;
+                break;
+            }
+            if (k->buf_strided[in->buf] || (k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16)) return 1;
+            if (k->buf_dtype[in->buf] == DT_F32) widest = 4;
+            break;
+        case KI_ACC: case KI_VAR: case KI_SETVAR: case KI_ACCUM: case KI_INC_I64: return 1;
+        default: break;
+        }
+    }
+    return 16 / widest;
+}
+
 void kb_init(KBuild *kb, KSkel s) {
     memset(kb, 0, sizeof *kb);
     kb->k.skel = s;

@@ -109,6 +109,13 @@ void kernel_program_free(KProgram *kp);
 void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
 const char *kernel_skel_name(KSkel s);
 
+/* The elements a CUDA MAP kernel can take a thread at a time, one load or
+ * store of at most 16 bytes per element buffer: 8 when they are all 16-bit,
+ * 4 when one is fp32; 1 for other skeletons, a strided (view) buffer or an
+ * instruction that is not elementwise (sums, variables, counters). Where the
+ * shape and addresses allow it is the launch's choice (cuda_map_vec). */
+int kernel_map_vec(const Kernel *k);
+
 /* The argument block of launch ln without its buffer addresses (extents,
  * copy strides, per-slot image strides): each backend adds its pointers. */
 YkArgs kernel_launch_args(const KLaunch *ln);

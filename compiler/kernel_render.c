@@ -44,16 +44,20 @@ static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F
 
 /* A strided slot (a view inside a wider buffer) steps bs[slot] elements per
  * image: every skeleton has the element's n, c and k in hand. */
-static void index_text(const Kernel *k, const KInstr *in, char *buf, size_t cap) {
-    if (in->at == KA_ELEM && k->buf_strided[in->buf]) snprintf(buf, cap, "n * a.bs[%d] + c * inner_ + k", in->buf);
+/* Element index of a load or store. Array form (CUDA maps, V elements a
+ * thread): element v of a strided buffer; a packed one is read from i on as
+ * a whole (yk_ldv / yk_stv), channel entries at the element's channel. */
+static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, size_t cap) {
+    if (in->at == KA_ELEM && k->buf_strided[in->buf])
+        snprintf(buf, cap, arr ? "n * a.bs[%d] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_)" : "n * a.bs[%d] + c * inner_ + k", in->buf);
     else if (in->at == KA_ELEM) snprintf(buf, cap, "i");
-    else if (in->at == KA_CHAN) snprintf(buf, cap, "c");
+    else if (in->at == KA_CHAN) snprintf(buf, cap, arr ? "c + v * cstep_" : "c");
     else snprintf(buf, cap, "%lld", (long long)in->imm);
 }
 
-static void load_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
-    char idx[80];
-    index_text(k, in, idx, sizeof idx);
+static void load_text(const Kernel *k, KTarget tg, const KInstr *in, bool arr, char *buf, size_t cap) {
+    char idx[96];
+    index_text(k, in, arr, idx, sizeof idx);
     if (tg == KT_CUDA) snprintf(buf, cap, "yk_ld_%s(a.t[%d], %s)", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx);
     else snprintf(buf, cap, "((const float *)a.t[%d])[%s]", in->buf, idx);
 }
@@ -85,10 +89,12 @@ static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
 typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN } Part;
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
- * f<N> of type double. */
-static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part) {
-    const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real";
-    char a[160], idx[80], head[48];
+ * f<N> of type double. arr: the CUDA map's form, each register an array of
+ * its V elements (r<N>[v]) and each instruction a loop over them; a packed
+ * element buffer is loaded and stored V elements at once. */
+static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr) {
+    const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real", *el = arr ? "[v]" : "";
+    char a[192], idx[96], head[96], x[4][24];
     bool *inv = calloc((size_t)s.n + 1, sizeof(bool));
     if (!inv) {
         o->ok = false;
@@ -102,38 +108,49 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         if (part == PART_DECLARE) {
             if (declared) fputs(", ", o->f);
             else fprintf(o->f, "%s%s ", indent, type);
-            fprintf(o->f, "%c%d", p, r);
+            fprintf(o->f, "%c%d%s", p, r, arr ? "[V]" : "");
             declared = true;
             continue;
         }
-        if (part == PART_CHANNEL_ASSIGN) snprintf(head, sizeof head, "%c%d = ", p, r);
+        const char *vloop = arr ? "for (int v = 0; v < V; v++) " : "";
+        if (part == PART_CHANNEL_ASSIGN) snprintf(head, sizeof head, "%s%c%d%s = ", vloop, p, r, el);
+        else if (arr) snprintf(head, sizeof head, "%s %c%d[V];\n%s%s%c%d[v] = ", type, p, r, indent, vloop, p, r);
         else snprintf(head, sizeof head, "const %s %c%d = ", in->op == KI_ACC ? "double" : type, p, r);
+        const int ops[4] = {in->a, in->b, in->c, in->d};
+        for (int j = 0; j < 4; j++) snprintf(x[j], sizeof x[j], "%c%d%s", p, ops[j], el);
+        const bool whole = arr && in->at == KA_ELEM && !k->buf_strided[in->buf]; /* V elements in one access */
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
-            load_text(k, tg, in, a, sizeof a);
+            if (whole && part != PART_CHANNEL_ASSIGN) {
+                fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], i, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, p, r);
+                break;
+            }
+            load_text(k, tg, in, arr, a, sizeof a);
             fprintf(o->f, "%s(%s)%s;\n", head, type, a);
             break;
         case KI_STORE:
-            index_text(k, in, idx, sizeof idx);
-            if (tg == KT_CUDA) fprintf(o->f, "yk_st_%s(a.t[%d], %s, (float)%c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, p, in->a);
-            else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%c%d;\n", in->buf, idx, p, in->a);
+            if (whole) {
+                fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], i, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, p, in->a);
+                break;
+            }
+            index_text(k, in, arr, idx, sizeof idx);
+            if (tg == KT_CUDA) fprintf(o->f, "%syk_st_%s(a.t[%d], %s, (float)%s);\n", vloop, dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, x[0]);
+            else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%s;\n", in->buf, idx, x[0]);
             break;
         case KI_CONST: fprintf(o->f, "%s(%s)%.17g;\n", head, type, in->imm); break;
         case KI_ACC: fprintf(o->f, "%sacc_[%d];\n", head, in->b); break;
         case KI_COUNT: fprintf(o->f, "%s(%s)count_;\n", head, type); break;
         case KI_VAR: fprintf(o->f, "%s(%s)var_[%d];\n", head, type, in->b); break;
-        case KI_SETVAR: fprintf(o->f, "var_[%d] = %c%d;\n", in->b, p, in->a); break;
-        case KI_ACCUM: fprintf(o->f, "acc_[%d] += (double)%c%d;\n", in->b, p, in->a); break;
+        case KI_SETVAR: fprintf(o->f, "var_[%d] = %s;\n", in->b, x[0]); break;
+        case KI_ACCUM: fprintf(o->f, "acc_[%d] += (double)%s;\n", in->b, x[0]); break;
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
-        case KI_NEG: fprintf(o->f, "%s-%c%d;\n", head, p, in->a); break;
-        case KI_F32: fprintf(o->f, "%s(%s)(float)%c%d;\n", head, type, p, in->a); break;
-        case KI_EXP: case KI_SQRT: case KI_ERF: case KI_SIGMOID: fprintf(o->f, "%s%s(%c%d);\n", head, FN1[in->op], p, in->a); break;
-        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "%s%c%d %s %c%d;\n", head, p, in->a, OP2[in->op], p, in->b); break;
-        case KI_POW: fprintf(o->f, "%syk_pow(%c%d, %c%d);\n", head, p, in->a, p, in->b); break;
-        case KI_SEL_GT: case KI_SEL_GE:
-            fprintf(o->f, "%s%c%d %s %c%d ? %c%d : %c%d;\n", head, p, in->a, in->op == KI_SEL_GT ? ">" : ">=", p, in->b, p, in->c, p, in->d);
-            break;
+        case KI_NEG: fprintf(o->f, "%s-%s;\n", head, x[0]); break;
+        case KI_F32: fprintf(o->f, "%s(%s)(float)%s;\n", head, type, x[0]); break;
+        case KI_EXP: case KI_SQRT: case KI_ERF: case KI_SIGMOID: fprintf(o->f, "%s%s(%s);\n", head, FN1[in->op], x[0]); break;
+        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: fprintf(o->f, "%s%s %s %s;\n", head, x[0], OP2[in->op], x[1]); break;
+        case KI_POW: fprintf(o->f, "%syk_pow(%s, %s);\n", head, x[0], x[1]); break;
+        case KI_SEL_GT: case KI_SEL_GE: fprintf(o->f, "%s%s %s %s ? %s : %s;\n", head, x[0], in->op == KI_SEL_GT ? ">" : ">=", x[1], x[2], x[3]); break;
         default: o->ok = false;
         }
     }
@@ -142,12 +159,12 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
 }
 
 /* Renders a section into a malloc'd string (a template value). */
-static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part) {
+static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr) {
     char *buf = NULL;
     size_t len = 0;
     Out o = {open_memstream(&buf, &len), true};
     if (!o.f) return NULL;
-    emit_section(&o, k, tg, s, finalize, indent, part);
+    emit_section(&o, k, tg, s, finalize, indent, part, arr);
     fclose(o.f);
     if (!o.ok) {
         free(buf);
@@ -166,12 +183,15 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     case KS_MAP: {
         /* both targets compute a channel's invariant part once: C per
          * channel loop, CUDA when the thread's channel changes */
-        char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT);
-        char *chan = section_text(k, tg, k->body[0], false, chan_indent, tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN);
-        char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE) : strdup("");
-        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : ""};
+        const bool arr = tg == KT_CUDA;
+        char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT, arr);
+        char *chan = section_text(k, tg, k->body[0], false, chan_indent, tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN, arr);
+        char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE, arr) : strdup("");
+        char vec[16];
+        snprintf(vec, sizeof vec, "%d", kernel_map_vec(k));
+        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : "", "VEC", vec};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);
-        emit_template(o, path, kv, 4);
+        emit_template(o, path, kv, 5);
         o->ok &= body && chan && decl;
         free(body);
         free(chan);
@@ -186,8 +206,9 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         emit_template(o, path, kv, 2);
         for (int ph = 0; ph < k->n_phases; ph++) {
             /* each thread keeps one channel, so both targets compute its invariant part once */
-            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT), *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL);
-            char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL);
+            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT, false),
+                 *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL, false);
+            char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL, false);
             char naccs[16], used[16], phase[16];
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);
@@ -206,7 +227,7 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         break;
     }
     case KS_LIST_NORM: {
-        char *fin = section_text(k, tg, k->finalize[0], true, "        ", PART_ALL);
+        char *fin = section_text(k, tg, k->finalize[0], true, "        ", PART_ALL, false);
         const char *kv[] = {"NAME", k->name, "FINALIZE", fin ? fin : ""};
         snprintf(path, sizeof path, "%s/list_norm.%s", dir, ext);
         emit_template(o, path, kv, 2);

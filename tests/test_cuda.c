@@ -268,6 +268,35 @@ Test(cuda, copy_units_divide_every_run_stride_offset_and_address) {
     cr_expect_eq(cuda_copy_vec(&k, &ln, 0x10000, 0x20000), 1, "not a copy");
 }
 
+/* A map's elements a thread: 16 bytes of its widest element buffer, where the shape and addresses allow. */
+Test(cuda, map_units_need_the_shape_and_every_element_address) {
+    KInstr code[3] = {{.op = KI_LOAD, .buf = 0, .at = KA_ELEM}, {.op = KI_LOAD, .buf = 1, .at = KA_CHAN}, {.op = KI_STORE, .a = 0, .buf = 2, .at = KA_ELEM}};
+    Kernel k = {.skel = KS_MAP, .code = code, .n_code = 3, .body = {{0, 3}}, .n_bufs = 3, .buf_dtype = {DT_BF16, DT_F32, DT_BF16}};
+    KLaunch ln = {.n_args = 3, .args = {0, 1, 2}, .n = 64 * 80 * 80, .c = 64, .inner = 1};
+    CuDevicePtr ptr[3] = {0x10000, 0x20004, 0x30000};
+    cr_expect_eq(kernel_map_vec(&k), 8, "16-bit element buffers: 8 a thread (the fp32 one is per channel)");
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 8, "64 channels last, 16-byte aligned elements; a channel vector at any address");
+    CudaGeom g = cuda_launch_geometry(KS_MAP, &ln, 8, 132);
+    cr_expect(g.grid == 132 * 32 && (int64_t)g.grid * 256 * 8 % 64 == 0, "a stride of whole pixels: %u blocks", g.grid);
+    ln.c = 144;
+    g = cuda_launch_geometry(KS_MAP, &ln, 8, 132);
+    cr_expect((int64_t)g.grid * 256 * 8 % 144 == 0, "144 channels in units of 8: still whole pixels (%u blocks)", g.grid);
+    ln.c = 36;
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "36 channels are no multiple of 8");
+    ln = (KLaunch){.n_args = 3, .args = {0, 1, 2}, .n = 64, .c = 16, .inner = 20 * 20};
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 8, "NCHW: 8 of a plane of 400");
+    ln.inner = 10 * 10;
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "a plane of 100");
+    ln.inner = 400, ptr[2] = 0x30008;
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "an output 8 bytes off a 16-byte boundary");
+    k.buf_dtype[2] = DT_F32, ptr[2] = 0x30000;
+    cr_expect(kernel_map_vec(&k) == 4 && cuda_map_vec(&k, &ln, ptr) == 4, "an fp32 element buffer: 4 a thread");
+    k.buf_strided[0] = true;
+    cr_expect_eq(kernel_map_vec(&k), 1, "a view's elements are strided per image");
+    k.buf_strided[0] = false, code[1].op = KI_STORE;
+    cr_expect_eq(kernel_map_vec(&k), 1, "a per-channel store");
+}
+
 /* ---- convolution keys (no GPU) ---- */
 
 typedef struct ConvCase {

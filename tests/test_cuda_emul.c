@@ -30,7 +30,7 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
     int skipped_kernels;
     void *h = emul_generated_open(&v, &gc, precision, layout, 1u << KS_MAP | 1u << KS_COPY, 0, &skipped_kernels);
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0;
+    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0;
     double worst_rel = 0, worst_ulp = 0;
     for (int i = 0; i < v.kp.n_launches; i++) {
         const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
@@ -52,18 +52,21 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
         gen_cpu_launch(&gc, lc, v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, 0, 0);
         units += k->skel == KS_COPY && a.vec > 1;
+        map_units += k->skel == KS_MAP && a.vec > 1;
         run_grid(h, call_yk, sym(h, k->name), &a, grid, block);
         count[k->skel]++;
         double worst = expect_launch_outputs(&v, i, ln, k, &failed, &compared, &worst_rel, &worst_ulp);
         cr_log_info("%s launch %d %s (%s, %lld x %lld x %lld / %lld x %lld): worst %.3g", precision, i, k->name, kernel_skel_name(k->skel), (long long)ln->n,
                     (long long)ln->c, (long long)ln->inner, (long long)ln->outer, (long long)ln->len, worst);
     }
-    cr_log_info("%s: %d MAP and %d COPY launches emulated (%d outputs compared, %d strided slots, %d copies in units of several elements); not run: %d "
+    cr_log_info("%s: %d MAP and %d COPY launches emulated (%d outputs compared, %d strided slots, %d maps and %d copies %d or more elements a thread); not run: %d "
                 "CHANNEL_REDUCE and %d LIST_NORM launches (%d kernels) that need a real block; worst relative difference (fp32 storage) %.3g, worst 16-bit ulps %.3g",
-                precision, count[KS_MAP], count[KS_COPY], compared, strided, units, skipped[KS_CHANNEL_REDUCE], skipped[KS_LIST_NORM], skipped_kernels, worst_rel,
+                precision, count[KS_MAP], count[KS_COPY], compared, strided, map_units, units, 2, skipped[KS_CHANNEL_REDUCE], skipped[KS_LIST_NORM], skipped_kernels, worst_rel,
                 worst_ulp);
     cr_expect_gt(count[KS_MAP], 0);
-    /* channels last concatenates and splits channel runs: those move in units */
+    /* both layouts' maps take several elements a thread (8-channel multiples, planes of 64 pixels and
+     * more); channels last concatenates and splits channel runs, which move in units */
+    cr_expect_gt(map_units, 0, "%d of %d maps took several elements a thread", map_units, count[KS_MAP]);
     if (strcmp(layout, "nhwc") == 0) cr_expect_gt(units, 0, "%d of %d copies moved units of several elements", units, count[KS_COPY]);
     cr_expect_gt(compared, 0);
     dlclose(h);

@@ -65,12 +65,13 @@ static int64_t reduce_groups(const KLaunch *ln) {
     return (c + lanes - 1) / lanes;
 }
 
-CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, int sm_count) {
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm_count) {
     CudaGeom g = {1, 1, CUDA_BLOCK};
     int64_t total = 0;
+    if (vec < 1) vec = 1;
     switch (skel) {
-    case KS_MAP: total = ln->n * ln->c * ln->inner; break;
-    case KS_COPY: total = ln->outer * ln->len / (copy_vec > 0 ? copy_vec : 1); break;
+    case KS_MAP: total = ln->n * ln->c * ln->inner / vec; break;
+    case KS_COPY: total = ln->outer * ln->len / vec; break;
     case KS_CHANNEL_REDUCE:
         g.grid = (unsigned)reduce_groups(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
         return g;
@@ -83,7 +84,7 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, i
     int64_t blocks = (total + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32;
     /* a channels-last map's stride a whole number of pixels: each thread keeps its channel,
      * and computes what depends on it alone once */
-    int64_t whole = skel == KS_MAP && ln->inner == 1 && ln->c > 0 ? ln->c / gcd(ln->c, CUDA_BLOCK) : 1;
+    int64_t whole = skel == KS_MAP && ln->inner == 1 && ln->c > 0 ? ln->c / gcd(ln->c, CUDA_BLOCK * vec) : 1;
     if (blocks > cap && whole <= cap) cap = cap / whole * whole;
     g.grid = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
     return g;
@@ -124,11 +125,23 @@ int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDev
     return vec;
 }
 
+int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr) {
+    const int64_t vec = kernel_map_vec(k);
+    if (vec == 1 || (ln->inner == 1 ? ln->c % vec : ln->inner % vec)) return 1;
+    for (int r = k->body[0].first; r < k->body[0].first + k->body[0].n; r++) {
+        const KInstr *in = &k->code[r];
+        if ((in->op != KI_LOAD && in->op != KI_STORE) || in->at != KA_ELEM) continue;
+        const CuDevicePtr bytes = (CuDevicePtr)vec * (k->buf_dtype[in->buf] == DT_F32 ? 4 : 2);
+        if (ptr[ln->args[in->buf]] % bytes) return 1;
+    }
+    return vec;
+}
+
 YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
     YkArgs a = kernel_launch_args(ln);
     a.lanes = cuda_reduce_lanes(ln);
     for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
-    a.vec = ln->n_args >= 2 ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : 1;
+    a.vec = k->skel == KS_MAP ? cuda_map_vec(k, ln, ptr) : k->skel == KS_COPY && ln->n_args >= 2 ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : 1;
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));

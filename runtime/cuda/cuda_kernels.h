@@ -26,12 +26,12 @@ typedef struct CudaGeom {
 } CudaGeom;
 
 /* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
- * n*c*inner elements (outer*len / copy_vec units): one thread per element
- * up to 32 blocks per multiprocessor. CHANNEL_REDUCE: a row of blocks per
- * group of cuda_reduce_lanes channels (grid_y: cuda_reduce_split).
- * LIST_NORM: a row of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK
- * threads. copy_vec: a COPY's YkArgs.vec (cuda_copy_vec); 1 for the others. */
-CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, int sm_count);
+ * n*c*inner (outer*len) elements in units of vec (YkArgs.vec: cuda_map_vec,
+ * cuda_copy_vec; 1 for the other skeletons): one thread per unit up to 32
+ * blocks per multiprocessor. CHANNEL_REDUCE: a row of blocks per group of
+ * cuda_reduce_lanes channels (grid_y: cuda_reduce_split). LIST_NORM: a row
+ * of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK threads. */
+CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm_count);
 
 /* Pure: the elements a COPY launch of kernel k moves as one unit from
  * address src to dst (its slots 0 and 1): between buffers of one storage
@@ -40,6 +40,11 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t copy_vec, i
  * of a channels-last concat (16 bf16 channels) then moves in two 16-byte
  * loads instead of sixteen 2-byte ones. */
 int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst);
+/* Pure: the elements each thread of MAP launch ln of kernel k takes at a
+ * time: kernel_map_vec(k) when it divides the launch's inner extent (its
+ * channels when inner is 1) and every element buffer's address (ptr[t]:
+ * tensor t's) is aligned to that many elements; else 1. */
+int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr);
 
 /* Pure: the channels a CHANNEL_REDUCE block reduces side by side, one per
  * thread of each of its rows. Channels last (inner == 1) keeps a pixel's

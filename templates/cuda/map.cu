@@ -1,12 +1,19 @@
 
-/* @NAME@: elementwise over [n, c, inner], grid-stride. The thread's
- * position (n, c, k) advances by the stride's digits in that radix with
- * carries, so no element pays for a 64-bit division. */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x;
+/* @NAME@: elementwise over [n, c, inner], grid-stride, V consecutive
+ * elements a thread at a time: one load or store of up to 16 bytes per
+ * element buffer. The launch takes V = @VEC@ where the shape and addresses
+ * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
+ * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
+ * (channels last). The position (n, c, k) of its first element advances
+ * by the stride's digits in that radix with carries, so no element pays
+ * for a 64-bit division. */
+template <int V> __device__ __forceinline__ void @NAME@_run(const YkArgs &a) {
+    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
+    const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
+    (void)cstep_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * V;
     if (i >= total_) return;
     long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
     const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
@@ -29,4 +36,9 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
         c -= cc_ * c_;
         n += dn_ + cc_;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
+    if (a.vec == @VEC@) @NAME@_run<@VEC@>(a);
+    else @NAME@_run<1>(a);
 }

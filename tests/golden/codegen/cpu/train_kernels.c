@@ -21,7 +21,7 @@ typedef struct YkArgs {
     void *part;                         /* channel reduce, list norm: the blocks' partial sums (and the reduce's variables) */
     unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
-    long long vec;                      /* slice copy: elements moved as one unit, 1..16 bytes (CUDA; one storage type both sides, else 1) */
+    long long vec;                      /* map, slice copy: consecutive elements a thread takes at a time, in one access of up to 16 bytes (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4

@@ -19,7 +19,7 @@ typedef struct YkArgs {
     void *part;                         /* channel reduce, list norm: the blocks' partial sums (and the reduce's variables) */
     unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
-    long long vec;                      /* slice copy: elements moved as one unit, 1..16 bytes (CUDA; one storage type both sides, else 1) */
+    long long vec;                      /* map, slice copy: consecutive elements a thread takes at a time, in one access of up to 16 bytes (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
@@ -39,31 +39,70 @@ __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
 __device__ __forceinline__ double yk_erf(double x) { return erf(x); }
 __device__ __forceinline__ float yk_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double yk_pow(double x, double y) { return pow(x, y); }
+/* The storage types: one element's bits and their conversions to and from
+ * fp32 (bf16 and fp16: round to nearest even, NaN stays a quiet NaN). */
+struct yk_f32_t {
+    typedef unsigned int bits;
+    static __device__ __forceinline__ float from(bits b) { return __uint_as_float(b); }
+    static __device__ __forceinline__ bits to(float v) { return __float_as_uint(v); }
+};
+struct yk_bf16_t {
+    typedef unsigned short bits;
+    static __device__ __forceinline__ float from(bits b) { return __uint_as_float((unsigned int)b << 16); }
+    static __device__ __forceinline__ bits to(float v) {
+        unsigned int u = __float_as_uint(v);
+        u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u + 0x7fffu + ((u >> 16) & 1u);
+        return (bits)(u >> 16);
+    }
+};
+struct yk_f16_t {
+    typedef unsigned short bits;
+#ifdef YK_HOST_EMULATION
+    /* host emulation (tests/cuda_host_shim.h): the same conversions in C++ */
+    static __device__ __forceinline__ float from(bits b) { return yk_host_f16_to_f32(b); }
+    static __device__ __forceinline__ bits to(float v) { return yk_host_f32_to_f16(v); }
+#else
+    static __device__ __forceinline__ float from(bits b) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+        return f;
+    }
+    static __device__ __forceinline__ bits to(float v) {
+        bits h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        return h;
+    }
+#endif
+};
 __device__ __forceinline__ float yk_ld_f32(const void *p, long long i) { return ((const float *)p)[i]; }
 __device__ __forceinline__ void yk_st_f32(void *p, long long i, float v) { ((float *)p)[i] = v; }
-__device__ __forceinline__ float yk_ld_bf16(const void *p, long long i) { return __uint_as_float((unsigned int)((const unsigned short *)p)[i] << 16); }
-/* round to nearest even; NaN stays a quiet NaN */
-__device__ __forceinline__ void yk_st_bf16(void *p, long long i, float v) {
-    unsigned int u = __float_as_uint(v);
-    u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u + 0x7fffu + ((u >> 16) & 1u);
-    ((unsigned short *)p)[i] = (unsigned short)(u >> 16);
+__device__ __forceinline__ float yk_ld_bf16(const void *p, long long i) { return yk_bf16_t::from(((const unsigned short *)p)[i]); }
+__device__ __forceinline__ void yk_st_bf16(void *p, long long i, float v) { ((unsigned short *)p)[i] = yk_bf16_t::to(v); }
+__device__ __forceinline__ float yk_ld_f16(const void *p, long long i) { return yk_f16_t::from(((const unsigned short *)p)[i]); }
+__device__ __forceinline__ void yk_st_f16(void *p, long long i, float v) { ((unsigned short *)p)[i] = yk_f16_t::to(v); }
+/* B bytes moved as one load or store */
+template <int B> struct yk_unit_t;
+template <> struct yk_unit_t<2> { typedef unsigned short type; };
+template <> struct yk_unit_t<4> { typedef unsigned int type; };
+template <> struct yk_unit_t<8> { typedef uint2 type; };
+template <> struct yk_unit_t<16> { typedef uint4 type; };
+/* V elements of storage type T from element i on, as one access: i a
+ * multiple of V and the address of the whole aligned (the launch checks:
+ * cuda_map_vec). */
+template <typename T, int V> union yk_pack_t {
+    typename yk_unit_t<sizeof(typename T::bits) * V>::type unit;
+    typename T::bits el[V];
+};
+template <typename T, int V> __device__ __forceinline__ void yk_ldv(const void *p, long long i, float *out) {
+    yk_pack_t<T, V> w;
+    w.unit = ((const typename yk_unit_t<sizeof(typename T::bits) * V>::type *)p)[i / V];
+    for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
 }
-#ifdef YK_HOST_EMULATION
-/* host emulation (tests/cuda_host_shim.h): the same conversions in C++ */
-__device__ __forceinline__ float yk_ld_f16(const void *p, long long i) { return yk_host_f16_to_f32(((const unsigned short *)p)[i]); }
-__device__ __forceinline__ void yk_st_f16(void *p, long long i, float v) { ((unsigned short *)p)[i] = yk_host_f32_to_f16(v); }
-#else
-__device__ __forceinline__ float yk_ld_f16(const void *p, long long i) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const unsigned short *)p)[i]));
-    return f;
+template <typename T, int V> __device__ __forceinline__ void yk_stv(void *p, long long i, const float *in) {
+    yk_pack_t<T, V> w;
+    for (int v = 0; v < V; v++) w.el[v] = T::to(in[v]);
+    ((typename yk_unit_t<sizeof(typename T::bits) * V>::type *)p)[i / V] = w.unit;
 }
-__device__ __forceinline__ void yk_st_f16(void *p, long long i, float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    ((unsigned short *)p)[i] = h;
-}
-#endif
 /* A fixed-shape tree over the block: the same inputs give the same sum. */
 __device__ __forceinline__ double yk_block_sum(double v, double *red) {
     red[threadIdx.x] = v;
@@ -91,43 +130,62 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_map_619d07f2: elementwise over [n, c, inner], grid-stride. The thread's
- * position (n, c, k) advances by the stride's digits in that radix with
- * carries, so no element pays for a 64-bit division. */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_619d07f2(YkArgs a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x;
+/* yk_map_619d07f2: elementwise over [n, c, inner], grid-stride, V consecutive
+ * elements a thread at a time: one load or store of up to 16 bytes per
+ * element buffer. The launch takes V = 1 where the shape and addresses
+ * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
+ * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
+ * (channels last). The position (n, c, k) of its first element advances
+ * by the stride's digits in that radix with carries, so no element pays
+ * for a 64-bit division. */
+template <int V> __device__ __forceinline__ void yk_map_619d07f2_run(const YkArgs &a) {
+    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
+    const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
+    (void)cstep_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * V;
     if (i >= total_) return;
     long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
     const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
     /* what depends on the channel alone (its statistics, scale and shift), computed
      * again only when the channel changes: channels last, never (cuda_launch_geometry) */
     long long held_ = -1;
-    yk_real r1, r2, r5, r6;
+    yk_real r1[V], r2[V], r5[V], r6[V];
     for (; i < total_; i += step_) {
         (void)n;
         if (c != held_) {
             held_ = c;
-            r1 = (yk_real)yk_ld_f32(a.t[1], c);
-            r2 = (yk_real)yk_ld_f32(a.t[2], c);
-            r5 = (yk_real)yk_ld_f32(a.t[3], c);
-            r6 = (yk_real)yk_ld_f32(a.t[4], c);
+            for (int v = 0; v < V; v++) r1[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
+            for (int v = 0; v < V; v++) r2[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
+            for (int v = 0; v < V; v++) r5[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
+            for (int v = 0; v < V; v++) r6[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
         }
-        const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
-        const yk_real r3 = r0 - r2;
-        const yk_real r4 = r3 * r1;
-        const yk_real r7 = r4 * r6;
-        const yk_real r8 = r7 + r5;
-        const yk_real r9 = (yk_real)(float)r8;
-        const yk_real r10 = yk_sigmoid(r9);
-        const yk_real r11 = r9 * r10;
-        const yk_real r12 = (yk_real)(float)r11;
-        const yk_real r13 = (yk_real)yk_ld_bf16(a.t[5], n * a.bs[5] + c * inner_ + k);
-        const yk_real r14 = r13 + r12;
-        const yk_real r15 = (yk_real)(float)r14;
-        yk_st_bf16(a.t[6], n * a.bs[6] + c * inner_ + k, (float)r15);
+        yk_real r0[V];
+        yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
+        yk_real r3[V];
+        for (int v = 0; v < V; v++) r3[v] = r0[v] - r2[v];
+        yk_real r4[V];
+        for (int v = 0; v < V; v++) r4[v] = r3[v] * r1[v];
+        yk_real r7[V];
+        for (int v = 0; v < V; v++) r7[v] = r4[v] * r6[v];
+        yk_real r8[V];
+        for (int v = 0; v < V; v++) r8[v] = r7[v] + r5[v];
+        yk_real r9[V];
+        for (int v = 0; v < V; v++) r9[v] = (yk_real)(float)r8[v];
+        yk_real r10[V];
+        for (int v = 0; v < V; v++) r10[v] = yk_sigmoid(r9[v]);
+        yk_real r11[V];
+        for (int v = 0; v < V; v++) r11[v] = r9[v] * r10[v];
+        yk_real r12[V];
+        for (int v = 0; v < V; v++) r12[v] = (yk_real)(float)r11[v];
+        yk_real r13[V];
+        for (int v = 0; v < V; v++) r13[v] = (yk_real)yk_ld_bf16(a.t[5], n * a.bs[5] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_));
+        yk_real r14[V];
+        for (int v = 0; v < V; v++) r14[v] = r13[v] + r12[v];
+        yk_real r15[V];
+        for (int v = 0; v < V; v++) r15[v] = (yk_real)(float)r14[v];
+        for (int v = 0; v < V; v++) yk_st_bf16(a.t[6], n * a.bs[6] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_), (float)r15[v]);
         k += dk_;
         const long long kc_ = k >= inner_;
         k -= kc_ * inner_;
@@ -136,4 +194,9 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_619d07f2(YkArgs a)
         c -= cc_ * c_;
         n += dn_ + cc_;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_619d07f2(YkArgs a) {
+    if (a.vec == 1) yk_map_619d07f2_run<1>(a);
+    else yk_map_619d07f2_run<1>(a);
 }
