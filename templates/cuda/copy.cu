@@ -32,10 +32,10 @@ template <typename U> __device__ __forceinline__ void yk_copy_units(const YkArgs
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
 #if @SAME@
     switch (a.vec * @ESIZE@) {
-    case 16: yk_copy_units<uint4>(a); break;
-    case 8: yk_copy_units<uint2>(a); break;
-    case 4: yk_copy_units<unsigned int>(a); break;
-    case 2: yk_copy_units<unsigned short>(a); break;
+    case 16: yk_copy_units<yk_unit_t<16>::type>(a); break;
+    case 8: yk_copy_units<yk_unit_t<8>::type>(a); break;
+    case 4: yk_copy_units<yk_unit_t<4>::type>(a); break;
+    case 2: yk_copy_units<yk_unit_t<2>::type>(a); break;
     }
 #else
     yk_copy_runs(a, 1, [&](long long s, long long d) { yk_st_@DST@(a.t[1], d, yk_ld_@SRC@(a.t[0], s)); });

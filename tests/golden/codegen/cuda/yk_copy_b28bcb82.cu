@@ -163,10 +163,10 @@ template <typename U> __device__ __forceinline__ void yk_copy_units(const YkArgs
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_copy_b28bcb82(YkArgs a) {
 #if 1
     switch (a.vec * 2) {
-    case 16: yk_copy_units<uint4>(a); break;
-    case 8: yk_copy_units<uint2>(a); break;
-    case 4: yk_copy_units<unsigned int>(a); break;
-    case 2: yk_copy_units<unsigned short>(a); break;
+    case 16: yk_copy_units<yk_unit_t<16>::type>(a); break;
+    case 8: yk_copy_units<yk_unit_t<8>::type>(a); break;
+    case 4: yk_copy_units<yk_unit_t<4>::type>(a); break;
+    case 2: yk_copy_units<yk_unit_t<2>::type>(a); break;
     }
 #else
     yk_copy_runs(a, 1, [&](long long s, long long d) { yk_st_bf16(a.t[1], d, yk_ld_bf16(a.t[0], s)); });
