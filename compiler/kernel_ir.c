@@ -11,6 +11,8 @@ static const char *const SKEL_NAMES[KS_COUNT] = {"map", "channel_reduce", "list_
 
 const char *kernel_skel_name(KSkel s) { return s >= 0 && s < KS_COUNT ? SKEL_NAMES[s] : "?"; }
 
+int kernel_storage_bytes(DType d) { return d == DT_I64 ? 8 : d == DT_F32 ? 4 : 2; }
+
 int kernel_map_vec(const Kernel *k) {
     if (k->skel != KS_MAP) return 1;
     int widest = 2;
@@ -23,7 +25,7 @@ int kernel_map_vec(const Kernel *k) {
                 break;
             }
             if (k->buf_strided[in->buf] || (k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16)) return 1;
-            if (k->buf_dtype[in->buf] == DT_F32) widest = 4;
+            if (kernel_storage_bytes(k->buf_dtype[in->buf]) > widest) widest = kernel_storage_bytes(k->buf_dtype[in->buf]);
             break;
         case KI_ACC: case KI_VAR: case KI_SETVAR: case KI_ACCUM: case KI_INC_I64: return 1;
         default: break;

@@ -109,6 +109,10 @@ void kernel_program_free(KProgram *kp);
 void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
 const char *kernel_skel_name(KSkel s);
 
+/* Bytes of one element of a generated kernel's buffer stored as d (CUDA:
+ * fp32 4, bf16 and fp16 2, int64 8). */
+int kernel_storage_bytes(DType d);
+
 /* The elements a CUDA MAP kernel can take a thread at a time, one load or
  * store of at most 16 bytes per element buffer: 8 when they are all 16-bit,
  * 4 when one is fp32; 1 for other skeletons, a strided (view) buffer or an

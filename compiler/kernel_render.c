@@ -42,11 +42,12 @@ static void emit_template(Out *o, const char *path, const char *const *kv, int n
 
 static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
 
-/* A strided slot (a view inside a wider buffer) steps bs[slot] elements per
- * image: every skeleton has the element's n, c and k in hand. */
-/* Element index of a load or store. Array form (CUDA maps, V elements a
- * thread): element v of a strided buffer; a packed one is read from i on as
- * a whole (yk_ldv / yk_stv), channel entries at the element's channel. */
+/* Element index of a load or store. A strided slot (a view inside a wider
+ * buffer) steps bs[slot] elements per image: every skeleton has the
+ * element's n, c and k in hand. Array form (CUDA maps, V elements a
+ * thread): element v of a strided buffer, or of a channel vector at the
+ * element's channel; a packed buffer is read from i on as a whole (yk_ldv /
+ * yk_stv, not through here). */
 static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, size_t cap) {
     if (in->at == KA_ELEM && k->buf_strided[in->buf])
         snprintf(buf, cap, arr ? "n * a.bs[%d] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_)" : "n * a.bs[%d] + c * inner_ + k", in->buf);
@@ -122,7 +123,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
-            if (whole && part != PART_CHANNEL_ASSIGN) {
+            if (whole) {
                 fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], i, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, p, r);
                 break;
             }
@@ -236,9 +237,10 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         break;
     }
     case KS_COPY: {
-        const bool same = k->buf_dtype[0] == k->buf_dtype[1];
-        const char *kv[] = {"NAME", k->name, "SRC", dtype_tag(k->buf_dtype[0]), "DST", dtype_tag(k->buf_dtype[1]), "SAME", same ? "1" : "0",
-                            "ESIZE", k->buf_dtype[0] == DT_F32 ? "4" : "2"};
+        char esize[16];
+        snprintf(esize, sizeof esize, "%d", kernel_storage_bytes(k->buf_dtype[0]));
+        const char *kv[] = {"NAME", k->name, "SRC", dtype_tag(k->buf_dtype[0]), "DST", dtype_tag(k->buf_dtype[1]), "SAME",
+                            k->buf_dtype[0] == k->buf_dtype[1] ? "1" : "0", "ESIZE", esize};
         snprintf(path, sizeof path, "%s/copy.%s", dir, ext);
         emit_template(o, path, kv, 5);
         break;

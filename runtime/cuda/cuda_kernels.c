@@ -114,7 +114,7 @@ int64_t cuda_reduce_counters(const KLaunch *ln) {
 
 int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst) {
     if (k->skel != KS_COPY || k->buf_dtype[0] != k->buf_dtype[1]) return 1;
-    const int64_t esize = k->buf_dtype[0] == DT_F32 ? 4 : 2; /* a copy's storage types: fp32, bf16, fp16 */
+    const int64_t esize = kernel_storage_bytes(k->buf_dtype[0]);
     int64_t vec = 16 / esize;
     for (; vec > 1; vec /= 2) {
         const int64_t bytes = vec * esize;
@@ -131,7 +131,7 @@ int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr)
     for (int r = k->body[0].first; r < k->body[0].first + k->body[0].n; r++) {
         const KInstr *in = &k->code[r];
         if ((in->op != KI_LOAD && in->op != KI_STORE) || in->at != KA_ELEM) continue;
-        const CuDevicePtr bytes = (CuDevicePtr)vec * (k->buf_dtype[in->buf] == DT_F32 ? 4 : 2);
+        const CuDevicePtr bytes = (CuDevicePtr)(vec * kernel_storage_bytes(k->buf_dtype[in->buf]));
         if (ptr[ln->args[in->buf]] % bytes) return 1;
     }
     return vec;
@@ -141,7 +141,8 @@ YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *p
     YkArgs a = kernel_launch_args(ln);
     a.lanes = cuda_reduce_lanes(ln);
     for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
-    a.vec = k->skel == KS_MAP ? cuda_map_vec(k, ln, ptr) : k->skel == KS_COPY && ln->n_args >= 2 ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : 1;
+    /* each is 1 for the other skeletons */
+    a.vec = k->skel == KS_COPY ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : cuda_map_vec(k, ln, ptr);
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));

@@ -17,7 +17,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
     const long long chunk_ = (len_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < len_ ? lo_ + chunk_ : len_;
     double sq = 0;
     for (long long i = lo_ + threadIdx.x; i < hi_; i += blockDim.x) sq += (double)x[i] * x[i];
-    sq = yk_block_sum(sq, red_);
+    sq = yk_rows_sum(sq, red_, 1);
     if (threadIdx.x == 0) {
         part_[j * np_ + p_] = sq;
         __threadfence();

@@ -67,34 +67,24 @@ template <> struct yk_unit_t<16> { typedef uint4 type; };
  * multiple of V and the address of the whole aligned (the launch checks:
  * cuda_map_vec). */
 template <typename T, int V> union yk_pack_t {
-    typename yk_unit_t<sizeof(typename T::bits) * V>::type unit;
+    typedef typename yk_unit_t<sizeof(typename T::bits) * V>::type unit_type;
+    unit_type unit;
     typename T::bits el[V];
 };
 template <typename T, int V> __device__ __forceinline__ void yk_ldv(const void *p, long long i, float *out) {
     yk_pack_t<T, V> w;
-    w.unit = ((const typename yk_unit_t<sizeof(typename T::bits) * V>::type *)p)[i / V];
+    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[i / V];
     for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
 }
 template <typename T, int V> __device__ __forceinline__ void yk_stv(void *p, long long i, const float *in) {
     yk_pack_t<T, V> w;
     for (int v = 0; v < V; v++) w.el[v] = T::to(in[v]);
-    ((typename yk_unit_t<sizeof(typename T::bits) * V>::type *)p)[i / V] = w.unit;
-}
-/* A fixed-shape tree over the block: the same inputs give the same sum. */
-__device__ __forceinline__ double yk_block_sum(double v, double *red) {
-    red[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = YK_BLOCK / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-        __syncthreads();
-    }
-    double r = red[0];
-    __syncthreads();
-    return r;
+    ((typename yk_pack_t<T, V>::unit_type *)p)[i / V] = w.unit;
 }
 /* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
- * block of lanes-wide rows) in a fixed tree over the rows; lanes a power of
- * two dividing YK_BLOCK. 1 lane: yk_block_sum. */
+ * block of lanes-wide rows) in a fixed tree over the rows, so the same
+ * inputs give the same sums; lanes a power of two dividing YK_BLOCK (1: the
+ * whole block's sum). */
 __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long lanes) {
     red[threadIdx.x] = v;
     __syncthreads();
