@@ -14,8 +14,6 @@
  * __syncthreads) but wide enough for every lane count of a reduction. */
 enum { EMU_BLOCK_THREADS = 64 };
 
-typedef int (*GridFn)(void (*call)(void *, const void *), void *fn, const void *args, unsigned gx, unsigned gy, unsigned block);
-
 /* The emulated device's side tables: LIST_NORM's pointers and lengths, and
  * the reductions' counters and partial sums (as cuda_kernels_bind_tables). */
 typedef struct Tables {

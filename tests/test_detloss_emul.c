@@ -23,8 +23,6 @@
 #include "test_emul.h"
 #include "test_gpu.h"
 
-enum { EMU_GRID = 2, EMU_BLOCK = 3 };
-
 /* ---- the host C++ build of the rendered kernels ---- */
 
 static const char *dtag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
@@ -66,8 +64,6 @@ static void *emul_load(DType dt, const LibKernel *ks, int n) {
 }
 
 typedef void (*DlFn)(YlDetLossArgs);
-typedef void (*ThreadFn)(unsigned, unsigned, unsigned, unsigned);
-typedef int (*GridFn)(void (*call)(void *, const void *), void *fn, const void *args, unsigned gx, unsigned gy, unsigned block);
 
 static void call_dl(void *fn, const void *args) { ((DlFn)fn)(*(const YlDetLossArgs *)args); }
 
@@ -77,20 +73,13 @@ static void call_dl(void *fn, const void *args) { ((DlFn)fn)(*(const YlDetLossAr
  * size, one POSIX thread per CUDA thread, at most 3 blocks so that each
  * takes several rows. */
 static void emul_run(void *h, const char *name, LibEntry e, const YlDetLossArgs *a) {
-    DlFn fn = (DlFn)dlsym(h, name);
-    ThreadFn thread = (ThreadFn)dlsym(h, "yk_emu_thread");
-    GridFn grid = (GridFn)dlsym(h, "yk_emu_grid");
-    cr_assert(fn && thread && grid, "%s is not in the emulation object", name);
+    void *fn = sym(h, name);
     if (e == LK_DETLOSS_ASSIGN || e == LK_DETLOSS_NORMALISE || e == LK_DETLOSS_FINISH) {
         CudaGeom g = cuda_detloss_geometry(a, e, 132);
-        cr_assert_eq(grid(call_dl, (void *)fn, a, g.grid < 3 ? g.grid : 3, 1, g.block), 0, "%s: the emulated grid started", name);
+        cr_assert_eq(((GridFn)sym(h, "yk_emu_grid"))(call_dl, fn, a, g.grid < 3 ? g.grid : 3, 1, g.block), 0, "%s: the emulated grid started", name);
         return;
     }
-    for (unsigned b = 0; b < EMU_GRID; b++)
-        for (unsigned t = 0; t < EMU_BLOCK; t++) {
-            thread(EMU_GRID, EMU_BLOCK, b, t);
-            fn(*a);
-        }
+    run_grid(h, call_dl, fn, a, EMU_GRID, EMU_BLOCK);
 }
 
 /* ---- cases ---- */

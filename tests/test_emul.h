@@ -72,6 +72,31 @@ static inline void *emul_build(const char *text, size_t len, const char *what) {
     return h;
 }
 
+/* The grid of the grid-stride emulations: each emulated thread strides over the elements the others skip. */
+enum { EMU_GRID = 2, EMU_BLOCK = 3 };
+
+/* The host object's entry points (tests/cuda_host_shim.h): the emulated
+ * thread the next call runs as, and a grid of real blocks (one POSIX thread
+ * per CUDA thread) that all call call(fn, args). */
+typedef void (*ThreadFn)(unsigned, unsigned, unsigned, unsigned);
+typedef int (*GridFn)(void (*call)(void *, const void *), void *fn, const void *args, unsigned gx, unsigned gy, unsigned block);
+
+static inline void *sym(void *h, const char *name) {
+    void *p = dlsym(h, name);
+    cr_assert_not_null(p, "kernel %s is not in the emulation object", name);
+    return p;
+}
+
+/* Every thread of a grid x block grid in turn (the kernels are grid-stride). */
+static inline void run_grid(void *h, void (*call)(void *fn, const void *args), void *fn, const void *args, unsigned grid, unsigned block) {
+    ThreadFn thread = (ThreadFn)sym(h, "yk_emu_thread");
+    for (unsigned bi = 0; bi < grid; bi++)
+        for (unsigned ti = 0; ti < block; ti++) {
+            thread(grid, block, bi, ti);
+            call(fn, args);
+        }
+}
+
 /* A library kernel built for the host: its entry and the emulated-thread setter. */
 typedef struct EmulKernel {
     void (*thread)(unsigned grid, unsigned block, unsigned b, unsigned t);
@@ -97,8 +122,8 @@ static inline EmulKernel emul_lib_kernel(const LibKernel *k) {
 /* Runs a grid-stride kernel over a as 2 blocks of 3 threads: each emulated
  * thread strides over the elements the others skip. */
 static inline void emul_lib_run(const EmulKernel *e, YlArgs a) {
-    for (unsigned b = 0; b < 2; b++)
-        for (unsigned t = 0; t < 3; t++) e->thread(2, 3, b, t), e->fn(a);
+    for (unsigned b = 0; b < EMU_GRID; b++)
+        for (unsigned t = 0; t < EMU_BLOCK; t++) e->thread(EMU_GRID, EMU_BLOCK, b, t), e->fn(a);
 }
 
 /* The logical (NCHW) offset within an image of stored offset r: channels

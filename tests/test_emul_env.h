@@ -17,7 +17,7 @@
 #include "test_emul.h"
 #include "test_gpu.h"
 
-enum { RZ = 32, EMU_GRID = 2, EMU_BLOCK = 3 };
+enum { RZ = 32 };
 
 /* ---- the C++ compiler ---- */
 
@@ -66,15 +66,8 @@ static inline void *unit_load(Unit *u) {
     return h;
 }
 
-static inline void *sym(void *h, const char *name) {
-    void *p = dlsym(h, name);
-    cr_assert_not_null(p, "kernel %s is not in the emulation object", name);
-    return p;
-}
-
 typedef void (*YkFn)(YkArgs);
 typedef void (*YlFn)(YlArgs);
-typedef void (*ThreadFn)(unsigned, unsigned, unsigned, unsigned);
 
 /* ---- tensors as the device holds them ---- */
 
@@ -251,16 +244,6 @@ static inline double diff(const Buf *b, int64_t e, double want, bool relative) {
     uint16_t got;
     memcpy(&got, b->emu + (size_t)e * 2, 2);
     return ulps16(b->dt, got, h);
-}
-
-/* Every thread of a grid x block grid in turn (the kernels are grid-stride). */
-static inline void run_grid(void *h, void (*call)(void *fn, const void *args), void *fn, const void *args, unsigned grid, unsigned block) {
-    ThreadFn thread = (ThreadFn)sym(h, "yk_emu_thread");
-    for (unsigned bi = 0; bi < grid; bi++)
-        for (unsigned ti = 0; ti < block; ti++) {
-            thread(grid, block, bi, ti);
-            call(fn, args);
-        }
 }
 
 static inline void run_threads(void *h, void (*call)(void *fn, const void *args), void *fn, const void *args) { run_grid(h, call, fn, args, EMU_GRID, EMU_BLOCK); }
