@@ -21,6 +21,43 @@ static cJSON *shape_array(const Shape *s) {
     return a;
 }
 
+/* The bytes a step's launches move (kernel_launch_bytes): the library ops'
+ * inputs and outputs, the generated kernels' by skeleton and by fusion pattern;
+ * a step cannot take less than "total" over the device's bandwidth. */
+static cJSON *traffic_report(const KProgram *kp, const Graph *g, const Fusion *f) {
+    int64_t library = 0, skel[KS_COUNT] = {0}, pattern[PATTERN_COUNT] = {0};
+    cJSON *r = cJSON_CreateObject(), *by_op = cJSON_CreateObject();
+    for (int gi = 0; gi < kp->n_groups; gi++)
+        for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
+            const KLaunch *ln = &kp->launches[l];
+            char what[96];
+            if (ln->kernel < 0) {
+                library += ln->bytes;
+                snprintf(what, sizeof what, "library %s", op_def(g->ops[ln->op_lo].kind)->name);
+            } else {
+                skel[kp->kernels[ln->kernel].skel] += ln->bytes;
+                pattern[f->groups[gi].pattern] += ln->bytes;
+                snprintf(what, sizeof what, "%s %s (%s ...)", kernel_skel_name(kp->kernels[ln->kernel].skel), group_pattern_name(f->groups[gi].pattern),
+                         op_def(g->ops[ln->op_lo].kind)->name);
+            }
+            cJSON *row = cJSON_GetObjectItemCaseSensitive(by_op, what);
+            if (row) cJSON_SetNumberHelper(row, row->valuedouble + (double)ln->bytes);
+            else cJSON_AddNumberToObject(by_op, what, (double)ln->bytes);
+        }
+    int64_t generated = 0;
+    for (int i = 0; i < KS_COUNT; i++) generated += skel[i];
+    cJSON_AddNumberToObject(r, "total", (double)(library + generated));
+    cJSON_AddNumberToObject(r, "library", (double)library);
+    cJSON_AddNumberToObject(r, "generated", (double)generated);
+    cJSON *by = cJSON_AddObjectToObject(r, "generated_by_skeleton");
+    for (int i = 0; i < KS_COUNT; i++) cJSON_AddNumberToObject(by, kernel_skel_name((KSkel)i), (double)skel[i]);
+    by = cJSON_AddObjectToObject(r, "generated_by_pattern");
+    for (int i = 0; i < PATTERN_COUNT; i++)
+        if (pattern[i]) cJSON_AddNumberToObject(by, group_pattern_name((GroupPattern)i), (double)pattern[i]);
+    cJSON_AddItemToObject(r, "by_launch_kind", by_op);
+    return r;
+}
+
 /* groups by kind and by pattern, and the launches they cost (the kernel IR's
  * lowering of them: library calls and generated-kernel launches) */
 static cJSON *fusion_report(const Plan *p) {
@@ -48,6 +85,7 @@ static cJSON *fusion_report(const Plan *p) {
         int copies = 0;
         for (int l = 0; l < kp.n_launches; l++) copies += kp.launches[l].kernel >= 0 && kp.kernels[kp.launches[l].kernel].skel == KS_COPY;
         cJSON_AddNumberToObject(r, "copy_launches", copies);
+        cJSON_AddItemToObject(r, "traffic_bytes", traffic_report(&kp, g, f));
         kernel_program_free(&kp);
     } else {
         cJSON_AddStringToObject(r, "lowering_error", err);
@@ -203,6 +241,14 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
                cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "library_calls")), cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_launches")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(gr, "generated_kernels")), cJSON_GetArraySize(ks),
                cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) ? cJSON_GetStringValue(cJSON_GetObjectItem(r, "kernel_target")) : "?");
+        const cJSON *tr = cJSON_GetObjectItem(gr, "traffic_bytes"), *tp;
+        if (tr) {
+            printf("device memory a step moves: at least %.3f GB (library ops' inputs and outputs %.3f GB, generated kernels %.3f GB:",
+                   cJSON_GetNumberValue(cJSON_GetObjectItem(tr, "total")) / 1e9, cJSON_GetNumberValue(cJSON_GetObjectItem(tr, "library")) / 1e9,
+                   cJSON_GetNumberValue(cJSON_GetObjectItem(tr, "generated")) / 1e9);
+            cJSON_ArrayForEach(tp, cJSON_GetObjectItem(tr, "generated_by_pattern")) printf(" %s %.3f", tp->string, tp->valuedouble / 1e9);
+            printf(")\n");
+        }
         const cJSON *lib = cJSON_GetObjectItem(r, "library_kernels"), *lk;
         if (lib) {
             printf("library kernels: %d", cJSON_GetArraySize(lib));

@@ -87,6 +87,7 @@ typedef struct KLaunch {
     int64_t outer, len, src_stride, src_off, dst_stride, dst_off;
     int64_t bs[KIR_MAX_BUFS];   /* per strided slot: elements between images */
     int list_first, list_n;     /* LIST_NORM: tensors in KProgram.list */
+    int64_t bytes;              /* device memory it moves (kernel_launch_bytes) */
 } KLaunch;
 
 typedef struct KProgram {
@@ -119,6 +120,13 @@ int kernel_storage_bytes(DType d);
  * instruction that is not elementwise (sums, variables, counters). Where the
  * shape and addresses allow it is the launch's choice (cuda_map_vec). */
 int kernel_map_vec(const Kernel *k);
+
+/* The device-memory bytes launch l moves in one run (kernel_traffic.c): a
+ * generated kernel's loads and stores, each buffer once per section that
+ * touches it (a reduction's phases each read their inputs again); a library
+ * op's distinct inputs and outputs once, the least it can move. For telling a
+ * launch's time from a bandwidth bound; kernel_lower fills KLaunch.bytes. */
+int64_t kernel_launch_bytes(const KProgram *kp, const Graph *g, const bool *persistent, int l);
 
 /* The argument block of launch ln without its buffer addresses (extents,
  * copy strides, per-slot image strides): each backend adds its pointers. */

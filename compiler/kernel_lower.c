@@ -389,6 +389,7 @@ bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, ch
         ok = ok && flush(&L);
     }
     if (ok) kp->group_first[f->n_groups] = kp->n_launches;
+    for (int l = 0; ok && l < kp->n_launches; l++) kp->launches[l].bytes = kernel_launch_bytes(kp, g, L.persistent, l);
     if (L.active) kb_free(&L.pend);
     for (int i = 0; i < kp->n_kernels; i++) free(L.sig[i]);
     free(L.sig);

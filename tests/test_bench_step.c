@@ -195,14 +195,17 @@ Test(bench_step, cuda_plan_on_the_gpu) {
 /* `--profile`'s text (pure): routes with launches only, rows heaviest first up
  * to the asked number, and a buffer too small cut without writing past it. */
 Test(bench_step, profile_text_keeps_its_rows_and_its_buffer) {
-    CudaProfileRow rows[3] = {{"cuDNN: conv2d", 4, 3.0}, {"generated kernels: conv_bn_act (batchnorm ...)", 9, 2.0}, {"library kernels: maxpool2d", 1, 1.0}};
-    CudaProfile p = {.rows = rows, .n_rows = 3, .launch_ms = 6.0, .wall_ms = 6.5};
+    CudaProfileRow rows[3] = {{"cuDNN: conv2d", 4, 3.0, 6e9}, {"generated kernels: conv_bn_act (batchnorm ...)", 9, 2.0, 0}, {"library kernels: maxpool2d", 1, 1.0, 1e9}};
+    CudaProfile p = {.rows = rows, .n_rows = 3, .launch_ms = 6.0, .wall_ms = 6.5, .launch_bytes = 7e9};
     p.route_ms[CUDA_ROUTE_CUDNN] = 3.0, p.route_launches[CUDA_ROUTE_CUDNN] = 4;
     p.route_ms[CUDA_ROUTE_KERNEL] = 3.0, p.route_launches[CUDA_ROUTE_KERNEL] = 10;
-    p.top[0] = (CudaProfileRow){"launch 7, ops 7-7 model.0.bn", 1, 1.5}, p.n_top = 1;
+    p.top[0] = (CudaProfileRow){"launch 7, ops 7-7 model.0.bn", 1, 1.5, 0}, p.n_top = 1;
     char text[2048];
     cuda_profile_format(&p, 2, text, sizeof text);
-    cr_expect(strstr(text, "6.000 ms in launches, 6.500 ms on the host clock"), "%s", text);
+    cr_expect(strstr(text, "6.000 ms in launches, 6.500 ms on the host clock; 7.000 GB moved,  1167 GB/s"), "%s", text);
+    /* bytes over time where both are known, a blank where the bytes were not counted */
+    cr_expect(strstr(text, "4 x  2000 GB/s  cuDNN: conv2d"), "%s", text);
+    cr_expect(strstr(text, "9 x             generated kernels"), "%s", text);
     char ran[64], idle[64];
     snprintf(ran, sizeof ran, "\n  %s ", cuda_route_name(CUDA_ROUTE_CUDNN));
     snprintf(idle, sizeof idle, "\n  %s ", cuda_route_name(CUDA_ROUTE_HOST));

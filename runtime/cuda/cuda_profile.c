@@ -32,24 +32,24 @@ static void launch_label(const CudaStep *cs, int l, int gi, CudaRoute r, char *b
     else snprintf(buf, cap, "%s: %s", cuda_route_name(r), op);
 }
 
-static void add_row(CudaProfile *p, const char *what, double ms) {
+static void add_row(CudaProfile *p, const char *what, double ms, double bytes) {
     for (int i = 0; i < p->n_rows; i++)
         if (strcmp(p->rows[i].what, what) == 0) {
-            p->rows[i].launches++, p->rows[i].ms += ms;
+            p->rows[i].launches++, p->rows[i].ms += ms, p->rows[i].bytes += bytes;
             return;
         }
     CudaProfileRow *row = &p->rows[p->n_rows++];
     snprintf(row->what, sizeof row->what, "%s", what);
-    row->launches = 1, row->ms = ms;
+    row->launches = 1, row->ms = ms, row->bytes = bytes;
 }
 
-static void keep_top(CudaProfile *p, const char *what, double ms) {
+static void keep_top(CudaProfile *p, const char *what, double ms, double bytes) {
     const int cap = (int)(sizeof p->top / sizeof p->top[0]);
     if (p->n_top == cap && ms <= p->top[cap - 1].ms) return;
     int at = p->n_top < cap ? p->n_top++ : cap - 1;
     while (at > 0 && p->top[at - 1].ms < ms) p->top[at] = p->top[at - 1], at--;
     snprintf(p->top[at].what, sizeof p->top[at].what, "%s", what);
-    p->top[at].launches = 1, p->top[at].ms = ms;
+    p->top[at].launches = 1, p->top[at].ms = ms, p->top[at].bytes = bytes;
 }
 
 bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
@@ -86,15 +86,16 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
         CudaRoute r = cuda_step_route_for(cs, &cs->plan->g, ln);
         char what[112], one[112];
         launch_label(cs, l, group[l], r, what, sizeof what);
-        add_row(p, what, ms);
+        const double bytes = (double)ln->bytes;
+        add_row(p, what, ms, bytes);
         snprintf(one, sizeof one, "launch %d, ops %d-%d %s", l, ln->op_lo, ln->op_hi, cs->plan->g.ops[ln->op_lo].scope ? cs->plan->g.ops[ln->op_lo].scope : "");
-        keep_top(p, one, ms);
-        p->launch_ms += ms;
-        if ((unsigned)r < CUDA_ROUTE_COUNT) p->route_ms[r] += ms, p->route_launches[r]++;
+        keep_top(p, one, ms, bytes);
+        p->launch_ms += ms, p->launch_bytes += bytes;
+        if ((unsigned)r < CUDA_ROUTE_COUNT) p->route_ms[r] += ms, p->route_bytes[r] += bytes, p->route_launches[r]++;
         for (int i = 0; ok && i < loss[l].n; i++) {
             ok = CUDA_CALL(L, cuEventElapsedTime, (&ms, loss[l].ev[i], loss[l].ev[i + 1]), "reading a loss phase's time (profile)", err, errcap);
             snprintf(what, sizeof what, "  of which loss phase %s", cs->kern.lp.kernels[loss[l].kernel[i]].name);
-            add_row(p, what, ms);
+            add_row(p, what, ms, 0);
         }
     }
     /* teardown of our own events: nothing to report */
@@ -111,6 +112,13 @@ bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap) {
     return ok;
 }
 
+/* "1234 GB/s", or a blank of the same width when nothing was counted or timed */
+static const char *rate(char *buf, size_t cap, double bytes, double ms) {
+    if (bytes > 0 && ms > 0) snprintf(buf, cap, "%5.0f GB/s", bytes / ms / 1e6);
+    else snprintf(buf, cap, "%10s", "");
+    return buf;
+}
+
 void cuda_profile_format(const CudaProfile *p, int rows, char *buf, int cap) {
     int at = 0;
     /* a line that does not fit is cut and the rest dropped: at never passes cap */
@@ -119,14 +127,20 @@ void cuda_profile_format(const CudaProfile *p, int rows, char *buf, int cap) {
         if (at < cap) at += snprintf(buf + at, (size_t)(cap - at), __VA_ARGS__); \
         if (at > cap) at = cap;                                    \
     } while (0)
-    PUT("profile (one eager step, events around each launch): %.3f ms in launches, %.3f ms on the host clock\n", p->launch_ms, p->wall_ms);
+    char bw[32];
+    PUT("profile (one eager step, events around each launch): %.3f ms in launches, %.3f ms on the host clock; %.3f GB moved, %s\n", p->launch_ms, p->wall_ms,
+        p->launch_bytes / 1e9, rate(bw, sizeof bw, p->launch_bytes, p->launch_ms));
+    PUT("  (GB/s: the bytes a launch must move, kernel_launch_bytes, over its time; library ops count their inputs and outputs once, a lower bound)\n");
     for (int r = 0; r < CUDA_ROUTE_COUNT; r++)
-        if (p->route_launches[r]) PUT("  %-18s %8.3f ms %5.1f%%  %5d launches\n", cuda_route_name((CudaRoute)r), p->route_ms[r], 100 * p->route_ms[r] / (p->launch_ms > 0 ? p->launch_ms : 1), p->route_launches[r]);
+        if (p->route_launches[r])
+            PUT("  %-18s %8.3f ms %5.1f%%  %5d launches %s\n", cuda_route_name((CudaRoute)r), p->route_ms[r], 100 * p->route_ms[r] / (p->launch_ms > 0 ? p->launch_ms : 1),
+                p->route_launches[r], rate(bw, sizeof bw, p->route_bytes[r], p->route_ms[r]));
     PUT("  by op:\n");
     for (int i = 0; i < p->n_rows && i < rows; i++)
-        PUT("  %8.3f ms %5.1f%% %5d x  %s\n", p->rows[i].ms, 100 * p->rows[i].ms / (p->launch_ms > 0 ? p->launch_ms : 1), p->rows[i].launches, p->rows[i].what);
+        PUT("  %8.3f ms %5.1f%% %5d x %s  %s\n", p->rows[i].ms, 100 * p->rows[i].ms / (p->launch_ms > 0 ? p->launch_ms : 1), p->rows[i].launches,
+            rate(bw, sizeof bw, p->rows[i].bytes, p->rows[i].ms), p->rows[i].what);
     PUT("  heaviest launches:\n");
-    for (int i = 0; i < p->n_top; i++) PUT("  %8.3f ms  %s\n", p->top[i].ms, p->top[i].what);
+    for (int i = 0; i < p->n_top; i++) PUT("  %8.3f ms %s  %s\n", p->top[i].ms, rate(bw, sizeof bw, p->top[i].bytes, p->top[i].ms), p->top[i].what);
 #undef PUT
 }
 

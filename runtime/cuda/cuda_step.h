@@ -314,6 +314,7 @@ typedef struct CudaProfileRow {
     char what[112];
     int launches;
     double ms;
+    double bytes;               /* device memory its launches move (KLaunch.bytes); 0: not counted */
 } CudaProfileRow;
 typedef struct CudaProfile {
     CudaProfileRow *rows;       /* heaviest first */
@@ -321,8 +322,10 @@ typedef struct CudaProfile {
     CudaProfileRow top[8];      /* the heaviest single launches */
     int n_top;
     double launch_ms;           /* the sum over launches */
+    double launch_bytes;        /* the bytes they move (KLaunch.bytes) */
     double wall_ms;             /* the eager step on the host clock, its waits included */
     double route_ms[CUDA_ROUTE_COUNT];
+    double route_bytes[CUDA_ROUTE_COUNT];
     int route_launches[CUDA_ROUTE_COUNT];
 } CudaProfile;
 bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap);
