@@ -79,7 +79,8 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!model_compile(a, cfg, o->imgsz, o->batch, o->channels_last, &tc->m, &tc->s, d)) return false;
     Graph *g = &tc->m.g;
     LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5},
-                   .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs};
+                   .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs,
+                   .twins_per_rule = o->recompute_budget > 0};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
     OptimSpec os = {.kind = o->optimizer, .weight_decay = o->weight_decay, .max_norm = 10, .nesterov = true};
     char err[256];

@@ -28,6 +28,10 @@ typedef struct LossSpec {
      * recomputes although a conv produced them (a memory budget asked for
      * it); NULL for none */
     const bool *recompute_conv;
+    /* with RECOMPUTE_POINTWISE: make pointwise twins again for each gradient
+     * rule that reads them instead of sharing one across the backward in
+     * between: fewer bytes live, more moved (a memory budget asks for it) */
+    bool twins_per_rule;
 } LossSpec;
 
 typedef struct TrainingGraph {

@@ -45,17 +45,17 @@ Test(cuda_step, launches_route_to_kernels_cudnn_or_the_host) {
     cr_expect_eq(cs.kernel_launches + cs.lib_launches + cs.cudnn_ops + cs.loss_ops + cs.host_ops, kp.n_launches);
     cr_expect_eq(cs.lib_launches + cs.cudnn_ops + cs.loss_ops + cs.host_ops, library);
     /* library kernels: the tiny model's SPPF (3 max pools) and their
-     * gradients, its one upsample (run forward, and recomputed twice for
+     * gradients, its one upsample (run forward, and recomputed once for
      * backward by --recompute pointwise) and its gradient; the detection
      * loss and its backward on their phase kernels; nothing on the host */
-    cr_expect_eq(cs.lib_launches, 10);
+    cr_expect_eq(cs.lib_launches, 9);
     cr_expect_eq(cs.loss_ops, 2);
     cr_expect_eq(cs.host_ops, 0, "no op runs on the host");
     cuda_step_describe(&cs, line, sizeof line);
     cr_log_info("%s", line);
     char want[256];
     snprintf(want, sizeof want,
-             "no library op runs on the host: %d generated launches, 10 library kernel launches, %d cuDNN convolutions and 2 detection-loss ops each step",
+             "no library op runs on the host: %d generated launches, 9 library kernel launches, %d cuDNN convolutions and 2 detection-loss ops each step",
              cs.kernel_launches, convs);
     cr_expect_str_eq(line, want);
     /* YOLOCC_CUDA_LIB_HOST=1 sends them back to the host, by count, ties in op order */
@@ -63,7 +63,7 @@ Test(cuda_step, launches_route_to_kernels_cudnn_or_the_host) {
     cuda_step_census(&cs, &p.g, &kp);
     cuda_step_describe(&cs, line, sizeof line);
     cr_expect(cs.lib_launches == 0 && cs.loss_ops == 0);
-    cr_expect_str_eq(line, "12 library ops run on the host each step: resize_nearest x3, maxpool2d x3, maxpool2d_bwd x3, resize_nearest_bwd x1, detect_loss x1, "
+    cr_expect_str_eq(line, "11 library ops run on the host each step: maxpool2d x3, maxpool2d_bwd x3, resize_nearest x2, resize_nearest_bwd x1, detect_loss x1, "
                            "detect_loss_bwd x1");
     kernel_program_free(&kp);
     plan_free(&p);
@@ -418,7 +418,7 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
         ran++;
     }
     cr_log_info("%d host ops checked, %d of them writing a zero-copy view, %d inputs read from one", ran, views, in_views);
-    cr_expect_eq(ran, 10, "3 max pools, 3 resizes and their 4 gradients");
+    cr_expect_eq(ran, 9, "3 max pools, 2 resizes (forward and its recompute) and their 4 gradients");
     cr_expect_eq(cs->host_ops_run, ran, "each counted");
     cr_expect_gt(views, 0, "the upsample writes its slice of the concat");
     cr_expect_gt(in_views, 0, "split outputs are read in place");
@@ -480,7 +480,7 @@ Test(cuda_step, library_ops_launch_library_kernels_on_a_host_backed_device) {
         cr_expect_eq(last_lib.total, shape_numel(&g->tensors[op->out[0]].shape));
         ran++;
     }
-    cr_expect_eq(ran, 10, "3 max pools, 3 resizes and their 4 gradients");
+    cr_expect_eq(ran, 9, "3 max pools, 2 resizes (forward and its recompute) and their 4 gradients");
     cr_expect_gt(views, 0, "some operand is a zero-copy view");
     cr_expect_eq(cs->host_ops_run, 0, "nothing ran on the host");
     host_step_close(&h);

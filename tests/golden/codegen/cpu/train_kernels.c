@@ -516,40 +516,6 @@ void yk_map_833ce356(const YkArgs *ap) {
         }
 }
 
-/* yk_map_078a704f: elementwise over [n, c, inner] */
-void yk_map_078a704f(const YkArgs *ap) {
-    const YkArgs a = *ap;
-    const long long c_ = a.c, inner_ = a.inner;
-    const yk_real count_ = (yk_real)(a.n * a.inner);
-    (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
-    for (long long n = 0; n < a.n; n++)
-        for (long long c = 0; c < c_; c++) {
-            const long long base_ = (n * c_ + c) * inner_;
-            const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
-            const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
-            for (long long k = 0; k < inner_; k++) {
-                const long long i = base_ + k;
-                (void)i;
-                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                const yk_real r3 = r0 - r2;
-                const yk_real r4 = r3 * r1;
-                const yk_real r7 = r4 * r6;
-                const yk_real r8 = r7 + r5;
-                const yk_real r9 = (yk_real)(float)r8;
-                const yk_real r10 = yk_sigmoid(r9);
-                const yk_real r11 = r9 * r10;
-                const yk_real r12 = (yk_real)(float)r11;
-                const yk_real r13 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
-                const yk_real r14 = r13 + r12;
-                const yk_real r15 = (yk_real)(float)r14;
-                ((float *)a.t[6])[i] = (float)r15;
-            }
-        }
-}
-
 /* yk_map_32f4da6d: elementwise over [n, c, inner] */
 void yk_map_32f4da6d(const YkArgs *ap) {
     const YkArgs a = *ap;

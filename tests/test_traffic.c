@@ -1,0 +1,119 @@
+/* tests/test_traffic.c — the bytes a step's launches move (kernel_launch_bytes,
+ * compiler/kernel_traffic.c) against the tensors' own sizes from the memory
+ * plan, and the recompute policy that the count showed moving bytes twice:
+ * backward recomputes each activation once, however many rules read it. */
+#include "../compiler/kernel_ir.h"
+#include "test_build.h"
+
+static void build_layout(Built *b, const char *file, const char *scale, int imgsz, int batch, bool channels_last) {
+    TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = PREC_BF16,
+                       .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL, .channels_last = channels_last};
+    build_with(b, file, scale, &to);
+}
+
+static int64_t tensor_bytes(const Built *b, const bool *persistent, int t) {
+    return memplan_tensor_bytes(&b->tc.m.g, t, persistent[t], PREC_BF16);
+}
+
+/* A map touches each of its buffers once whole: its element buffers at every
+ * element, its per-channel vectors at every channel, its scalars once; a copy
+ * reads and writes its runs; a library op moves its distinct tensors once. */
+Test(traffic, launch_bytes_are_the_tensors_each_launch_touches) {
+    for (int layout = 0; layout < 2; layout++) {
+        Built b;
+        build_layout(&b, "models/tiny.yaml", NULL, 64, 2, layout);
+        const Graph *g = &b.tc.m.g;
+        bool *persistent = calloc((size_t)g->n_tensors, sizeof(bool));
+        cr_assert(persistent);
+        memplan_mark_persistent(g, persistent);
+        KProgram kp;
+        char err[256];
+        cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+        int checked[KS_COUNT + 1] = {0};
+        for (int gi = 0; gi < kp.n_groups; gi++) {
+            for (int l = kp.group_first[gi]; l < kp.group_first[gi + 1]; l++) {
+                const KLaunch *ln = &kp.launches[l];
+                int64_t want = 0;
+                /* the update reads one entry of its per-group learning rates */
+                if (b.tc.fu.groups[gi].pattern == PATTERN_OPTIMIZER) continue;
+                if (ln->kernel < 0) {
+                    const Op *op = &g->ops[ln->op_lo];
+                    for (int i = 0; i < op->n_in + op->n_out; i++) {
+                        int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+                        bool again = false;
+                        for (int j = 0; j < i; j++) again |= (j < op->n_in ? op->in[j] : op->out[j - op->n_in]) == t;
+                        if (!again) want += tensor_bytes(&b, persistent, t);
+                    }
+                    checked[KS_COUNT]++;
+                } else if (kp.kernels[ln->kernel].skel == KS_MAP) {
+                    for (int s = 0; s < ln->n_args; s++) want += tensor_bytes(&b, persistent, ln->args[s]);
+                    checked[KS_MAP]++;
+                } else if (kp.kernels[ln->kernel].skel == KS_COPY) {
+                    /* a converting copy (an fp32 master weight into a bf16 KRSC copy) reads 4 bytes and writes 2 */
+                    for (int s = 0; s < 2; s++)
+                        want += ln->outer * ln->len * tensor_bytes(&b, persistent, ln->args[s]) / shape_numel(&g->tensors[ln->args[s]].shape);
+                    checked[KS_COPY]++;
+                } else {
+                    continue;
+                }
+                cr_expect_eq(ln->bytes, want, "%s launch %d (ops %d-%d %s): %lld bytes, the tensors say %lld", layout ? "NHWC" : "NCHW", l, ln->op_lo, ln->op_hi,
+                             op_def(g->ops[ln->op_lo].kind)->name, (long long)ln->bytes, (long long)want);
+            }
+        }
+        cr_log_info("%s: %d library launches, %d maps, %d copies checked", layout ? "NHWC" : "NCHW", checked[KS_COUNT], checked[KS_MAP], checked[KS_COPY]);
+        cr_expect_gt(checked[KS_COUNT], 0);
+        cr_expect_gt(checked[KS_MAP], 0);
+        cr_expect_gt(checked[KS_COPY], 0);
+        kernel_program_free(&kp);
+        free(persistent);
+        unbuild(&b);
+    }
+}
+
+/* BN statistics in two phases read their input twice (as the oracle does),
+ * BN backward reads dy and x in both phases; each phase's per-channel values
+ * are a few vectors of c more. */
+Test(traffic, reductions_read_their_inputs_once_a_phase) {
+    Built b;
+    build_layout(&b, "models/tiny.yaml", NULL, 64, 2, true);
+    const Graph *g = &b.tc.m.g;
+    bool *persistent = calloc((size_t)g->n_tensors, sizeof(bool));
+    cr_assert(persistent);
+    memplan_mark_persistent(g, persistent);
+    KProgram kp;
+    char err[256];
+    cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+    int stats = 0, bwd = 0;
+    for (int l = 0; l < kp.n_launches; l++) {
+        const KLaunch *ln = &kp.launches[l];
+        if (ln->kernel < 0 || kp.kernels[ln->kernel].skel != KS_CHANNEL_REDUCE || kp.kernels[ln->kernel].n_phases != 2) continue;
+        const Op *op = &g->ops[ln->op_hi];
+        int64_t elems = 0, per_channel = 16 * ln->c * 8;
+        if (op->kind == OP_BATCHNORM) elems = 2 * tensor_bytes(&b, persistent, op->in[0]), stats++;
+        else if (op->kind == OP_BATCHNORM_BWD) elems = 2 * (tensor_bytes(&b, persistent, op->in[0]) + tensor_bytes(&b, persistent, op->in[1])) + tensor_bytes(&b, persistent, op->out[0]), bwd++;
+        else continue;
+        cr_expect(ln->bytes >= elems && ln->bytes <= elems + per_channel, "launch %d (%s): %lld bytes, its element passes %lld", l, op_def(op->kind)->name,
+                  (long long)ln->bytes, (long long)elems);
+    }
+    cr_expect_gt(stats, 0);
+    cr_expect_gt(bwd, 0);
+    kernel_program_free(&kp);
+    free(persistent);
+    unbuild(&b);
+}
+
+/* An activation is recomputed for backward once, however many gradient
+ * rules read it: every SiLU after the loss is a recompute (its gradient is
+ * activation_bwd), and there are no more of them than in the forward. */
+Test(traffic, backward_recomputes_each_activation_once) {
+    Built b;
+    build_layout(&b, "models/yolov8.yaml", "n", 256, 2, true);
+    const Graph *g = &b.tc.m.g;
+    int fwd = 0, again = 0;
+    for (int o = 0; o < g->n_ops; o++)
+        if (g->ops[o].kind == OP_SILU) *(o < b.tc.tg.n_forward_ops ? &fwd : &again) += 1;
+    cr_log_info("YOLOv8n: %d SiLU in the forward, %d recomputed for backward", fwd, again);
+    cr_expect_gt(again, 0, "pointwise recompute makes activations again");
+    cr_expect_leq(again, fwd, "an activation made more than once for backward");
+    unbuild(&b);
+}
