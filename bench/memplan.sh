@@ -6,12 +6,9 @@
 # plan's arena. Prints saved activations and lower bound against the
 # baseline, arena / lower bound, extra FLOPs, and kernel launches.
 # Usage: bench/memplan.sh [--append]   (--append adds dated rows to bench/RESULTS.md)
-set -euo pipefail
 append=${1:-}
-cd "$(dirname "$0")/.."
-make -s build/yolocc >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_start build/yolocc
 rows=""
 fmt='%-8s %5s %-5s %-10s %9s %9s %9s %8s %8s %9s %9s %7s\n'
 printf "$fmt" model batch fuse recompute arena_GB lower_GB saved_GB saved/b lower/b arena/lb extraflops launches
@@ -44,4 +41,4 @@ print('%.3f %.3f %.3f %.3f %.3f %.4f' % (a / 1e9, lb / 1e9, s / 1e9, s / bs, lb 
     done
   done
 done
-if [ "$append" = "--append" ]; then printf '%s' "$rows" >> bench/RESULTS.md; fi
+if [ "$append" = "--append" ]; then bench_append_rows "| fuse | recompute | arena |" "$rows"; fi

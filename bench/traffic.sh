@@ -8,12 +8,9 @@
 # 3.35 TB/s unless BANDWIDTH_TBS says otherwise): a floor under the step that
 # no kernel tuning can pass, only moving fewer bytes.
 # Usage: bench/traffic.sh [--append]   (--append adds dated rows to bench/RESULTS.md)
-set -euo pipefail
 append=${1:-}
-cd "$(dirname "$0")/.."
-make -s build/yolocc >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_start build/yolocc
 bw=${BANDWIDTH_TBS:-3.35}
 fmt='%-8s %5s %-6s %-10s %9s %9s %9s %9s %9s %9s %11s %9s\n'
 printf "$fmt" model batch layout recompute total_GB library_GB maps_GB reduce_GB copies_GB moved/base "floor_ms@${bw}" arena_GB
@@ -44,17 +41,4 @@ print('%.3f %.3f %.3f %.3f %.3f %.3f %.2f %.3f' % (t / 1e9, l / 1e9, m / 1e9, r 
     done
   done
 done
-# the rows go at the end of this table (its header names "floor ms"), wherever it sits in the file
-if [ "$append" = "--append" ]; then
-  ROWS="$rows" python3 - <<'PY'
-import os
-path = "bench/RESULTS.md"
-lines = open(path).read().split("\n")
-head = next(i for i, l in enumerate(lines) if l.startswith("| date |") and "floor ms" in l)
-end = head + 1
-while end < len(lines) and lines[end].startswith("|"):
-    end += 1
-lines[end:end] = os.environ["ROWS"].rstrip("\n").split("\n")
-open(path, "w").write("\n".join(lines))
-PY
-fi
+if [ "$append" = "--append" ]; then bench_append_rows "floor ms" "$rows"; fi

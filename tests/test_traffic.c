@@ -11,8 +11,31 @@ static void build_layout(Built *b, const char *file, const char *scale, int imgs
     build_with(b, file, scale, &to);
 }
 
-static int64_t tensor_bytes(const Built *b, const bool *persistent, int t) {
-    return memplan_tensor_bytes(&b->tc.m.g, t, persistent[t], PREC_BF16);
+/* The tiny model's step lowered to launches, with what sizes its tensors. */
+typedef struct Lowered {
+    Built b;
+    bool *persistent;
+    KProgram kp;
+} Lowered;
+
+static void lower_tiny(Lowered *w, bool channels_last) {
+    build_layout(&w->b, "models/tiny.yaml", NULL, 64, 2, channels_last);
+    const Graph *g = &w->b.tc.m.g;
+    w->persistent = calloc((size_t)g->n_tensors, sizeof(bool));
+    cr_assert(w->persistent);
+    memplan_mark_persistent(g, w->persistent);
+    char err[256];
+    cr_assert(kernel_lower(g, &w->b.tc.fu, PREC_BF16, &w->kp, err, sizeof err), "%s", err);
+}
+
+static void unlower(Lowered *w) {
+    kernel_program_free(&w->kp);
+    free(w->persistent);
+    unbuild(&w->b);
+}
+
+static int64_t tensor_bytes(const Lowered *w, int t) {
+    return memplan_tensor_bytes(&w->b.tc.m.g, t, w->persistent[t], PREC_BF16);
 }
 
 /* A map touches each of its buffers once whole: its element buffers at every
@@ -20,38 +43,33 @@ static int64_t tensor_bytes(const Built *b, const bool *persistent, int t) {
  * reads and writes its runs; a library op moves its distinct tensors once. */
 Test(traffic, launch_bytes_are_the_tensors_each_launch_touches) {
     for (int layout = 0; layout < 2; layout++) {
-        Built b;
-        build_layout(&b, "models/tiny.yaml", NULL, 64, 2, layout);
-        const Graph *g = &b.tc.m.g;
-        bool *persistent = calloc((size_t)g->n_tensors, sizeof(bool));
-        cr_assert(persistent);
-        memplan_mark_persistent(g, persistent);
-        KProgram kp;
-        char err[256];
-        cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+        Lowered w;
+        lower_tiny(&w, layout);
+        const Graph *g = &w.b.tc.m.g;
+        const KProgram *kp = &w.kp;
         int checked[KS_COUNT + 1] = {0};
-        for (int gi = 0; gi < kp.n_groups; gi++) {
-            for (int l = kp.group_first[gi]; l < kp.group_first[gi + 1]; l++) {
-                const KLaunch *ln = &kp.launches[l];
+        for (int gi = 0; gi < kp->n_groups; gi++) {
+            for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
+                const KLaunch *ln = &kp->launches[l];
                 int64_t want = 0;
                 /* the update reads one entry of its per-group learning rates */
-                if (b.tc.fu.groups[gi].pattern == PATTERN_OPTIMIZER) continue;
+                if (w.b.tc.fu.groups[gi].pattern == PATTERN_OPTIMIZER) continue;
                 if (ln->kernel < 0) {
                     const Op *op = &g->ops[ln->op_lo];
                     for (int i = 0; i < op->n_in + op->n_out; i++) {
                         int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
                         bool again = false;
                         for (int j = 0; j < i; j++) again |= (j < op->n_in ? op->in[j] : op->out[j - op->n_in]) == t;
-                        if (!again) want += tensor_bytes(&b, persistent, t);
+                        if (!again) want += tensor_bytes(&w, t);
                     }
                     checked[KS_COUNT]++;
-                } else if (kp.kernels[ln->kernel].skel == KS_MAP) {
-                    for (int s = 0; s < ln->n_args; s++) want += tensor_bytes(&b, persistent, ln->args[s]);
+                } else if (kp->kernels[ln->kernel].skel == KS_MAP) {
+                    for (int s = 0; s < ln->n_args; s++) want += tensor_bytes(&w, ln->args[s]);
                     checked[KS_MAP]++;
-                } else if (kp.kernels[ln->kernel].skel == KS_COPY) {
+                } else if (kp->kernels[ln->kernel].skel == KS_COPY) {
                     /* a converting copy (an fp32 master weight into a bf16 KRSC copy) reads 4 bytes and writes 2 */
                     for (int s = 0; s < 2; s++)
-                        want += ln->outer * ln->len * tensor_bytes(&b, persistent, ln->args[s]) / shape_numel(&g->tensors[ln->args[s]].shape);
+                        want += ln->outer * ln->len * tensor_bytes(&w, ln->args[s]) / shape_numel(&g->tensors[ln->args[s]].shape);
                     checked[KS_COPY]++;
                 } else {
                     continue;
@@ -64,9 +82,7 @@ Test(traffic, launch_bytes_are_the_tensors_each_launch_touches) {
         cr_expect_gt(checked[KS_COUNT], 0);
         cr_expect_gt(checked[KS_MAP], 0);
         cr_expect_gt(checked[KS_COPY], 0);
-        kernel_program_free(&kp);
-        free(persistent);
-        unbuild(&b);
+        unlower(&w);
     }
 }
 
@@ -74,32 +90,25 @@ Test(traffic, launch_bytes_are_the_tensors_each_launch_touches) {
  * BN backward reads dy and x in both phases; each phase's per-channel values
  * are a few vectors of c more. */
 Test(traffic, reductions_read_their_inputs_once_a_phase) {
-    Built b;
-    build_layout(&b, "models/tiny.yaml", NULL, 64, 2, true);
-    const Graph *g = &b.tc.m.g;
-    bool *persistent = calloc((size_t)g->n_tensors, sizeof(bool));
-    cr_assert(persistent);
-    memplan_mark_persistent(g, persistent);
-    KProgram kp;
-    char err[256];
-    cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+    Lowered w;
+    lower_tiny(&w, true);
+    const Graph *g = &w.b.tc.m.g;
+    const KProgram *kp = &w.kp;
     int stats = 0, bwd = 0;
-    for (int l = 0; l < kp.n_launches; l++) {
-        const KLaunch *ln = &kp.launches[l];
-        if (ln->kernel < 0 || kp.kernels[ln->kernel].skel != KS_CHANNEL_REDUCE || kp.kernels[ln->kernel].n_phases != 2) continue;
+    for (int l = 0; l < kp->n_launches; l++) {
+        const KLaunch *ln = &kp->launches[l];
+        if (ln->kernel < 0 || kp->kernels[ln->kernel].skel != KS_CHANNEL_REDUCE || kp->kernels[ln->kernel].n_phases != 2) continue;
         const Op *op = &g->ops[ln->op_hi];
         int64_t elems = 0, per_channel = 16 * ln->c * 8;
-        if (op->kind == OP_BATCHNORM) elems = 2 * tensor_bytes(&b, persistent, op->in[0]), stats++;
-        else if (op->kind == OP_BATCHNORM_BWD) elems = 2 * (tensor_bytes(&b, persistent, op->in[0]) + tensor_bytes(&b, persistent, op->in[1])) + tensor_bytes(&b, persistent, op->out[0]), bwd++;
+        if (op->kind == OP_BATCHNORM) elems = 2 * tensor_bytes(&w, op->in[0]), stats++;
+        else if (op->kind == OP_BATCHNORM_BWD) elems = 2 * (tensor_bytes(&w, op->in[0]) + tensor_bytes(&w, op->in[1])) + tensor_bytes(&w, op->out[0]), bwd++;
         else continue;
         cr_expect(ln->bytes >= elems && ln->bytes <= elems + per_channel, "launch %d (%s): %lld bytes, its element passes %lld", l, op_def(op->kind)->name,
                   (long long)ln->bytes, (long long)elems);
     }
     cr_expect_gt(stats, 0);
     cr_expect_gt(bwd, 0);
-    kernel_program_free(&kp);
-    free(persistent);
-    unbuild(&b);
+    unlower(&w);
 }
 
 /* An activation is recomputed for backward once, however many gradient

@@ -1,0 +1,33 @@
+# bench/lib.sh — what the host-side bench scripts share (sourced, not run):
+# starting from the repository root with fresh binaries and a scratch folder,
+# and putting dated rows at the end of their own table in bench/RESULTS.md.
+
+# bench_start MAKE_TARGET...: cd to the root, make the targets quietly, and
+# set $tmp to a scratch folder removed on exit.
+bench_start() {
+  set -euo pipefail
+  cd "$(dirname "${BASH_SOURCE[0]}")/.."
+  make -s "$@" >/dev/null
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+}
+
+# bench_append_rows KEY ROWS: ROWS (lines) after the last row of the last
+# table in bench/RESULTS.md whose header line contains KEY, wherever that
+# table sits (the file has several sections; appending at its end would put
+# rows under another table's header).
+bench_append_rows() {
+  KEY="$1" ROWS="$2" python3 - <<'PY'
+import os
+path = "bench/RESULTS.md"
+lines = open(path).read().split("\n")
+heads = [i for i, l in enumerate(lines) if l.startswith("| date |") and os.environ["KEY"] in l]
+if not heads:
+    raise SystemExit("bench/RESULTS.md has no table whose header has " + repr(os.environ["KEY"]))
+end = heads[-1] + 1
+while end < len(lines) and lines[end].startswith("|"):
+    end += 1
+lines[end:end] = os.environ["ROWS"].rstrip("\n").split("\n")
+open(path, "w").write("\n".join(lines))
+PY
+}
