@@ -32,7 +32,7 @@ typedef struct BenchResult {
     int host_ops;           /* CUDA: library ops run on the host each step; -1 for CPU plans */
     char host_line[1536];   /* CUDA: cuda_step_describe's line; "" for CPU plans */
     double loss;            /* box + cls + dfl of the last step: a NaN here means the numbers are of a broken step */
-    char profile[8192];     /* CUDA with BenchOptions.profile: cuda_profile_format's lines; else "" */
+    char profile[16384];    /* CUDA with BenchOptions.profile: cuda_profile_format's lines; else "" */
     double setup_s;         /* opening the step before step 0 (CUDA: kernels loaded, cuDNN plans built, engines timed, memory allocated) */
 } BenchResult;
 
