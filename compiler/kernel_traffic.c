@@ -5,16 +5,12 @@
  * no kernel and knows no target. */
 #include "kernel_build.h"
 
-static int64_t tensor_storage_bytes(const Graph *g, int t, const bool *persistent, Precision p) {
-    return shape_numel(&g->tensors[t].shape) * kernel_storage_bytes(memplan_storage_dtype(g, t, persistent[t], p));
-}
-
 /* The bytes section s moves when it runs once per element of `extent` (its
  * per-channel loads and stores once per channel, fixed ones once): each buffer
  * once per kind of access, as the rendered kernel keeps a loaded value in a
  * register. */
 static int64_t section_bytes(const Kernel *k, KSection s, int64_t extent, int64_t channels) {
-    bool seen[2][KIR_MAX_BUFS][3] = {{{false}}};
+    bool seen[2][KIR_MAX_BUFS][KA_FIXED + 1] = {{{false}}}; /* [store][slot][access] */
     int64_t bytes = 0;
     for (int r = s.first; r < s.first + s.n; r++) {
         const KInstr *in = &k->code[r];
@@ -37,7 +33,7 @@ int64_t kernel_launch_bytes(const KProgram *kp, const Graph *g, const bool *pers
             int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
             bool again = false;
             for (int j = 0; j < i && !again; j++) again = (j < op->n_in ? op->in[j] : op->out[j - op->n_in]) == t;
-            if (t >= 0 && !again) bytes += tensor_storage_bytes(g, t, persistent, kp->precision);
+            if (t >= 0 && !again) bytes += memplan_tensor_bytes(g, t, persistent[t], kp->precision);
         }
         return bytes;
     }
@@ -47,7 +43,7 @@ int64_t kernel_launch_bytes(const KProgram *kp, const Graph *g, const bool *pers
     case KS_COPY:
         return ln->outer * ln->len * (kernel_storage_bytes(k->buf_dtype[0]) + kernel_storage_bytes(k->buf_dtype[1]));
     case KS_LIST_NORM:
-        for (int i = 0; i < ln->list_n; i++) bytes += tensor_storage_bytes(g, kp->list[ln->list_first + i], persistent, kp->precision);
+        for (const int *t = &kp->list[ln->list_first]; t < &kp->list[ln->list_first + ln->list_n]; t++) bytes += memplan_tensor_bytes(g, *t, persistent[*t], kp->precision);
         return bytes + section_bytes(k, k->finalize[0], 1, 1);
     case KS_MAP:
         return section_bytes(k, k->body[0], extent, ln->c);
