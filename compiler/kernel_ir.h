@@ -106,6 +106,11 @@ typedef struct KProgram {
  * shared between launches with the same code and storage types. */
 bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, char *err, int errcap);
 void kernel_program_free(KProgram *kp);
+/* Whether generated kernels (not a library routine) carry out ops of kind
+ * k. They address a tensor as [row, channel, inner] (kernel_extents) with
+ * any stride between rows, so they can take channel slices of channels-last
+ * tensors (views_build). */
+bool kernel_op_generated(OpKind k);
 /* Launch totals of groups [first, last): library calls, generated launches. */
 void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
 const char *kernel_skel_name(KSkel s);
@@ -116,9 +121,9 @@ int kernel_storage_bytes(DType d);
 
 /* The elements a CUDA MAP kernel can take a thread at a time, one load or
  * store of at most 16 bytes per element buffer: 8 when they are all 16-bit,
- * 4 when one is fp32; 1 for other skeletons, a strided (view) buffer or an
- * instruction that is not elementwise (sums, variables, counters). Where the
- * shape and addresses allow it is the launch's choice (cuda_map_vec). */
+ * 4 when one is fp32; 1 for other skeletons or an instruction that is not
+ * elementwise (sums, variables, counters). Where the shape, the addresses
+ * and views' row strides allow it is the launch's choice (cuda_map_vec). */
 int kernel_map_vec(const Kernel *k);
 
 /* The device-memory bytes launch l moves in one run (kernel_traffic.c): a

@@ -87,12 +87,13 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
             return fail(L, "op %d: a kernel needs tensor %%%d in memory, but its fusion group keeps it internal", op_lo, t), -1;
         }
         kb->k.buf_dtype[i] = memplan_storage_dtype(L->g, t, L->persistent[t], L->p);
-        int64_t bs = kb->k.skel == KS_MAP || kb->k.skel == KS_CHANNEL_REDUCE ? views_batch_stride(L->g, &L->f->views, t) : 0;
+        int64_t bs = kb->k.skel == KS_MAP || kb->k.skel == KS_CHANNEL_REDUCE ? views_row_stride(L->g, &L->f->views, t) : 0;
         kb->k.buf_strided[i] = bs != 0;
         strides[i] = bs;
-        /* a view is addressed as [image, channel, inner] of its own shape */
-        const Shape *s = &L->g->tensors[t].shape;
-        if (bs && (s->d[0] != n || s->d[1] != c || shape_numel(s) != n * c * inner)) {
+        /* a view is addressed as [row, channel, inner] of its own shape */
+        int64_t tn, tc, ti;
+        kernel_extents(&L->g->tensors[t], &tn, &tc, &ti);
+        if (bs && (tn != n || tc != c || ti != inner)) {
             kb_free(kb);
             return fail(L, "op %d: a kernel over [%lld, %lld, %lld] reads view %%%d of another shape", op_lo, (long long)n, (long long)c, (long long)inner, t), -1;
         }
@@ -135,6 +136,13 @@ static int emit_kernel(Lower *L, KBuild *kb, int op_lo, int op_hi, int64_t n, in
 
 static bool library_launch(Lower *L, int o) {
     KProgram *kp = L->kp;
+    const Op *op = &L->g->ops[o];
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        /* library routines step over images; a channels-last view's rows are pixels */
+        if (L->g->tensors[t].channels_last && views_row_stride(L->g, &L->f->views, t))
+            return fail(L, "op %d (%s): a library routine cannot address %%%d, a channel slice of a channels-last tensor", o, op_def(op->kind)->name, t);
+    }
     if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", o);
     kp->launches[kp->n_launches++] = (KLaunch){.kernel = -1, .op_lo = o, .op_hi = o};
     return true;
@@ -294,9 +302,15 @@ static bool copy_launch(Lower *L, int o, int src, int dst, int64_t outer, int64_
 }
 
 /* Whether `part` already sits where a concat/split along axis 1 puts it:
- * `chan` channels into `whole`, inside the same base (a zero-copy view). */
-static bool in_place(const Lower *L, int part, int whole, int64_t chan) {
+ * `chan` channels into `whole`, inside the same base (a zero-copy view). A
+ * concat input split off a tensor that lives there holds the same values
+ * as that tensor's channels, which are already in place. */
+static bool in_place(const Lower *L, int part, int whole, int64_t chan, bool cat) {
     const Views *v = &L->f->views;
+    int w;
+    int64_t at;
+    if (cat && v->base[part] == part && views_split_source(L->g, part, &w, &at) && v->base[w] != w && v->base[w] == v->base[whole])
+        return v->chan[w] + at == v->chan[whole] + chan;
     if (v->base[part] != v->base[whole]) return false;
     return v->chan[part] == v->chan[whole] + chan;
 }
@@ -304,7 +318,7 @@ static bool in_place(const Lower *L, int part, int whole, int64_t chan) {
 /* Elements between t's runs along axis ax: a view's base stride along axis
  * 1 (views exist only there), else the packed run. */
 static int64_t image_stride(const Lower *L, int ax, int t, int64_t run) {
-    int64_t bs = ax == 1 ? views_batch_stride(L->g, &L->f->views, t) : 0;
+    int64_t bs = ax == 1 ? views_row_stride(L->g, &L->f->views, t) : 0;
     return bs ? bs : run;
 }
 
@@ -341,7 +355,7 @@ static bool lower_copy(Lower *L, int o) {
         int part = cat ? op->in[i] : op->out[i];
         int64_t run = L->g->tensors[part].shape.d[op->a.axis] * inner;
         int64_t part_stride = image_stride(L, op->a.axis, part, run);
-        bool ok = op->a.axis == 1 && in_place(L, part, whole_t, chan);
+        bool ok = op->a.axis == 1 && in_place(L, part, whole_t, chan, cat);
         if (!ok)
             ok = cat ? copy_launch(L, o, part, whole_t, outer, run, part_stride, 0, whole_stride, off) : copy_launch(L, o, whole_t, part, outer, run, whole_stride, off, part_stride, 0);
         if (!ok) return false;

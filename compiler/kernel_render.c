@@ -42,16 +42,22 @@ static void emit_template(Out *o, const char *path, const char *const *kv, int n
 
 static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F16 ? "f16" : "f32"; }
 
-/* Element index of a load or store. A strided slot (a view inside a wider
- * buffer) steps bs[slot] elements per image: every skeleton has the
- * element's n, c and k in hand. Array form (CUDA maps, V elements a
- * thread): element v of a strided buffer, or of a channel vector at the
- * element's channel; a packed buffer is read from i on as a whole (yk_ldv /
- * yk_stv, not through here). */
+/* Where a load or store of an element buffer starts: i when packed; for a
+ * view (a strided slot, inside a wider buffer) the element's place in its
+ * row, bs[slot] elements per row: every skeleton has the element's n, c and
+ * k in hand. The CUDA map's array form takes V elements from there as a
+ * whole (yk_ldv / yk_stv), packed or strided: the launch takes V > 1 only
+ * where a view's row stride keeps its rows on V-element boundaries. */
+static const char *elem_text(const Kernel *k, const KInstr *in, char *buf, size_t cap) {
+    if (k->buf_strided[in->buf]) snprintf(buf, cap, "n * a.bs[%d] + c * inner_ + k", in->buf);
+    else snprintf(buf, cap, "i");
+    return buf;
+}
+
+/* Index of a load or store: an element's (elem_text), a channel vector's
+ * entry at the element's channel (array form: element v's), or fixed. */
 static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, size_t cap) {
-    if (in->at == KA_ELEM && k->buf_strided[in->buf])
-        snprintf(buf, cap, arr ? "n * a.bs[%d] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_)" : "n * a.bs[%d] + c * inner_ + k", in->buf);
-    else if (in->at == KA_ELEM) snprintf(buf, cap, "i");
+    if (in->at == KA_ELEM) elem_text(k, in, buf, cap);
     else if (in->at == KA_CHAN) snprintf(buf, cap, arr ? "c + v * cstep_" : "c");
     else snprintf(buf, cap, "%lld", (long long)in->imm);
 }
@@ -119,12 +125,12 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         else snprintf(head, sizeof head, "const %s %c%d = ", in->op == KI_ACC ? "double" : type, p, r);
         const int ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++) snprintf(x[j], sizeof x[j], "%c%d%s", p, ops[j], el);
-        const bool whole = arr && in->at == KA_ELEM && !k->buf_strided[in->buf]; /* V elements in one access */
+        const bool whole = arr && in->at == KA_ELEM; /* V elements in one access */
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
             if (whole) {
-                fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], i, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, p, r);
+                fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, in, idx, sizeof idx), p, r);
                 break;
             }
             load_text(k, tg, in, arr, a, sizeof a);
@@ -132,7 +138,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             break;
         case KI_STORE:
             if (whole) {
-                fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], i, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, p, in->a);
+                fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, in, idx, sizeof idx), p, in->a);
                 break;
             }
             index_text(k, in, arr, idx, sizeof idx);

@@ -297,3 +297,5 @@ static const KRule *const RULES[OP_COUNT] = {
 };
 
 const KRule *kernel_rule(OpKind k) { return k >= 0 && k < OP_COUNT && RULES[k] ? RULES[k] : &R_LIBRARY; }
+
+bool kernel_op_generated(OpKind k) { return kernel_rule(k)->cls != KR_LIBRARY; }

@@ -283,12 +283,6 @@ char *lib_kernel_render(const LibKernel *k) {
     return ok ? buf : NULL;
 }
 
-/* elements between images of t: its base's stride when it is a view, else its own image */
-static long long image_stride(const Graph *g, const Views *v, int t) {
-    const Shape *s = &g->tensors[t].shape;
-    int64_t bs = views_batch_stride(g, v, t);
-    return (long long)(bs ? bs : s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s));
-}
 
 /* attention and attention_bwd: qkv's plane and channels, the attributes, and
  * one thread per (image, head, group of LIB_ATT_GROUP channels, token) */
@@ -314,7 +308,7 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
     const Shape *out = &g->tensors[op->out[0]].shape, *in0 = &g->tensors[op->in[0]].shape;
     for (int i = 0; i < op->n_in + op->n_out && i < LIB_MAX_OPERANDS; i++) {
         const Tensor *t = &g->tensors[lib_operand_tensor(op, i)];
-        *lib_operand_bs(&a, i) = image_stride(g, v, t->id);
+        *lib_operand_bs(&a, i) = views_image_stride(g, v, t->id);
         a.cl |= t->channels_last << i;
         if (i >= YL_MAX_OPERANDS) continue;
         const Shape *s = &t->shape;

@@ -14,22 +14,51 @@ static int64_t inner_of(const Shape *s) {
     return inner;
 }
 
+/* Elements of one row of t: an image (channels x inner), or for channels
+ * last a pixel (its channels). */
+static int64_t row_of(const Tensor *x) { return x->channels_last ? x->shape.d[1] : x->shape.d[1] * inner_of(&x->shape); }
+
 bool views_fits(const Graph *g, int t, int b, int64_t chan) {
     const Shape *s = &g->tensors[t].shape, *bs = &g->tensors[b].shape;
     if (s->nd < 2 || s->nd != bs->nd || s->d[0] != bs->d[0] || chan < 0 || chan > bs->d[1] - s->d[1]) return false;
     for (int k = 2; k < s->nd; k++)
         if (s->d[k] != bs->d[k]) return false;
-    /* channel slices of channels-last tensors are strided per pixel: no view */
-    return g->tensors[t].dtype == g->tensors[b].dtype && !g->tensors[t].channels_last && !g->tensors[b].channels_last;
+    return g->tensors[t].dtype == g->tensors[b].dtype && g->tensors[t].channels_last == g->tensors[b].channels_last;
 }
 
-int64_t views_batch_stride(const Graph *g, const Views *v, int t) {
+int64_t views_row_stride(const Graph *g, const Views *v, int t) {
     int b = v->base[t];
     if (b == t || g->tensors[b].shape.d[1] == g->tensors[t].shape.d[1]) return 0;
-    return g->tensors[b].shape.d[1] * inner_of(&g->tensors[t].shape);
+    return row_of(&g->tensors[b]);
 }
 
-int64_t views_elem_offset(const Graph *g, const Views *v, int t) { return v->chan[t] * inner_of(&g->tensors[t].shape); }
+void views_geometry(const Graph *g, const Views *v, int t, int64_t *rows, int64_t *row, int64_t *stride) {
+    const Tensor *x = &g->tensors[t];
+    int64_t n = shape_numel(&x->shape);
+    *stride = v ? views_row_stride(g, v, t) : 0;
+    *row = *stride ? row_of(x) : n;
+    *rows = *stride ? n / *row : 1;
+}
+
+int64_t views_image_stride(const Graph *g, const Views *v, int t) {
+    const Shape *s = &g->tensors[t].shape;
+    int64_t bs = views_row_stride(g, v, t);
+    return bs ? bs : s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+}
+
+bool views_split_source(const Graph *g, int t, int *w, int64_t *chan) {
+    int o = g->tensors[t].producer;
+    if (o < 0 || g->ops[o].kind != OP_SPLIT || g->ops[o].a.axis != 1) return false;
+    const Op *op = &g->ops[o];
+    *chan = 0;
+    for (int i = 0; op->out[i] != t; i++) *chan += g->tensors[op->out[i]].shape.d[1];
+    *w = op->in[0];
+    return true;
+}
+
+int64_t views_elem_offset(const Graph *g, const Views *v, int t) {
+    return g->tensors[t].channels_last ? v->chan[t] : v->chan[t] * inner_of(&g->tensors[t].shape);
+}
 
 void views_widen_lifetimes(const Views *v, int n, int *def, int *last) {
     for (int t = 0; v->n_views && t < n; t++) {
@@ -53,7 +82,9 @@ typedef struct Alias {
     const Graph *g;
     int *parent;        /* the tensor t was placed in directly (itself: none yet) */
     int64_t *off;       /* its first channel there */
-    bool *ok;           /* may live inside another buffer, or hold others */
+    bool *ok;           /* may hold others */
+    bool *movable;      /* may live inside another buffer: ok, and no op that steps
+                         * only over images touches it if it is channels last */
     /* the cost side: per buffer (a tensor that is no view) its lifetime and
      * aligned bytes; live bytes per op and their peak */
     int *lo, *hi;
@@ -66,13 +97,23 @@ static bool axis1_copy(const Op *op) { return (op->kind == OP_CONCAT || op->kind
 /* Which tensors may take part: step activations in memory that only
  * elementwise-addressable ops touch. A reshape, pad, crop or a copy along
  * another axis reads its operand as one flat run, so neither side may be a
- * strided slice. Channels-last tensors take no part: their channel slices
- * are strided per pixel, not per image, which no consumer addresses yet. */
-static void mark_eligible(const Graph *g, const bool *internal, bool *ok, bool *persistent) {
+ * strided slice. A channel slice of a channels-last tensor is strided per
+ * pixel, not per image: it may hold others, but live inside another buffer
+ * only if every op touching it steps over rows with a stride (by_rows). */
+static void mark_eligible(const Graph *g, const bool *internal, bool (*by_rows)(OpKind), bool *ok, bool *movable, bool *persistent) {
     memplan_mark_persistent(g, persistent);
     for (int t = 0; t < g->n_tensors; t++) {
         const Tensor *x = &g->tensors[t];
-        ok[t] = x->kind == TK_ACTIVATION && x->producer >= 0 && !persistent[t] && !(internal && internal[t]) && x->shape.nd >= 2 && x->dtype != DT_I64 && !x->channels_last;
+        ok[t] = x->kind == TK_ACTIVATION && x->producer >= 0 && !persistent[t] && !(internal && internal[t]) && x->shape.nd >= 2 && x->dtype != DT_I64;
+        movable[t] = true;
+    }
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (by_rows && by_rows(op->kind)) continue;
+        for (int i = 0; i < op->n_in + op->n_out; i++) {
+            int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+            if (g->tensors[t].channels_last) movable[t] = false;
+        }
     }
     for (int i = 0; i < g->n_outputs; i++) ok[g->outputs[i]] = false;
     for (int o = 0; o < g->n_ops; o++) {
@@ -85,6 +126,7 @@ static void mark_eligible(const Graph *g, const bool *internal, bool *ok, bool *
         for (int i = 0; i < op->n_in; i++) ok[op->in[i]] = false;
         for (int i = 0; i < op->n_out; i++) ok[op->out[i]] = false;
     }
+    for (int t = 0; t < g->n_tensors; t++) movable[t] = movable[t] && ok[t];
 }
 
 static int root_of(const Alias *al, int t) {
@@ -118,20 +160,30 @@ static void alias_split(Alias *al, const Op *op) {
     int64_t off = 0;
     for (int i = 0; i < op->n_out; i++) {
         int t = op->out[i];
-        if (al->ok[t] && al->parent[t] == t && views_fits(al->g, t, r, off)) place(al, t, r, off);
+        if (al->movable[t] && al->parent[t] == t && views_fits(al->g, t, r, off)) place(al, t, r, off);
         off += al->g->tensors[t].shape.d[1];
     }
 }
 
-/* A run of concat inputs that already live in p, in p's order and covering
- * all of p, lets p itself move into the concat's buffer at `at`. */
+/* Where concat input x's values sit in p: its channel in p when it lives
+ * there, or when the split that made it took it from p (a copy, but p holds
+ * the same values at that channel); else -1. */
+static int64_t channel_in(const Alias *al, int x, int p) {
+    int w;
+    int64_t chan;
+    if (al->parent[x] == p && x != p) return al->off[x];
+    return views_split_source(al->g, x, &w, &chan) && w == p ? chan : -1;
+}
+
+/* A run of concat inputs whose values already sit in p, in p's order and
+ * covering all of p, lets p itself move into the concat's buffer at `at`. */
 static bool covers(const Alias *al, const Op *op, const int64_t *slot, int p, int64_t at) {
     int64_t end = at + al->g->tensors[p].shape.d[1], covered = 0;
     for (int j = 0; j < op->n_in; j++) {
         int x = op->in[j];
-        int64_t c = al->g->tensors[x].shape.d[1];
+        int64_t c = al->g->tensors[x].shape.d[1], in_p = channel_in(al, x, p);
         if (slot[j] + c <= at || slot[j] >= end) continue;
-        if (al->parent[x] != p || slot[j] - al->off[x] != at) return false;
+        if (in_p < 0 || slot[j] - in_p != at) return false;
         covered += c;
     }
     return covered == al->g->tensors[p].shape.d[1];
@@ -143,12 +195,17 @@ static void alias_concat(Alias *al, const Op *op, int64_t *slot) {
     for (int j = 0, c = 0; j < op->n_in; j++) slot[j] = c, c += (int)al->g->tensors[op->in[j]].shape.d[1];
     for (int j = 0; j < op->n_in; j++) {
         int x = op->in[j], p = al->parent[x];
+        int64_t in_p = al->off[x];
         if (p == x) {
-            if (al->ok[x] && views_fits(al->g, x, y, slot[j])) place(al, x, y, slot[j]);
-            continue;
+            if (al->movable[x] && views_fits(al->g, x, y, slot[j])) {
+                place(al, x, y, slot[j]);
+                continue;
+            }
+            /* a split output kept in its own buffer: its source may move instead */
+            if (!views_split_source(al->g, x, &p, &in_p)) continue;
         }
-        int64_t at = slot[j] - al->off[x];
-        if (p != y && al->parent[p] == p && al->ok[p] && views_fits(al->g, p, y, at) && covers(al, op, slot, p, at)) place(al, p, y, at);
+        int64_t at = slot[j] - in_p;
+        if (p != y && al->parent[p] == p && al->movable[p] && views_fits(al->g, p, y, at) && covers(al, op, slot, p, at)) place(al, p, y, at);
     }
 }
 
@@ -180,15 +237,16 @@ static bool cost_init(Alias *al, const Fusion *fu, Precision p, const bool *pers
     return true;
 }
 
-bool views_build(const Graph *g, Fusion *fu, Precision p, Arena *a, char *err, int errcap) {
+bool views_build(const Graph *g, Fusion *fu, Precision p, bool (*by_rows)(OpKind), Arena *a, char *err, int errcap) {
     Views *v = &fu->views;
     if (!views_identity(g, a, v, err, errcap)) return false;
     size_t n = (size_t)g->n_tensors + 1;
-    Alias al = {.g = g, .parent = arena_array(a, n, sizeof(int)), .off = arena_array(a, n, sizeof(int64_t)), .ok = arena_array(a, n, sizeof(bool))};
+    Alias al = {.g = g, .parent = arena_array(a, n, sizeof(int)), .off = arena_array(a, n, sizeof(int64_t)), .ok = arena_array(a, n, sizeof(bool)),
+                .movable = arena_array(a, n, sizeof(bool))};
     bool *persistent = arena_array(a, n, sizeof(bool));
     int64_t *slot = arena_array(a, IR_MAX_SPLIT + 1, sizeof(int64_t));
-    if (!al.parent || !al.off || !al.ok || !persistent || !slot) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    mark_eligible(g, fu->internal, al.ok, persistent);
+    if (!al.parent || !al.off || !al.ok || !al.movable || !persistent || !slot) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    mark_eligible(g, fu->internal, by_rows, al.ok, al.movable, persistent);
     if (!cost_init(&al, fu, p, persistent, a, err, errcap)) return false;
     for (int t = 0; t < g->n_tensors; t++) al.parent[t] = t, al.off[t] = 0;
     for (int o = 0; o < g->n_ops; o++) {

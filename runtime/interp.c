@@ -117,23 +117,24 @@ static void after_op(Interp *it, int o) {
 /* Whether a routine cannot address t where it sits: a strided view, or a
  * channels-last tensor (the reference kernels read NCHW). */
 static bool needs_packing(const Interp *it, int t) {
-    return (it->views && views_batch_stride(it->g, it->views, t)) || !tensor_logical_order(&it->g->tensors[t]);
+    return (it->views && views_row_stride(it->g, it->views, t)) || !tensor_logical_order(&it->g->tensors[t]);
 }
 
 /* Between a tensor as stored and a packed NCHW copy of it (fp32): a view
- * image by image, a channels-last tensor element by element. */
-static void view_copy(const Interp *it, int t, float *packed, bool pack) {
-    const Shape *s = &it->g->tensors[t].shape;
-    if (!tensor_logical_order(&it->g->tensors[t])) {
-        ref_channels_last_copy(&it->g->tensors[t], it->buf[t], packed, pack);
-        return;
-    }
-    int64_t row = shape_numel(s) / s->d[0], bs = views_batch_stride(it->g, it->views, t);
-    float *v = it->buf[t];
-    for (int64_t n = 0; n < s->d[0]; n++) {
-        if (pack) memcpy(packed + n * row, v + n * bs, sizeof(float) * (size_t)row);
-        else memcpy(v + n * bs, packed + n * row, sizeof(float) * (size_t)row);
-    }
+ * row by row, a channels-last tensor element by element (a channels-last
+ * view both, through a packed channels-last copy). */
+static bool view_copy(const Interp *it, int t, float *packed, bool pack) {
+    const Tensor *x = &it->g->tensors[t];
+    int64_t rows, row, stride;
+    views_geometry(it->g, it->views, t, &rows, &row, &stride);
+    const bool cl = !tensor_logical_order(x);
+    float *v = it->buf[t], *rowwise = cl ? v : packed;
+    if (cl && stride && !(rowwise = malloc(sizeof(float) * (size_t)shape_numel(&x->shape)))) return false;
+    for (int64_t r = 0; pack && stride && r < rows; r++) memcpy(rowwise + r * row, v + r * stride, sizeof(float) * (size_t)row);
+    if (cl) ref_channels_last_copy(x, rowwise, packed, pack);
+    for (int64_t r = 0; !pack && stride && r < rows; r++) memcpy(v + r * stride, rowwise + r * row, sizeof(float) * (size_t)row);
+    if (cl && stride) free(rowwise);
+    return true;
 }
 
 typedef struct Packed {
@@ -156,23 +157,25 @@ static bool pack_views(Interp *it, const Op *op, Packed **pk, int *npk) {
         if (!*pk && !(*pk = malloc(sizeof(Packed) * (size_t)(op->n_in + op->n_out)))) return false;
         float *p = malloc(sizeof(float) * (size_t)shape_numel(&it->g->tensors[t].shape));
         if (!p) return false;
-        if (i < op->n_in) view_copy(it, t, p, true);
+        if (i < op->n_in && !view_copy(it, t, p, true)) return free(p), false;
         (*pk)[(*npk)++] = (Packed){t, it->buf[t]};
         it->buf[t] = p;
     }
     return true;
 }
 
-static void unpack_views(Interp *it, const Op *op, Packed *pk, int npk, bool ok) {
+static bool unpack_views(Interp *it, const Op *op, Packed *pk, int npk, bool ok) {
+    bool unpacked = true;
     for (int j = 0; j < npk; j++) {
         int t = pk[j].t;
         float *p = it->buf[t];
         it->buf[t] = pk[j].view;
         bool written = false;
         for (int i = 0; i < op->n_out; i++) written |= op->out[i] == t;
-        if (ok && written) view_copy(it, t, p, false);
+        if (ok && written) unpacked = view_copy(it, t, p, false) && unpacked;
         free(p);
     }
+    return unpacked;
 }
 
 /* One op through its library routine (fast CPU kernel or the oracle). */
@@ -191,7 +194,7 @@ static bool run_op(Interp *it, int o, char *err, int errcap) {
     int npk = 0;
     bool ok = pack_views(it, op, &pk, &npk) || (snprintf(why, sizeof why, "out of memory"), false);
     ok = ok && k(g, op, it->buf, why, sizeof why);
-    unpack_views(it, op, pk, npk, ok);
+    if (!unpack_views(it, op, pk, npk, ok) && ok) ok = false, snprintf(why, sizeof why, "out of memory");
     free(pk);
     if (!ok) return snprintf(err, (size_t)errcap, "op %d (%s, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
     return true;

@@ -291,8 +291,14 @@ Test(cuda, map_units_need_the_shape_and_every_element_address) {
     cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "an output 8 bytes off a 16-byte boundary");
     k.buf_dtype[2] = DT_F32, ptr[2] = 0x30000;
     cr_expect(kernel_map_vec(&k) == 4 && cuda_map_vec(&k, &ln, ptr) == 4, "an fp32 element buffer: 4 a thread");
+    /* a view's rows start its base's row apart: units only where that stride keeps them aligned */
     k.buf_strided[0] = true;
-    cr_expect_eq(kernel_map_vec(&k), 1, "a view's elements are strided per image");
+    ln.bs[0] = 3 * 16 * 400;
+    cr_expect(kernel_map_vec(&k) == 4 && cuda_map_vec(&k, &ln, ptr) == 4, "a view inside 48 channels of 400-pixel planes");
+    ln = (KLaunch){.n_args = 3, .args = {0, 1, 2}, .n = 64 * 80 * 80, .c = 64, .inner = 1, .bs = {96}};
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 4, "channels last: 64 channels of 96-channel pixels");
+    ln.bs[0] = 66;
+    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "pixels 66 elements apart are no multiple of 4");
     k.buf_strided[0] = false, code[1].op = KI_STORE;
     cr_expect_eq(kernel_map_vec(&k), 1, "a per-channel store");
 }
@@ -456,11 +462,11 @@ static float from_bf16(uint16_t v) {
  * fp64 sums, the CPU in double). bf16 plans: inputs rounded to bf16 for both sides, outputs
  * within 1e-2 relative (one bf16 rounding is 2^-9). */
 /* Elements a launch may touch from t's address: a zero-copy view steps its
- * base's image stride, so its last image ends (n - 1) * stride further on. */
+ * base's row stride, so its last row ends (rows - 1) * stride further on. */
 static int64_t span_of(const Plan *p, int t) {
-    const Shape *s = &p->g.tensors[t].shape;
-    int64_t bs = views_batch_stride(&p->g, &p->fusion.views, t), numel = shape_numel(s);
-    return bs ? (s->d[0] - 1) * bs + numel / s->d[0] : numel;
+    int64_t rows, row, stride;
+    views_geometry(&p->g, &p->fusion.views, t, &rows, &row, &stride);
+    return stride ? (rows - 1) * stride + row : row;
 }
 
 static void kernels_vs_cpu(const char *precision, const char *layout, double tol) {

@@ -30,7 +30,7 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
     int skipped_kernels;
     void *h = emul_generated_open(&v, &gc, precision, layout, 1u << KS_MAP | 1u << KS_COPY, 0, &skipped_kernels);
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0;
+    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0, view_units = 0;
     double worst_rel = 0, worst_ulp = 0;
     for (int i = 0; i < v.kp.n_launches; i++) {
         const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
@@ -53,6 +53,9 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
         YkArgs a = cuda_launch_args(k, ln, v.ptr, 0, 0);
         units += k->skel == KS_COPY && a.vec > 1;
         map_units += k->skel == KS_MAP && a.vec > 1;
+        bool view = false;
+        for (int s = 0; s < ln->n_args; s++) view |= k->buf_strided[s];
+        view_units += k->skel == KS_MAP && a.vec > 1 && view;
         run_grid(h, call_yk, sym(h, k->name), &a, grid, block);
         count[k->skel]++;
         double worst = expect_launch_outputs(&v, i, ln, k, &failed, &compared, &worst_rel, &worst_ulp);
@@ -68,6 +71,8 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
      * more); channels last concatenates and splits channel runs, which move in units */
     cr_expect_gt(map_units, 0, "%d of %d maps took several elements a thread", map_units, count[KS_MAP]);
     if (strcmp(layout, "nhwc") == 0) cr_expect_gt(units, 0, "%d of %d copies moved units of several elements", units, count[KS_COPY]);
+    /* channels-last channel slices: rows of 8-channel multiples in wider ones */
+    if (strcmp(layout, "nhwc") == 0) cr_expect_gt(view_units, 0, "no map took several elements of a view a thread");
     cr_expect_gt(compared, 0);
     dlclose(h);
     gen_cpu_close(&gc);

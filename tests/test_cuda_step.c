@@ -296,13 +296,14 @@ static void host_step_open(HostStep *h, const Plan *p, bool lib_host) {
 }
 
 /* Writes fp32 values into t's device storage as the plan stores them
- * (image by image for a view) and returns them as stored (rounded). */
+ * (row by row for a view) and returns them as stored (rounded). */
 static float *host_fill(CudaStep *cs, int t, uint64_t *seed) {
     const Graph *g = &cs->plan->g;
     const Shape *s = &g->tensors[t].shape;
     DType st = (DType)cs->stype[t];
     size_t es = st == DT_F32 ? 4 : 2;
-    int64_t n = shape_numel(s), stride = views_batch_stride(g, &cs->plan->fusion.views, t), images = stride ? s->d[0] : 1, row = n / images;
+    int64_t n = shape_numel(s), images, row, stride;
+    views_geometry(g, &cs->plan->fusion.views, t, &images, &row, &stride);
     float *v = malloc(sizeof(float) * (size_t)n);
     unsigned char *stored = malloc((size_t)n * es);
     for (int64_t i = 0; i < n; i++) *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL, v[i] = (float)((double)(*seed >> 40) / (1 << 24) * 4 - 2);
@@ -358,7 +359,7 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
     uint64_t fill_seed = 5;
     for (int t = 0; t < g->n_tensors; t++) {
         TensorKind k = g->tensors[t].kind;
-        if (lowp_act < 0 && k == TK_ACTIVATION && cs->stype[t] == DT_BF16 && cs->ptr[t] && !views_batch_stride(g, &p.fusion.views, t)) lowp_act = t;
+        if (lowp_act < 0 && k == TK_ACTIVATION && cs->stype[t] == DT_BF16 && cs->ptr[t] && !views_row_stride(g, &p.fusion.views, t)) lowp_act = t;
         if (k == TK_PARAM || k == TK_BUFFER) ids[m++] = t;
     }
     cr_assert_geq(lowp_act, 0);
@@ -389,7 +390,7 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
         memset(base, 0xab, (size_t)base_bytes);
         for (int i = 0; i < op->n_in; i++) {
             buf[op->in[i]] = host_fill(cs, op->in[i], &seed);
-            in_views += views_batch_stride(g, &p.fusion.views, op->in[i]) != 0;
+            in_views += views_row_stride(g, &p.fusion.views, op->in[i]) != 0;
         }
         buf[t] = calloc((size_t)n, sizeof(float));
         cr_assert(ref_kernel(op->kind)(g, op, buf, err, sizeof err), "%s", err);
@@ -402,7 +403,7 @@ Test(cuda_step, host_fallback_and_transfers_on_a_host_backed_device) {
         cr_assert(cuda_step_download(cs, t, got, err, sizeof err), "%s", err);
         cr_expect_arr_eq(got, want, sizeof(float) * (size_t)n, "op %d (%s): host fallback vs reference", op->id, op_def(op->kind)->name);
         /* a view's base keeps every byte outside the view's rows */
-        int64_t stride = views_batch_stride(g, &p.fusion.views, t);
+        int64_t stride = views_row_stride(g, &p.fusion.views, t);
         if (stride) {
             size_t es = cs->stype[t] == DT_F32 ? 4 : 2, row = (size_t)(n / g->tensors[t].shape.d[0]) * es, off = (size_t)(cs->ptr[t] - cs->ptr[b]);
             int outside_changed = 0;
@@ -472,7 +473,7 @@ Test(cuda_step, library_ops_launch_library_kernels_on_a_host_backed_device) {
         cr_expect_eq(host_libs, 1, "op %d (%s): one library launch", op->id, op_def(op->kind)->name);
         for (int i = 0; i <= op->n_in; i++) {
             int t = i < op->n_in ? op->in[i] : op->out[0];
-            int64_t bs = views_batch_stride(g, &p.fusion.views, t), row = shape_numel(&g->tensors[t].shape) / g->tensors[t].shape.d[0];
+            int64_t bs = views_row_stride(g, &p.fusion.views, t), row = shape_numel(&g->tensors[t].shape) / g->tensors[t].shape.d[0];
             cr_expect_eq((CuDevicePtr)(uintptr_t)last_lib.t[i], cs->ptr[t], "op %d operand %d: its device address", op->id, i);
             cr_expect_eq(last_lib.bs[i], bs ? bs : row, "op %d operand %d: its image stride", op->id, i);
             views += bs != 0;

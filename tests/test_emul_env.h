@@ -86,7 +86,8 @@ static const uint64_t POISON64 = 0x5a5a5a5a5a5a5a5aULL;
 
 typedef struct Buf {
     DType dt;
-    int64_t span, per, bs;       /* elements the device touches; elements per image; image stride (0: packed) */
+    int64_t span, per, bs;       /* elements the device touches; elements per row (a view's:
+                                  * views_geometry) or per image; row stride (0: packed) */
     unsigned char *emu_base, *emu; /* device layout, RZ poisoned elements either side */
     void *host;                  /* the same elements as fp32 (int64 for DT_I64), as the CPU side reads them */
 } Buf;
@@ -197,9 +198,10 @@ static inline void env_open(Env *v, const char *precision, const char *layout) {
         const Shape *s = &g->tensors[t].shape;
         int64_t numel = shape_numel(s), d0 = s->nd >= 1 && s->d[0] > 0 ? s->d[0] : 1;
         b->dt = v->dt[t];
-        b->bs = views_batch_stride(g, &v->p.fusion.views, t);
-        b->per = numel / d0;
-        b->span = b->bs ? (d0 - 1) * b->bs + b->per : numel;
+        int64_t rows, row;
+        views_geometry(g, &v->p.fusion.views, t, &rows, &row, &b->bs);
+        b->per = b->bs ? row : numel / d0;
+        b->span = b->bs ? (rows - 1) * b->bs + row : numel;
         b->emu_base = calloc((size_t)(b->span + 2 * RZ), esize(b->dt));
         b->host = calloc((size_t)b->span + 1, 8);
         cr_assert(b->emu_base && b->host);

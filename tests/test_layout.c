@@ -76,9 +76,11 @@ Test(layout, bf16_images_in_either_layout) {
 
 /* Generated kernels address a channels-last tensor as rows of channels:
  * [n*h*w, c, 1], so per-channel loads (BN statistics, biases) stay
- * per-channel; copies along the channel axis move runs of a part's channels
- * with the whole's channel count between them; the validation head's
- * [N, no, H, W] -> [N, no, H*W] reshape is a transpose, so a library routine. */
+ * per-channel, and a channel slice living in a wider tensor (a zero-copy
+ * view) steps its base's channel count between rows; copies along the
+ * channel axis move runs of a part's channels with the whole's row between
+ * them; the validation head's [N, no, H, W] -> [N, no, H*W] reshape is a
+ * transpose, so a library routine. */
 Test(layout, kernels_see_rows_of_channels) {
     Built b;
     build_layout(&b, "models/tiny.yaml", NULL, true);
@@ -87,7 +89,8 @@ Test(layout, kernels_see_rows_of_channels) {
         const Graph *g = which ? &b.tc.em.g : &b.tc.m.g;
         KProgram kp;
         cr_assert(kernel_lower(g, which ? &b.tc.efu : &b.tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
-        int rows = 0, channel_copies = 0, transposes = 0;
+        const Views *v = which ? &b.tc.efu.views : &b.tc.fu.views;
+        int rows = 0, channel_copies = 0, transposes = 0, slices = 0;
         for (int l = 0; l < kp.n_launches; l++) {
             const KLaunch *ln = &kp.launches[l];
             const Op *op = &g->ops[ln->op_lo];
@@ -106,12 +109,18 @@ Test(layout, kernels_see_rows_of_channels) {
                     cr_expect(ln->n == t->shape.d[0] * t->shape.d[2] * t->shape.d[3] && ln->c == t->shape.d[1] && ln->inner == 1,
                               "launch %d over [%lld, %lld, %lld] reads channels-last %%%d", l, (long long)ln->n, (long long)ln->c, (long long)ln->inner, t->id);
                     rows++;
+                    int base = v->base[t->id];
+                    int64_t row = base != t->id && g->tensors[base].shape.d[1] != t->shape.d[1] ? g->tensors[base].shape.d[1] : 0;
+                    cr_expect_eq(k->buf_strided[i], row != 0, "launch %d slot %d: strided exactly when %%%d is a channel slice", l, i, t->id);
+                    cr_expect_eq(ln->bs[i], row, "launch %d slot %d: %lld elements between rows of %%%d, a slice of %lld channels", l, i, (long long)ln->bs[i], t->id, (long long)row);
+                    slices += row != 0;
                 }
             }
             if (k->skel == KS_COPY && (op->kind == OP_CONCAT || op->kind == OP_SPLIT) && op->a.axis == 1 && is_cl(g, op->in[0])) {
                 const Tensor *whole = &g->tensors[op->kind == OP_CONCAT ? op->out[0] : op->in[0]];
-                int64_t stride = op->kind == OP_CONCAT ? ln->dst_stride : ln->src_stride;
-                cr_expect_eq(stride, whole->shape.d[1], "launch %d: %lld elements between rows of a %lld-channel tensor", l, (long long)stride, (long long)whole->shape.d[1]);
+                int64_t stride = op->kind == OP_CONCAT ? ln->dst_stride : ln->src_stride, base = v->base[whole->id];
+                int64_t row = base != whole->id ? g->tensors[base].shape.d[1] : whole->shape.d[1];
+                cr_expect_eq(stride, row, "launch %d: %lld elements between rows of a %lld-channel tensor", l, (long long)stride, (long long)row);
                 cr_expect_eq(ln->outer, whole->shape.d[0] * whole->shape.d[2] * whole->shape.d[3]);
                 cr_expect_lt(ln->len, whole->shape.d[1]);
                 channel_copies++;
@@ -119,6 +128,8 @@ Test(layout, kernels_see_rows_of_channels) {
         }
         cr_expect_gt(rows, 0);
         cr_expect_gt(channel_copies, 0, "no concat or split along the channels was copied");
+        /* the C2f splits' first halves, read only by generated kernels */
+        if (!which) cr_expect_gt(slices, 0, "no kernel reads a channel slice in place");
         /* training: the images' layout reshape (the weights' have one channel
          * or one pixel only when 1x1 with one input channel); validation also
          * the head's three level reshapes */

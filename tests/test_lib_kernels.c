@@ -85,7 +85,7 @@ Test(lib_kernels, tiny_plan_kernels_and_arguments) {
         for (int i = 0; i <= op->n_in; i++) {
             int t = i < op->n_in ? op->in[i] : op->out[0];
             const Shape *s = &g->tensors[t].shape;
-            int64_t bs = views_batch_stride(g, &tc.fu.views, t);
+            int64_t bs = views_row_stride(g, &tc.fu.views, t);
             cr_expect_eq(y.bs[i], bs ? bs : shape_numel(s) / s->d[0], "op %d operand %d", op->id, i);
             strided += bs != 0;
             cr_expect_eq(k->dt[i], DT_BF16, "op %d operand %d: activations are bf16", op->id, i);

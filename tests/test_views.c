@@ -113,6 +113,74 @@ Test(views, free_memory_and_fewer_copies) {
         }
 }
 
+static void build_nhwc(Built *b, const char *file, const char *scale) {
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = PREC_BF16,
+                       .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL, .channels_last = true};
+    build_with(b, file, scale, &to);
+}
+
+/* Channels last: a channel slice is strided per pixel, which only the
+ * generated kernels address, so every op touching one is generated. A C2f
+ * chunk that a convolution reads keeps its own buffer, but its values
+ * already sit in the concat (the chunked tensor lives there), so the concat
+ * copies only the bottleneck outputs that a convolution reads too. */
+Test(views, channels_last_slices_meet_generated_kernels_only) {
+    Built b;
+    build_nhwc(&b, "models/yolov8.yaml", "n");
+    const Graph *g = &b.tc.m.g;
+    const Views *v = &b.tc.fu.views;
+    int slices = 0, c2f = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (!views_row_stride(g, v, t)) continue;
+        cr_expect(g->tensors[t].channels_last);
+        slices++;
+        const Tensor *x = &g->tensors[t];
+        cr_expect(kernel_op_generated(g->ops[x->producer].kind), "slice %%%d made by %s", t, op_def(g->ops[x->producer].kind)->name);
+        for (int o = 0; o < g->n_ops; o++)
+            for (int i = 0; i < g->ops[o].n_in; i++)
+                if (g->ops[o].in[i] == t) cr_expect(kernel_op_generated(g->ops[o].kind), "slice %%%d read by op %d (%s)", t, o, op_def(g->ops[o].kind)->name);
+    }
+    cr_expect_gt(slices, 20, "%d channel slices", slices);
+    KProgram kp;
+    char err[256];
+    cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+    for (int o = 0; o < b.tc.tg.n_forward_ops; o++) {
+        const Op *op = &g->ops[o];
+        int p0 = op->kind == OP_CONCAT && op->a.axis == 1 ? g->tensors[op->in[0]].producer : -1;
+        if (p0 < 0 || p0 != g->tensors[op->in[1]].producer || g->ops[p0].kind != OP_SPLIT) continue;
+        c2f++;
+        cr_expect(in_place(v, g->ops[p0].in[0], op->out[0], 0), "concat op %d: the chunked tensor is not the concat's first channels", o);
+        int copies = 0;
+        for (int l = 0; l < kp.n_launches; l++) copies += kp.launches[l].kernel >= 0 && kp.launches[l].op_lo == o;
+        cr_expect_eq(copies, op->n_in - 3, "concat op %d (%s): %d copies for %d inputs", o, op->scope, copies, op->n_in);
+    }
+    cr_expect_eq(c2f, 8, "YOLOv8 has 8 C2f blocks");
+    kernel_program_free(&kp);
+    unbuild(&b);
+}
+
+/* A library routine steps over images: lowering refuses a channels-last
+ * slice as its operand (here the C2f chunk a convolution reads, made a view
+ * of the concat where its values sit). */
+Test(views, library_ops_refuse_channels_last_slices) {
+    Built b;
+    build_nhwc(&b, "models/tiny.yaml", NULL);
+    const Graph *g = &b.tc.m.g;
+    Views *v = &b.tc.fu.views;
+    int chunk = -1, w = -1;
+    int64_t chan = 0;
+    for (int t = 0; t < g->n_tensors && chunk < 0; t++)
+        if (v->base[t] == t && views_split_source(g, t, &w, &chan) && v->base[w] != w && g->tensors[t].channels_last) chunk = t;
+    cr_assert_geq(chunk, 0, "a C2f chunk in its own buffer");
+    v->base[chunk] = v->base[w];
+    v->chan[chunk] = v->chan[w] + chan;
+    KProgram kp;
+    char err[256] = "";
+    cr_expect_not(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err));
+    cr_expect(strstr(err, "a library routine cannot address") && strstr(err, "channels-last"), "got: %s", err);
+    unbuild(&b);
+}
+
 /* Writes the tiny plan after `tamper` changed its views or offsets and
  * expects the reader to refuse it with `why`. */
 static void expect_bad_views(void (*tamper)(TrainCompiled *tc, int view), const char *why) {
@@ -121,7 +189,7 @@ static void expect_bad_views(void (*tamper)(TrainCompiled *tc, int view), const 
     TrainCompiled *tc = &b.tc;
     int view = -1;
     for (int t = 0; t < tc->m.g.n_tensors && view < 0; t++)
-        if (tc->fu.views.base[t] != t && views_batch_stride(&tc->m.g, &tc->fu.views, t)) view = t;
+        if (tc->fu.views.base[t] != t && views_row_stride(&tc->m.g, &tc->fu.views, t)) view = t;
     cr_assert_geq(view, 0);
     tamper(tc, view);
     char path[] = "/tmp/yolocc-views-XXXXXX", err[512] = "";

@@ -52,12 +52,6 @@ int64_t cuda_detloss_op_scratch_bytes(const Graph *g, const Op *op) {
     return cuda_detloss_scratch_bytes(boxes->d[0], anchors_of(op), boxes->d[1], topk_of(op));
 }
 
-/* elements between images of t: its base's when it is a view, else its own image */
-static long long image_stride(const Graph *g, const Views *v, int t) {
-    const Shape *s = &g->tensors[t].shape;
-    int64_t bs = views_batch_stride(g, v, t);
-    return (long long)(bs ? bs : s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s));
-}
 
 /* elements between t's channels and between its pixels, as it is stored */
 static void level_steps(const Graph *g, int t, long long *cs, long long *ps) {
@@ -85,7 +79,7 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
                     (long long)(anchors < YL_DL_MAX_TOPK ? anchors : YL_DL_MAX_TOPK), YL_DL_MAX_TOPK);
     const int tb = op->in[first + nl], tc = op->in[first + nl + 1];
     const Shape *bs = &g->tensors[tb].shape;
-    if (views_batch_stride(g, v, tb) || views_batch_stride(g, v, tc)) return errf(err, errcap, "op %d: the boxes and counts must not be views", op->id);
+    if (views_row_stride(g, v, tb) || views_row_stride(g, v, tc)) return errf(err, errcap, "op %d: the boxes and counts must not be views", op->id);
     a->nl = nl, a->nc = at->nc, a->reg_max = at->reg_max, a->topk = topk;
     a->batch = (int)bs->d[0], a->max_boxes = (int)bs->d[1], a->anchors = (int)anchors;
     a->chunks = (int)((anchors + YL_DL_CHUNK - 1) / YL_DL_CHUNK);
@@ -103,11 +97,11 @@ bool cuda_detloss_args(const Graph *g, const Views *v, const Op *op, const CuDev
         }
         a->anchor_off[i + 1] = a->anchor_off[i] + a->h[i] * a->w[i];
         a->level[i] = dev(ptr, op->in[first + i]);
-        a->level_bs[i] = image_stride(g, v, op->in[first + i]);
+        a->level_bs[i] = views_image_stride(g, v, op->in[first + i]);
         level_steps(g, op->in[first + i], &a->level_cs[i], &a->level_ps[i]);
         if (first) {
             a->grad[i] = dev(ptr, op->out[i]);
-            a->grad_bs[i] = image_stride(g, v, op->out[i]);
+            a->grad_bs[i] = views_image_stride(g, v, op->out[i]);
             level_steps(g, op->out[i], &a->grad_cs[i], &a->grad_ps[i]);
         }
     }

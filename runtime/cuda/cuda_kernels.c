@@ -132,7 +132,8 @@ int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr)
         const KInstr *in = &k->code[r];
         if ((in->op != KI_LOAD && in->op != KI_STORE) || in->at != KA_ELEM) continue;
         const CuDevicePtr bytes = (CuDevicePtr)(vec * kernel_storage_bytes(k->buf_dtype[in->buf]));
-        if (ptr[ln->args[in->buf]] % bytes) return 1;
+        /* a view's rows each start on a V-element boundary */
+        if (ptr[ln->args[in->buf]] % bytes || (k->buf_strided[in->buf] && ln->bs[in->buf] % vec)) return 1;
     }
     return vec;
 }

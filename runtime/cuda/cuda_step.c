@@ -31,14 +31,9 @@ static bool sync_main(CudaStep *cs, const char *doing, char *err, int errcap) {
     return CUDA_CALL(&cs->dev.L, cuStreamSynchronize, (cs->dev.main), doing, err, errcap);
 }
 
-/* t's images, elements per image and image stride (0: packed) */
-static void geometry(const CudaStep *cs, int t, int64_t *images, int64_t *row, int64_t *stride) {
-    const Graph *g = &cs->plan->g;
-    const Shape *s = &g->tensors[t].shape;
-    int64_t n = shape_numel(s);
-    *stride = views_batch_stride(g, &cs->plan->fusion.views, t);
-    if (*stride && s->nd >= 1 && s->d[0] > 0) *images = s->d[0], *row = n / s->d[0];
-    else *images = 1, *row = n, *stride = 0;
+/* t as stored: rows of row elements, stride apart (0: packed) */
+static void geometry(const CudaStep *cs, int t, int64_t *rows, int64_t *row, int64_t *stride) {
+    views_geometry(&cs->plan->g, &cs->plan->fusion.views, t, rows, row, stride);
 }
 
 static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, int errcap) {
@@ -51,7 +46,7 @@ static bool has_memory(const CudaStep *cs, int t, const char *what, char *err, i
 /* Host memory can take t's device bytes as they are: a packed fp32 / int64 tensor in NCHW order. */
 static bool copies_directly(const CudaStep *cs, int t) {
     DType st = (DType)cs->stype[t];
-    return (st == DT_F32 || st == DT_I64) && !views_batch_stride(&cs->plan->g, &cs->plan->fusion.views, t) && tensor_logical_order(&cs->plan->g.tensors[t]);
+    return (st == DT_F32 || st == DT_I64) && !views_row_stride(&cs->plan->g, &cs->plan->fusion.views, t) && tensor_logical_order(&cs->plan->g.tensors[t]);
 }
 
 void cuda_step_master_changed(CudaStep *cs, int t) {

@@ -36,7 +36,7 @@ static int weight_type(const Graph *g, int t, Precision p, const bool *persisten
 static void view_layout(const Graph *g, const Views *v, int t, Precision p, const bool *persistent, int64_t *bs, int64_t *align) {
     *bs = 0, *align = TENSOR_ALIGN;
     if (!v || v->base[t] == t) return;
-    *bs = views_batch_stride(g, v, t);
+    *bs = views_row_stride(g, v, t);
     int64_t bytes = views_elem_offset(g, v, t) * (memplan_tensor_bytes(g, t, persistent[t], p) / shape_numel(&g->tensors[t].shape));
     while (*align > 1 && bytes % *align) *align /= 2;
 }

@@ -122,7 +122,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
 
 /* yk_map_07db49ed: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
- * element buffer. The launch takes V = 1 where the shape and addresses
+ * element buffer. The launch takes V = 8 where the shape and addresses
  * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
@@ -176,12 +176,12 @@ template <int V> __device__ __forceinline__ void yk_map_07db49ed_run(const YkArg
         yk_real r18[V];
         for (int v = 0; v < V; v++) r18[v] = (yk_real)(float)r17[v];
         yk_real r19[V];
-        for (int v = 0; v < V; v++) r19[v] = (yk_real)yk_ld_bf16(a.t[5], n * a.bs[5] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_));
+        yk_ldv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r19);
         yk_real r20[V];
         for (int v = 0; v < V; v++) r20[v] = r19[v] + r18[v];
         yk_real r21[V];
         for (int v = 0; v < V; v++) r21[v] = (yk_real)(float)r20[v];
-        for (int v = 0; v < V; v++) yk_st_bf16(a.t[6], n * a.bs[6] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_), (float)r21[v]);
+        yk_stv<yk_bf16_t, V>(a.t[6], n * a.bs[6] + c * inner_ + k, r21);
         k += dk_;
         const long long kc_ = k >= inner_;
         k -= kc_ * inner_;
@@ -193,6 +193,6 @@ template <int V> __device__ __forceinline__ void yk_map_07db49ed_run(const YkArg
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_07db49ed(YkArgs a) {
-    if (a.vec == 1) yk_map_07db49ed_run<1>(a);
+    if (a.vec == 8) yk_map_07db49ed_run<8>(a);
     else yk_map_07db49ed_run<1>(a);
 }

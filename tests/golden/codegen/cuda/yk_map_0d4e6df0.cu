@@ -122,7 +122,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
 
 /* yk_map_0d4e6df0: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
- * element buffer. The launch takes V = 1 where the shape and addresses
+ * element buffer. The launch takes V = 8 where the shape and addresses
  * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
@@ -151,7 +151,7 @@ template <int V> __device__ __forceinline__ void yk_map_0d4e6df0_run(const YkArg
         yk_real r0[V];
         yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
         yk_real r1[V];
-        for (int v = 0; v < V; v++) r1[v] = (yk_real)yk_ld_bf16(a.t[1], n * a.bs[1] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_));
+        yk_ldv<yk_bf16_t, V>(a.t[1], n * a.bs[1] + c * inner_ + k, r1);
         yk_real r2[V];
         for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
         yk_real r3[V];
@@ -168,6 +168,6 @@ template <int V> __device__ __forceinline__ void yk_map_0d4e6df0_run(const YkArg
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_0d4e6df0(YkArgs a) {
-    if (a.vec == 1) yk_map_0d4e6df0_run<1>(a);
+    if (a.vec == 8) yk_map_0d4e6df0_run<8>(a);
     else yk_map_0d4e6df0_run<1>(a);
 }

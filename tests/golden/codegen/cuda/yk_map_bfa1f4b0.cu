@@ -122,7 +122,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
 
 /* yk_map_bfa1f4b0: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
- * element buffer. The launch takes V = 1 where the shape and addresses
+ * element buffer. The launch takes V = 8 where the shape and addresses
  * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
@@ -169,7 +169,7 @@ template <int V> __device__ __forceinline__ void yk_map_bfa1f4b0_run(const YkArg
         for (int v = 0; v < V; v++) r11[v] = r9[v] * r10[v];
         yk_real r12[V];
         for (int v = 0; v < V; v++) r12[v] = (yk_real)(float)r11[v];
-        for (int v = 0; v < V; v++) yk_st_bf16(a.t[5], n * a.bs[5] + (c + v * cstep_) * inner_ + k + v * (1 - cstep_), (float)r12[v]);
+        yk_stv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r12);
         k += dk_;
         const long long kc_ = k >= inner_;
         k -= kc_ * inner_;
@@ -181,6 +181,6 @@ template <int V> __device__ __forceinline__ void yk_map_bfa1f4b0_run(const YkArg
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_bfa1f4b0(YkArgs a) {
-    if (a.vec == 1) yk_map_bfa1f4b0_run<1>(a);
+    if (a.vec == 8) yk_map_bfa1f4b0_run<8>(a);
     else yk_map_bfa1f4b0_run<1>(a);
 }
