@@ -24,7 +24,7 @@ int kernel_map_vec(const Kernel *k) {
                 if (in->op == KI_STORE) return 1;
                 break;
             }
-            if ((k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16)) return 1;
+            if (k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16) return 1;
             if (kernel_storage_bytes(k->buf_dtype[in->buf]) > widest) widest = kernel_storage_bytes(k->buf_dtype[in->buf]);
             break;
         case KI_ACC: case KI_VAR: case KI_SETVAR: case KI_ACCUM: case KI_INC_I64: return 1;

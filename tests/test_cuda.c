@@ -466,7 +466,7 @@ static float from_bf16(uint16_t v) {
 static int64_t span_of(const Plan *p, int t) {
     int64_t rows, row, stride;
     views_geometry(&p->g, &p->fusion.views, t, &rows, &row, &stride);
-    return stride ? (rows - 1) * stride + row : row;
+    return cuda_view_span(rows, row, stride);
 }
 
 static void kernels_vs_cpu(const char *precision, const char *layout, double tol) {

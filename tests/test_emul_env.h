@@ -201,7 +201,7 @@ static inline void env_open(Env *v, const char *precision, const char *layout) {
         int64_t rows, row;
         views_geometry(g, &v->p.fusion.views, t, &rows, &row, &b->bs);
         b->per = b->bs ? row : numel / d0;
-        b->span = b->bs ? (rows - 1) * b->bs + row : numel;
+        b->span = cuda_view_span(rows, row, b->bs);
         b->emu_base = calloc((size_t)(b->span + 2 * RZ), esize(b->dt));
         b->host = calloc((size_t)b->span + 1, 8);
         cr_assert(b->emu_base && b->host);

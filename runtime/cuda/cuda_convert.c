@@ -47,10 +47,10 @@ void cuda_storage_to_f32(DType t, const void *src, float *dst, int64_t n) {
     else memcpy(dst, src, (size_t)n * dtype_size(t));
 }
 
-int64_t cuda_view_span(int64_t images, int64_t row, int64_t stride) { return stride && images > 0 ? (images - 1) * stride + row : images * row; }
+int64_t cuda_view_span(int64_t rows, int64_t row, int64_t stride) { return stride && rows > 0 ? (rows - 1) * stride + row : rows * row; }
 
-void cuda_view_gather(const void *strided, void *packed, int64_t images, int64_t row, int64_t stride, size_t esize) {
-    for (int64_t i = 0; i < images; i++)
+void cuda_view_gather(const void *strided, void *packed, int64_t rows, int64_t row, int64_t stride, size_t esize) {
+    for (int64_t i = 0; i < rows; i++)
         memcpy((char *)packed + (size_t)(i * row) * esize, (const char *)strided + (size_t)(i * (stride ? stride : row)) * esize, (size_t)row * esize);
 }
 

@@ -8,12 +8,12 @@
 
 #include "../../ir/ir.h"
 
-/* Elements a view of `images` images of `row` elements each, `stride`
- * elements apart (0: packed), spans from its first element. */
-int64_t cuda_view_span(int64_t images, int64_t row, int64_t stride);
-/* Packs a strided view (its span, as downloaded) into images * row
+/* Elements a view of `rows` rows of `row` elements each, `stride` elements
+ * apart (0: packed; views_geometry), spans from its first element. */
+int64_t cuda_view_span(int64_t rows, int64_t row, int64_t stride);
+/* Packs a strided view (its span, as downloaded) into rows * row
  * contiguous elements of esize bytes each. */
-void cuda_view_gather(const void *strided, void *packed, int64_t images, int64_t row, int64_t stride, size_t esize);
+void cuda_view_gather(const void *strided, void *packed, int64_t rows, int64_t row, int64_t stride, size_t esize);
 /* Between fp32 and a storage type (DT_F32: copy; DT_BF16/DT_F16: round to
  * nearest even, NaN stays NaN, fp16 overflow goes to infinity). */
 void cuda_f32_to_storage(DType t, const float *src, void *dst, int64_t n);

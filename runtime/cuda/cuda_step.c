@@ -58,9 +58,9 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     if (!has_memory(cs, t, "downloading", err, errcap)) return false;
     DType st = (DType)cs->stype[t];
     size_t es = dtype_size(st);
-    int64_t images, row, stride;
-    geometry(cs, t, &images, &row, &stride);
-    int64_t n = images * row, span = cuda_view_span(images, row, stride);
+    int64_t rows, row, stride;
+    geometry(cs, t, &rows, &row, &stride);
+    int64_t n = rows * row, span = cuda_view_span(rows, row, stride);
     char label[160], doing[224];
     cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "downloading tensor %s", label);
@@ -69,7 +69,7 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     bool ok = raw && packed;
     if (!ok) errf(err, errcap, "out of memory while %s", doing);
     ok = ok && CUDA_CALL(&cs->dev.L, cuMemcpyDtoHAsync, (raw, cs->ptr[t], (size_t)span * es, cs->dev.main), doing, err, errcap) && sync_main(cs, doing, err, errcap);
-    if (ok && stride) cuda_view_gather(raw, packed, images, row, stride, es);
+    if (ok && stride) cuda_view_gather(raw, packed, rows, row, stride, es);
     if (ok && !direct) cuda_storage_to_f32(st, packed, host, n);
     /* channels last: the host's copy is NCHW */
     const Tensor *x = &cs->plan->g.tensors[t];
@@ -79,16 +79,16 @@ static bool to_host(CudaStep *cs, int t, void *host, char *err, int errcap) {
     return ok;
 }
 
-/* Host fp32 / int64 (packed) -> device storage of t; a view is written image
- * by image so the other channels of its base keep their bytes. Waits for
+/* Host fp32 / int64 (packed) -> device storage of t; a view is written row
+ * by row so the other channels of its base keep their bytes. Waits for
  * the copies, so host may be reused at once. */
 static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errcap) {
     if (!has_memory(cs, t, "uploading", err, errcap)) return false;
     DType st = (DType)cs->stype[t];
     size_t es = dtype_size(st);
-    int64_t images, row, stride;
-    geometry(cs, t, &images, &row, &stride);
-    int64_t n = images * row;
+    int64_t rows, row, stride;
+    geometry(cs, t, &rows, &row, &stride);
+    int64_t n = rows * row;
     char label[160], doing[224];
     cuda_step_tensor_label(&cs->plan->g, t, label, sizeof label);
     snprintf(doing, sizeof doing, "uploading tensor %s", label);
@@ -106,7 +106,7 @@ static bool to_device(CudaStep *cs, int t, const void *host, char *err, int errc
     }
     if (stage != src) cuda_f32_to_storage(st, src, stage, n);
     bool ok = true;
-    for (int64_t i = 0; ok && i < images; i++)
+    for (int64_t i = 0; ok && i < rows; i++)
         ok = CUDA_CALL(&cs->dev.L, cuMemcpyHtoDAsync, (cs->ptr[t] + (CuDevicePtr)((size_t)(i * (stride ? stride : row)) * es), stage + (size_t)(i * row) * es,
                                                       (size_t)row * es, cs->dev.main),
                        doing, err, errcap);
@@ -304,9 +304,9 @@ bool cuda_step_set_images_u8(CudaStep *cs, int tensor, const uint8_t *host, char
     const Graph *g = &cs->plan->g;
     if (tensor < 0 || tensor >= g->n_tensors || g->tensors[tensor].kind != TK_INPUT) return errf(err, errcap, "tensor %d is not an input of the plan", tensor);
     if (!has_memory(cs, tensor, "uploading", err, errcap)) return false;
-    int64_t images, row, stride;
-    geometry(cs, tensor, &images, &row, &stride);
-    int64_t n = images * row;
+    int64_t rows, row, stride;
+    geometry(cs, tensor, &rows, &row, &stride);
+    int64_t n = rows * row;
     if ((stride && stride != row) || n > cs->mem.workspace_bytes)
         return errf(err, errcap, "tensor %d cannot take bytes: %s", tensor, n > cs->mem.workspace_bytes ? "the workspace is smaller than a batch of pixels" : "it is a view");
     /* the conversion reads the workspace before anything of the step can reuse it (the main stream orders them) */
