@@ -21,8 +21,10 @@ _Static_assert(KIR_MAX_ACCS == YK_RED_ACCS && KIR_MAX_VARS == YK_RED_VARS, "a sp
 typedef enum { KS_MAP, KS_CHANNEL_REDUCE, KS_LIST_NORM, KS_COPY, KS_COUNT } KSkel;
 
 /* Where a load or store lands: the element being visited, the current
- * channel's entry of a per-channel vector, or a fixed index (imm). */
-typedef enum { KA_ELEM, KA_CHAN, KA_FIXED } KAccess;
+ * channel's entry of a per-channel vector, a fixed index (imm), or the
+ * current channel's first element (image 0, inner position 0) of an element
+ * buffer: one sample of the channel that every thread of it can read. */
+typedef enum { KA_ELEM, KA_CHAN, KA_FIXED, KA_FIRST, KA_COUNT } KAccess;
 
 typedef enum {
     KI_LOAD,        /* r = buf[at] */

@@ -55,10 +55,12 @@ static const char *elem_text(const Kernel *k, const KInstr *in, char *buf, size_
 }
 
 /* Index of a load or store: an element's (elem_text), a channel vector's
- * entry at the element's channel (array form: element v's), or fixed. */
+ * entry at the element's channel (array form: element v's), the channel's
+ * first element (n = k = 0: the same place packed or strided), or fixed. */
 static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, size_t cap) {
     if (in->at == KA_ELEM) elem_text(k, in, buf, cap);
     else if (in->at == KA_CHAN) snprintf(buf, cap, arr ? "c + v * cstep_" : "c");
+    else if (in->at == KA_FIRST) snprintf(buf, cap, arr ? "(c + v * cstep_) * inner_" : "c * inner_");
     else snprintf(buf, cap, "%lld", (long long)in->imm);
 }
 

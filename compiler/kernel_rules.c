@@ -127,7 +127,15 @@ static bool ew_batchnorm(KBuild *kb, const Graph *g, const Op *op, const KValues
     return true;
 }
 
-/* Two phases like the oracle: the mean, then the centred squares. */
+/* One pass over x: per channel, the sums of d = x - K and of d * d, K the
+ * channel's first element, then mean = K + S1/n and var = S2/n - (S1/n)^2
+ * (the shifted-data form; sums fp64, in the fixed order of the reduce
+ * skeleton). Shifting by a sample of the channel is what keeps this from
+ * being E[x^2] - E[x]^2: the subtraction loses about eps64 * (1 + z^2) of
+ * the variance, z = (mean - K) / std, the z-score of one sample, where the
+ * unshifted form loses eps * mean^2 / var, without bound. The oracle's two
+ * passes (the mean, then the centred squares) read x twice; var is kept
+ * >= 0 against rounding, a NaN passes. */
 static bool red_batchnorm(KBuild *kb, const Graph *g, const Op *op, const KValues *v) {
     (void)g;
     double eps = op->a.eps, mom = op->a.momentum;
@@ -141,21 +149,18 @@ static bool red_batchnorm(KBuild *kb, const Graph *g, const Op *op, const KValue
         kb_end_finalize(kb, 0);
         return true;
     }
-    kb->k.n_phases = 2;
-    kb->k.n_vars = 1;
-    kb->k.n_accs[0] = kb->k.n_accs[1] = 1;
-    kb_emit(kb, (KInstr){.op = KI_ACCUM, .a = IN(0), .b = 0});
+    kb->k.n_accs[0] = 2;
+    int d = SUB(IN(0), kb_load(kb, op->in[0], KA_FIRST, 0));
+    kb_emit(kb, (KInstr){.op = KI_ACCUM, .a = d, .b = 0});
+    kb_emit(kb, (KInstr){.op = KI_ACCUM, .a = MUL(d, d), .b = 1});
     kb_end_body(kb, 0);
     kb_section(kb);
-    kb_emit(kb, (KInstr){.op = KI_SETVAR, .a = DIV(kb_emit(kb, (KInstr){.op = KI_ACC, .b = 0}), kb_emit(kb, (KInstr){.op = KI_COUNT})), .b = 0});
-    kb_end_finalize(kb, 0);
-    v->begin_body(v->ctx, kb);
-    int d = SUB(IN(0), kb_emit(kb, (KInstr){.op = KI_VAR, .b = 0}));
-    kb_emit(kb, (KInstr){.op = KI_ACCUM, .a = MUL(d, d), .b = 0});
-    kb_end_body(kb, 1);
-    kb_section(kb);
-    int count = kb_emit(kb, (KInstr){.op = KI_COUNT}), mean = kb_emit(kb, (KInstr){.op = KI_VAR, .b = 0});
-    int var = DIV(kb_emit(kb, (KInstr){.op = KI_ACC, .b = 0}), count);
+    int count = kb_emit(kb, (KInstr){.op = KI_COUNT});
+    int shift = DIV(kb_emit(kb, (KInstr){.op = KI_ACC, .b = 0}), count);
+    int mean = ADD(kb_load(kb, op->in[0], KA_FIRST, 0), shift);
+    int var = SUB(DIV(kb_emit(kb, (KInstr){.op = KI_ACC, .b = 1}), count), MUL(shift, shift));
+    int zero = C(0);
+    var = kb_sel(kb, KI_SEL_GT, zero, var, zero, var);
     kb_store(kb, op->out[1], KA_CHAN, 0, mean);
     kb_store(kb, op->out[2], KA_CHAN, 0, DIV(C(1), kb_un(kb, KI_SQRT, ADD(var, C(eps)))));
     kb_store(kb, rm, KA_CHAN, 0, ADD(MUL(C(1 - mom), kb_load(kb, rm, KA_CHAN, 0)), MUL(C(mom), mean)));
@@ -163,7 +168,7 @@ static bool red_batchnorm(KBuild *kb, const Graph *g, const Op *op, const KValue
     kb_store(kb, rv, KA_CHAN, 0, ADD(MUL(C(1 - mom), kb_load(kb, rv, KA_CHAN, 0)), MUL(C(mom), unbiased)));
     kb->k.buf_written[kb_slot(kb, op->in[5])] = true;
     kb_emit(kb, (KInstr){.op = KI_INC_I64, .buf = kb_slot(kb, op->in[5])});
-    kb_end_finalize(kb, 1);
+    kb_end_finalize(kb, 0);
     return true;
 }
 

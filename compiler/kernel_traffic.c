@@ -10,7 +10,7 @@
  * once per kind of access, as the rendered kernel keeps a loaded value in a
  * register. */
 static int64_t section_bytes(const Kernel *k, KSection s, int64_t extent, int64_t channels) {
-    bool seen[2][KIR_MAX_BUFS][KA_FIXED + 1] = {{{false}}}; /* [store][slot][access] */
+    bool seen[2][KIR_MAX_BUFS][KA_COUNT] = {{{false}}}; /* [store][slot][access] */
     int64_t bytes = 0;
     for (int r = s.first; r < s.first + s.n; r++) {
         const KInstr *in = &k->code[r];
@@ -18,7 +18,7 @@ static int64_t section_bytes(const Kernel *k, KSection s, int64_t extent, int64_
         bool *once = &seen[in->op == KI_STORE][in->buf][in->at];
         if (*once) continue;
         *once = true;
-        int64_t elems = in->at == KA_ELEM ? extent : in->at == KA_CHAN ? channels : 1;
+        int64_t elems = in->at == KA_ELEM ? extent : in->at == KA_CHAN || in->at == KA_FIRST ? channels : 1;
         bytes += elems * kernel_storage_bytes(k->buf_dtype[in->buf]);
     }
     return bytes;

@@ -20,7 +20,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
     unsigned *arrived_ = a.arrived;                       /* [groups] blocks done with this phase; at a fixed place, so
                                                            * every launch finds the zeros the last one left */
-    const yk_real count_ = (yk_real)(a.n * a.inner);
+    const double count_ = (double)(a.n * a.inner); /* exact: a finalize divides by it in fp64 */
     (void)count_;
     (void)red_;
     (void)last_;

@@ -34,9 +34,9 @@ typedef double yk_real;
 #define yk_pow pow
 static inline double yk_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* yk_channel_reduce_fe258742: per-channel sums over [n, inner] in a fixed order, then a
+/* yk_channel_reduce_75e4ae4b: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_fe258742(const YkArgs *ap) {
+void yk_channel_reduce_75e4ae4b(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -46,63 +46,55 @@ void yk_channel_reduce_fe258742(const YkArgs *ap) {
         double var_[1];
         (void)var_;
         {
-            double acc_[1] = {0};
+            double acc_[2] = {0};
             (void)acc_;
-
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    acc_[0] += (double)r0;
-                }
-            const double f0 = (double)count_;
-            const double f1 = acc_[0];
-            const double f2 = f1 / f0;
-            var_[0] = f2;
-        }
-        {
-            double acc_[1] = {0};
-            (void)acc_;
-            const yk_real r0 = (yk_real)var_[0];
+            const yk_real r0 = (yk_real)((const float *)a.t[0])[c * inner_];
             for (long long n = 0; n < a.n; n++)
                 for (long long k = 0; k < inner_; k++) {
                     const long long i = (n * c_ + c) * inner_ + k;
                     (void)i;
                     const yk_real r1 = (yk_real)((const float *)a.t[0])[i];
                     const yk_real r2 = r1 - r0;
-                    const yk_real r3 = r2 * r2;
-                    acc_[0] += (double)r3;
+                    acc_[0] += (double)r2;
+                    const yk_real r4 = r2 * r2;
+                    acc_[1] += (double)r4;
                 }
             const double f0 = (double)count_;
-            const double f1 = (double)var_[0];
-            const double f2 = acc_[0];
-            const double f3 = f2 / f0;
-            ((float *)a.t[1])[c] = (float)f1;
-            const double f5 = (double)0.001;
-            const double f6 = f3 + f5;
-            const double f7 = yk_sqrt(f6);
-            const double f8 = (double)1;
-            const double f9 = f8 / f7;
-            ((float *)a.t[2])[c] = (float)f9;
-            const double f11 = (double)0.029999999999999999;
-            const double f12 = f11 * f1;
-            const double f13 = (double)((const float *)a.t[3])[c];
-            const double f14 = (double)0.96999999999999997;
-            const double f15 = f14 * f13;
-            const double f16 = f15 + f12;
-            ((float *)a.t[3])[c] = (float)f16;
-            const double f18 = (double)1;
-            const double f19 = f0 - f18;
-            const double f20 = f3 * f0;
-            const double f21 = f20 / f19;
-            const double f22 = (double)0.029999999999999999;
-            const double f23 = f22 * f21;
-            const double f24 = (double)((const float *)a.t[4])[c];
-            const double f25 = (double)0.96999999999999997;
-            const double f26 = f25 * f24;
-            const double f27 = f26 + f23;
-            ((float *)a.t[4])[c] = (float)f27;
+            const double f1 = acc_[0];
+            const double f2 = f1 / f0;
+            const double f3 = (double)((const float *)a.t[0])[c * inner_];
+            const double f4 = f3 + f2;
+            const double f5 = f2 * f2;
+            const double f6 = acc_[1];
+            const double f7 = f6 / f0;
+            const double f8 = f7 - f5;
+            const double f9 = (double)0;
+            const double f10 = f9 > f8 ? f9 : f8;
+            ((float *)a.t[1])[c] = (float)f4;
+            const double f12 = (double)0.001;
+            const double f13 = f10 + f12;
+            const double f14 = yk_sqrt(f13);
+            const double f15 = (double)1;
+            const double f16 = f15 / f14;
+            ((float *)a.t[2])[c] = (float)f16;
+            const double f18 = (double)0.029999999999999999;
+            const double f19 = f18 * f4;
+            const double f20 = (double)((const float *)a.t[3])[c];
+            const double f21 = (double)0.96999999999999997;
+            const double f22 = f21 * f20;
+            const double f23 = f22 + f19;
+            ((float *)a.t[3])[c] = (float)f23;
+            const double f25 = (double)1;
+            const double f26 = f0 - f25;
+            const double f27 = f10 * f0;
+            const double f28 = f27 / f26;
+            const double f29 = (double)0.029999999999999999;
+            const double f30 = f29 * f28;
+            const double f31 = (double)((const float *)a.t[4])[c];
+            const double f32 = (double)0.96999999999999997;
+            const double f33 = f32 * f31;
+            const double f34 = f33 + f30;
+            ((float *)a.t[4])[c] = (float)f34;
             if (c == 0) ((long long *)a.t[5])[0] += 1;
         }
     }

@@ -120,7 +120,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_channel_reduce_52bf419c: blockIdx.x a group of a.lanes consecutive channels, each thread
+/* yk_channel_reduce_65ab2035: blockIdx.x a group of a.lanes consecutive channels, each thread
  * one of them (threadIdx.x % lanes) and one row of every blockDim.x / lanes
  * (a row: an image's k-th pixel when inner > 1, NCHW, lanes 1; a pixel of
  * every channel when inner == 1, channels last, so a warp reads adjacent
@@ -131,7 +131,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * the phase's finalize, one thread per channel, whose variables later phases
  * read from a.part: deterministic for a given split and lane count, which
  * depend on the shape alone. */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419c(YkArgs a) {
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_65ab2035(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
     __shared__ int last_;
     const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
@@ -141,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
     unsigned *arrived_ = a.arrived;                       /* [groups] blocks done with this phase; at a fixed place, so
                                                            * every launch finds the zeros the last one left */
-    const yk_real count_ = (yk_real)(a.n * a.inner);
+    const double count_ = (double)(a.n * a.inner); /* exact: a finalize divides by it in fp64 */
     (void)count_;
     (void)red_;
     (void)last_;
@@ -157,22 +157,25 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channel is fixed: what depends on it alone is computed once */
-
+            const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], c * inner_);
             for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
                 const long long i = (n * c_ + c) * inner_ + k;
                 (void)i;
-                const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], i);
-                acc_[0] += (double)r0;
+                const yk_real r1 = (yk_real)yk_ld_bf16(a.t[0], i);
+                const yk_real r2 = r1 - r0;
+                acc_[0] += (double)r2;
+                const yk_real r4 = r2 * r2;
+                acc_[1] += (double)r4;
                 k += dk_;
                 const long long kn_ = k >= inner_;
                 k -= kn_ * inner_;
                 n += dn_ + kn_;
             }
         }
-        for (int s = 0; s < 1; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
+        for (int s = 0; s < 2; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
         if (np_ > 1) {
             if (row_ == 0 && chan_) {
-                for (int s = 0; s < 1; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
+                for (int s = 0; s < 2; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
                 __threadfence();
             }
             __syncthreads();
@@ -182,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
             __threadfence();
             /* the blocks' sums in the same fixed tree as the elements: each row adds every
              * rows_per_-th block's, in order, then the rows are added */
-            for (int s = 0; s < 1; s++) {
+            for (int s = 0; s < 2; s++) {
                 double t_ = 0;
                 for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
                 acc_[s] = yk_rows_sum(t_, red_, lanes_);
@@ -193,83 +196,39 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_52bf419
             const double f0 = (double)count_;
             const double f1 = acc_[0];
             const double f2 = f1 / f0;
-            var_[0] = f2;
-            for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
-        }
-    }
-    if (a.phase == 1) {
-        double acc_[YK_RED_ACCS] = {0};
-        (void)acc_;
-        const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        /* the row e is image n's k-th: both advance by the rows' stride without a division */
-        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
-        if (chan_) {
-            /* the thread's channel is fixed: what depends on it alone is computed once */
-            const yk_real r0 = (yk_real)var_[0];
-            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
-                const long long i = (n * c_ + c) * inner_ + k;
-                (void)i;
-                const yk_real r1 = (yk_real)yk_ld_bf16(a.t[0], i);
-                const yk_real r2 = r1 - r0;
-                const yk_real r3 = r2 * r2;
-                acc_[0] += (double)r3;
-                k += dk_;
-                const long long kn_ = k >= inner_;
-                k -= kn_ * inner_;
-                n += dn_ + kn_;
-            }
-        }
-        for (int s = 0; s < 1; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
-        if (np_ > 1) {
-            if (row_ == 0 && chan_) {
-                for (int s = 0; s < 1; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
-                __threadfence();
-            }
-            __syncthreads();
-            if (threadIdx.x == 0) last_ = atomicAdd(&arrived_[blockIdx.x], 1u) == (unsigned)(np_ - 1);
-            __syncthreads();
-            if (!last_) return;
-            __threadfence();
-            /* the blocks' sums in the same fixed tree as the elements: each row adds every
-             * rows_per_-th block's, in order, then the rows are added */
-            for (int s = 0; s < 1; s++) {
-                double t_ = 0;
-                for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
-                acc_[s] = yk_rows_sum(t_, red_, lanes_);
-            }
-            if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
-        }
-        if (row_ == 0 && chan_) {
-            const double f0 = (double)count_;
-            const double f1 = (double)var_[0];
-            const double f2 = acc_[0];
-            const double f3 = f2 / f0;
-            yk_st_f32(a.t[1], c, (float)f1);
-            const double f5 = (double)0.001;
-            const double f6 = f3 + f5;
-            const double f7 = yk_sqrt(f6);
-            const double f8 = (double)1;
-            const double f9 = f8 / f7;
-            yk_st_f32(a.t[2], c, (float)f9);
-            const double f11 = (double)0.029999999999999999;
-            const double f12 = f11 * f1;
-            const double f13 = (double)yk_ld_f32(a.t[3], c);
-            const double f14 = (double)0.96999999999999997;
-            const double f15 = f14 * f13;
-            const double f16 = f15 + f12;
-            yk_st_f32(a.t[3], c, (float)f16);
-            const double f18 = (double)1;
-            const double f19 = f0 - f18;
-            const double f20 = f3 * f0;
-            const double f21 = f20 / f19;
-            const double f22 = (double)0.029999999999999999;
-            const double f23 = f22 * f21;
-            const double f24 = (double)yk_ld_f32(a.t[4], c);
-            const double f25 = (double)0.96999999999999997;
-            const double f26 = f25 * f24;
-            const double f27 = f26 + f23;
-            yk_st_f32(a.t[4], c, (float)f27);
+            const double f3 = (double)yk_ld_bf16(a.t[0], c * inner_);
+            const double f4 = f3 + f2;
+            const double f5 = f2 * f2;
+            const double f6 = acc_[1];
+            const double f7 = f6 / f0;
+            const double f8 = f7 - f5;
+            const double f9 = (double)0;
+            const double f10 = f9 > f8 ? f9 : f8;
+            yk_st_f32(a.t[1], c, (float)f4);
+            const double f12 = (double)0.001;
+            const double f13 = f10 + f12;
+            const double f14 = yk_sqrt(f13);
+            const double f15 = (double)1;
+            const double f16 = f15 / f14;
+            yk_st_f32(a.t[2], c, (float)f16);
+            const double f18 = (double)0.029999999999999999;
+            const double f19 = f18 * f4;
+            const double f20 = (double)yk_ld_f32(a.t[3], c);
+            const double f21 = (double)0.96999999999999997;
+            const double f22 = f21 * f20;
+            const double f23 = f22 + f19;
+            yk_st_f32(a.t[3], c, (float)f23);
+            const double f25 = (double)1;
+            const double f26 = f0 - f25;
+            const double f27 = f10 * f0;
+            const double f28 = f27 / f26;
+            const double f29 = (double)0.029999999999999999;
+            const double f30 = f29 * f28;
+            const double f31 = (double)yk_ld_f32(a.t[4], c);
+            const double f32 = (double)0.96999999999999997;
+            const double f33 = f32 * f31;
+            const double f34 = f33 + f30;
+            yk_st_f32(a.t[4], c, (float)f34);
             if (c == 0) ((long long *)a.t[5])[0] += 1;
             for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
         }
