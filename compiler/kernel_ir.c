@@ -13,25 +13,30 @@ const char *kernel_skel_name(KSkel s) { return s >= 0 && s < KS_COUNT ? SKEL_NAM
 
 int kernel_storage_bytes(DType d) { return d == DT_I64 ? 8 : d == DT_F32 ? 4 : 2; }
 
-int kernel_map_vec(const Kernel *k) {
-    if (k->skel != KS_MAP) return 1;
+int kernel_elem_vec(const Kernel *k) {
+    if (k->skel != KS_MAP && k->skel != KS_CHANNEL_REDUCE) return 1;
     int widest = 2;
-    for (int r = k->body[0].first; r < k->body[0].first + k->body[0].n; r++) {
-        const KInstr *in = &k->code[r];
-        switch (in->op) {
-        case KI_LOAD: case KI_STORE:
-            if (in->at != KA_ELEM) {
-                if (in->op == KI_STORE) return 1;
+    for (int ph = 0; ph < k->n_phases; ph++)
+        for (int r = k->body[ph].first; r < k->body[ph].first + k->body[ph].n; r++) {
+            const KInstr *in = &k->code[r];
+            switch (in->op) {
+            case KI_LOAD: case KI_STORE:
+                if (in->at != KA_ELEM) {
+                    if (in->op == KI_STORE) return 1;
+                    break;
+                }
+                if (k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16) return 1;
+                if (kernel_storage_bytes(k->buf_dtype[in->buf]) > widest) widest = kernel_storage_bytes(k->buf_dtype[in->buf]);
                 break;
+            /* a reduction's sums and variables are kept per channel of the thread's V */
+            case KI_ACCUM: case KI_VAR: if (k->skel == KS_MAP) return 1; break;
+            case KI_ACC: case KI_SETVAR: case KI_INC_I64: return 1;
+            default: break;
             }
-            if (k->buf_dtype[in->buf] != DT_F32 && k->buf_dtype[in->buf] != DT_BF16 && k->buf_dtype[in->buf] != DT_F16) return 1;
-            if (kernel_storage_bytes(k->buf_dtype[in->buf]) > widest) widest = kernel_storage_bytes(k->buf_dtype[in->buf]);
-            break;
-        case KI_ACC: case KI_VAR: case KI_SETVAR: case KI_ACCUM: case KI_INC_I64: return 1;
-        default: break;
         }
-    }
-    return 16 / widest;
+    /* a reduction keeps V fp64 sums and variables a channel: at 8 channels its BN-backward
+     * kernels took 167 registers (one 256-thread block a multiprocessor), at 4 about 100 (two) */
+    return (k->skel == KS_CHANNEL_REDUCE ? 8 : 16) / widest;
 }
 
 void kb_init(KBuild *kb, KSkel s) {

@@ -121,12 +121,15 @@ const char *kernel_skel_name(KSkel s);
  * fp32 4, bf16 and fp16 2, int64 8). */
 int kernel_storage_bytes(DType d);
 
-/* The elements a CUDA MAP kernel can take a thread at a time, one load or
- * store of at most 16 bytes per element buffer: 8 when they are all 16-bit,
- * 4 when one is fp32; 1 for other skeletons or an instruction that is not
- * elementwise (sums, variables, counters). Where the shape, the addresses
- * and views' row strides allow it is the launch's choice (cuda_map_vec). */
-int kernel_map_vec(const Kernel *k);
+/* The elements a CUDA MAP or CHANNEL_REDUCE kernel can take a thread at a
+ * time, one load or store of at most 16 bytes per element buffer (8 for a
+ * reduction): a map 8 when they are all 16-bit, 4 when one is fp32; a
+ * reduction half that, V adjacent channels each with its own fp64 sums and
+ * variables in registers; 1 for other skeletons or an
+ * instruction that is not elementwise (a map's sums and variables,
+ * per-channel stores). Where the shape, the addresses and views' row
+ * strides allow it is the launch's choice (cuda_elem_vec). */
+int kernel_elem_vec(const Kernel *k);
 
 /* The device-memory bytes launch l moves in one run (kernel_traffic.c): a
  * generated kernel's loads and stores, each buffer once per section that

@@ -98,11 +98,13 @@ static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
 typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN } Part;
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
- * f<N> of type double. arr: the CUDA map's form, each register an array of
- * its V elements (r<N>[v]) and each instruction a loop over them; a packed
- * element buffer is loaded and stored V elements at once. */
-static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr) {
-    const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real", *el = arr ? "[v]" : "";
+ * f<N> of type double. arr: the CUDA form, each register an array of its V
+ * elements (r<N>[v]) and each instruction a loop over them; a packed
+ * element buffer is loaded and stored V elements at once. lane: a CUDA
+ * reduction's sums and variables, one of each per channel v of the thread
+ * (acc_[s][v], var_[s][v]), its finalize run for each v. */
+static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr, bool lane) {
+    const char p = finalize ? 'f' : 'r', *type = finalize ? "double" : "yk_real", *el = arr ? "[v]" : "", *lv = lane ? "[v]" : "";
     char a[192], idx[96], head[96], x[4][24];
     bool *inv = calloc((size_t)s.n + 1, sizeof(bool));
     if (!inv) {
@@ -148,11 +150,15 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%s;\n", in->buf, idx, x[0]);
             break;
         case KI_CONST: fprintf(o->f, "%s(%s)%.17g;\n", head, type, in->imm); break;
-        case KI_ACC: fprintf(o->f, "%sacc_[%d];\n", head, in->b); break;
+        case KI_ACC: fprintf(o->f, "%sacc_[%d]%s;\n", head, in->b, lv); break;
         case KI_COUNT: fprintf(o->f, "%s(%s)count_;\n", head, type); break;
-        case KI_VAR: fprintf(o->f, "%s(%s)var_[%d];\n", head, type, in->b); break;
-        case KI_SETVAR: fprintf(o->f, "var_[%d] = %s;\n", in->b, x[0]); break;
-        case KI_ACCUM: fprintf(o->f, "acc_[%d] += (double)%s;\n", in->b, x[0]); break;
+        case KI_VAR: fprintf(o->f, "%s(%s)var_[%d]%s;\n", head, type, in->b, lv); break;
+        /* a CUDA reduction stores only the variables its finalize sets, so the others need no register */
+        case KI_SETVAR:
+            if (lane) fprintf(o->f, "vars_[c * YK_RED_VARS + %d] = var_[%d][v] = %s;\n", in->b, in->b, x[0]);
+            else fprintf(o->f, "var_[%d] = %s;\n", in->b, x[0]);
+            break;
+        case KI_ACCUM: fprintf(o->f, "%sacc_[%d]%s += (double)%s;\n", vloop, in->b, lv, x[0]); break;
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
         case KI_NEG: fprintf(o->f, "%s-%s;\n", head, x[0]); break;
         case KI_F32: fprintf(o->f, "%s(%s)(float)%s;\n", head, type, x[0]); break;
@@ -168,12 +174,12 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
 }
 
 /* Renders a section into a malloc'd string (a template value). */
-static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr) {
+static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize, const char *indent, Part part, bool arr, bool lane) {
     char *buf = NULL;
     size_t len = 0;
     Out o = {open_memstream(&buf, &len), true};
     if (!o.f) return NULL;
-    emit_section(&o, k, tg, s, finalize, indent, part, arr);
+    emit_section(&o, k, tg, s, finalize, indent, part, arr, lane);
     fclose(o.f);
     if (!o.ok) {
         free(buf);
@@ -193,11 +199,11 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         /* both targets compute a channel's invariant part once: C per
          * channel loop, CUDA when the thread's channel changes */
         const bool arr = tg == KT_CUDA;
-        char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT, arr);
-        char *chan = section_text(k, tg, k->body[0], false, chan_indent, tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN, arr);
-        char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE, arr) : strdup("");
+        char *body = section_text(k, tg, k->body[0], false, body_indent, PART_ELEMENT, arr, false);
+        char *chan = section_text(k, tg, k->body[0], false, chan_indent, tg == KT_C ? PART_CHANNEL : PART_CHANNEL_ASSIGN, arr, false);
+        char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE, arr, false) : strdup("");
         char vec[16];
-        snprintf(vec, sizeof vec, "%d", kernel_map_vec(k));
+        snprintf(vec, sizeof vec, "%d", kernel_elem_vec(k));
         const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : "", "VEC", vec};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);
         emit_template(o, path, kv, 5);
@@ -208,16 +214,19 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         break;
     }
     case KS_CHANNEL_REDUCE: {
-        char nvars[16];
+        /* CUDA: a thread takes V adjacent channels, its registers, sums and variables one per channel */
+        const bool arr = tg == KT_CUDA;
+        char nvars[16], vec[16];
         snprintf(nvars, sizeof nvars, "%d", k->n_vars > 0 ? k->n_vars : 1);
-        const char *kv[] = {"NAME", k->name, "NVARS", nvars};
+        snprintf(vec, sizeof vec, "%d", kernel_elem_vec(k));
+        const char *kv[] = {"NAME", k->name, "NVARS", nvars, "VEC", vec};
         snprintf(path, sizeof path, "%s/reduce_begin.%s", dir, ext);
-        emit_template(o, path, kv, 2);
+        emit_template(o, path, kv, 3);
         for (int ph = 0; ph < k->n_phases; ph++) {
-            /* each thread keeps one channel, so both targets compute its invariant part once */
-            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT, false),
-                 *fin = section_text(k, tg, k->finalize[ph], true, fin_indent, PART_ALL, false);
-            char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL, false);
+            /* each thread keeps its channels, so both targets compute their invariant part once */
+            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT, arr, arr),
+                 *fin = section_text(k, tg, k->finalize[ph], true, arr ? "                " : fin_indent, PART_ALL, false, arr);
+            char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL, arr, arr);
             char naccs[16], used[16], phase[16];
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);
@@ -232,11 +241,11 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
             free(chan);
         }
         snprintf(path, sizeof path, "%s/reduce_end.%s", dir, ext);
-        emit_template(o, path, NULL, 0);
+        emit_template(o, path, kv, 3);
         break;
     }
     case KS_LIST_NORM: {
-        char *fin = section_text(k, tg, k->finalize[0], true, "        ", PART_ALL, false);
+        char *fin = section_text(k, tg, k->finalize[0], true, "        ", PART_ALL, false, false);
         const char *kv[] = {"NAME", k->name, "FINALIZE", fin ? fin : ""};
         snprintf(path, sizeof path, "%s/list_norm.%s", dir, ext);
         emit_template(o, path, kv, 2);

@@ -181,28 +181,42 @@ Test(cuda, launch_geometry_matches_the_skeletons) {
     cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * 400 * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
     cr_expect_eq(cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 8).grid_y, 400, "the split depends on the shape alone, not the device");
     ln.n = 64 * 64;
-    cr_expect_eq(cuda_reduce_split(&ln), CUDA_REDUCE_MAX_SPLIT, "at most %d blocks a channel", CUDA_REDUCE_MAX_SPLIT);
+    cr_expect_eq(cuda_reduce_split(&ln, 1), CUDA_REDUCE_MAX_SPLIT, "at most %d blocks a channel", CUDA_REDUCE_MAX_SPLIT);
     ln.n = 1, ln.inner = 16385;
-    cr_expect_eq(cuda_reduce_split(&ln), 2, "one element over a chunk is a second block");
+    cr_expect_eq(cuda_reduce_split(&ln, 1), 2, "one element over a chunk is a second block");
     ln = (KLaunch){.outer = 10, .len = 100};
     cr_expect_eq(cuda_launch_geometry(KS_COPY, &ln, 1, 132).grid, 4, "1000 elements of a copy");
     /* channels last: a block reduces adjacent channels side by side, one per thread of a row */
     ln = (KLaunch){.n = 64 * 320 * 320, .c = 16, .inner = 1};
     g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
-    cr_expect_eq(cuda_reduce_lanes(&ln), 16, "16 channels side by side");
+    cr_expect_eq(cuda_reduce_lanes(&ln, 1), 16, "16 channels side by side");
     cr_expect(g.grid == 1 && g.grid_y == CUDA_REDUCE_MAX_SPLIT, "one group of 16 channels over the most blocks: %u x %u", g.grid, g.grid_y);
     cr_expect_eq(cuda_reduce_counters(&ln), 1, "a counter per group");
     cr_expect_eq(cuda_reduce_part_bytes(&ln), 16 * CUDA_REDUCE_MAX_SPLIT * 4 * 8 + 16 * 4 * 8, "sums and variables per channel");
     ln = (KLaunch){.n = 64 * 20 * 20, .c = 80, .inner = 1};
     g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132);
-    cr_expect(cuda_reduce_lanes(&ln) == 16 && g.grid == 5, "80 classes: 5 groups of 16 (%lld lanes, %u groups)", (long long)cuda_reduce_lanes(&ln), g.grid);
+    cr_expect(cuda_reduce_lanes(&ln, 1) == 16 && g.grid == 5, "80 classes: 5 groups of 16 (%lld lanes, %u groups)", (long long)cuda_reduce_lanes(&ln, 1), g.grid);
     cr_expect_eq(g.grid_y, (64 * 20 * 20 * 16 + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK, "a chunk of the group's elements per block");
     ln.c = 256;
-    cr_expect(cuda_reduce_lanes(&ln) == 32 && cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132).grid == 8, "at most a warp's width of lanes");
+    cr_expect(cuda_reduce_lanes(&ln, 1) == 32 && cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 1, 132).grid == 8, "at most a warp's width of lanes");
+    /* V = 4 adjacent channels a thread: a row of lanes x 4 channels, as many rows a block as lanes allow */
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 4, 132);
+    cr_expect(cuda_reduce_lanes(&ln, 4) == 32 && g.grid == 2 && g.grid_y == 200, "256 channels, 4 a thread: two groups over 200 blocks (%u x %u)", g.grid, g.grid_y);
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 256 * 200 * 4 * 8 + 256 * 4 * 8, "sized for the widest group's split");
+    ln.c = 80;
+    g = cuda_launch_geometry(KS_CHANNEL_REDUCE, &ln, 4, 132);
+    cr_expect(cuda_reduce_lanes(&ln, 4) == 4 && g.grid == 5, "80 classes, 4 a thread: 5 groups of 4 x 4 (%u groups)", g.grid);
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 80 * g.grid_y * 4 * 8 + 80 * 4 * 8, "sized for the group of either width");
+    ln.c = 8, ln.n = 64 * 320 * 320;
+    cr_expect(cuda_reduce_lanes(&ln, 4) == 2 && cuda_reduce_split(&ln, 4) == CUDA_REDUCE_MAX_SPLIT, "8 channels, 4 a thread: 2 lanes, the most blocks");
+    ln.n = 64 * 20 * 20, ln.c = 96;
+    cr_expect(cuda_reduce_lanes(&ln, 4) == 8 && cuda_reduce_split(&ln, 4) == (64 * 20 * 20 * 32 + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK,
+              "96 channels, 4 a thread: groups of 8 x 4, a chunk of the group's elements per block");
+    cr_expect_eq(cuda_reduce_part_bytes(&ln), 96 * 50 * 4 * 8 + 96 * 4 * 8, "32-channel groups at every width: 50 blocks each");
     ln.c = 3;
-    cr_expect_eq(cuda_reduce_lanes(&ln), 1, "an odd channel count: one lane");
+    cr_expect_eq(cuda_reduce_lanes(&ln, 1), 1, "an odd channel count: one lane");
     ln = (KLaunch){.n = 16, .c = 48, .inner = 400};
-    cr_expect_eq(cuda_reduce_lanes(&ln), 1, "NCHW: each channel's plane is contiguous already");
+    cr_expect_eq(cuda_reduce_lanes(&ln, 1), 1, "NCHW: each channel's plane is contiguous already");
     ln = (KLaunch){.list_n = 7};
     g = cuda_launch_geometry(KS_LIST_NORM, &ln, 1, 132);
     cr_expect(g.grid == 7 && g.grid_y == CUDA_LIST_SPLIT && g.block == 256, "the gradient norm: a row of blocks per tensor: %u x %u", g.grid, g.grid_y);
@@ -271,36 +285,49 @@ Test(cuda, copy_units_divide_every_run_stride_offset_and_address) {
 /* A map's elements a thread: 16 bytes of its widest element buffer, where the shape and addresses allow. */
 Test(cuda, map_units_need_the_shape_and_every_element_address) {
     KInstr code[3] = {{.op = KI_LOAD, .buf = 0, .at = KA_ELEM}, {.op = KI_LOAD, .buf = 1, .at = KA_CHAN}, {.op = KI_STORE, .a = 0, .buf = 2, .at = KA_ELEM}};
-    Kernel k = {.skel = KS_MAP, .code = code, .n_code = 3, .body = {{0, 3}}, .n_bufs = 3, .buf_dtype = {DT_BF16, DT_F32, DT_BF16}};
+    Kernel k = {.skel = KS_MAP, .code = code, .n_code = 3, .n_phases = 1, .body = {{0, 3}}, .n_bufs = 3, .buf_dtype = {DT_BF16, DT_F32, DT_BF16}};
     KLaunch ln = {.n_args = 3, .args = {0, 1, 2}, .n = 64 * 80 * 80, .c = 64, .inner = 1};
     CuDevicePtr ptr[3] = {0x10000, 0x20004, 0x30000};
-    cr_expect_eq(kernel_map_vec(&k), 8, "16-bit element buffers: 8 a thread (the fp32 one is per channel)");
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 8, "64 channels last, 16-byte aligned elements; a channel vector at any address");
+    cr_expect_eq(kernel_elem_vec(&k), 8, "16-bit element buffers: 8 a thread (the fp32 one is per channel)");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 8, "64 channels last, 16-byte aligned elements; a channel vector at any address");
     CudaGeom g = cuda_launch_geometry(KS_MAP, &ln, 8, 132);
     cr_expect(g.grid == 132 * 32 && (int64_t)g.grid * 256 * 8 % 64 == 0, "a stride of whole pixels: %u blocks", g.grid);
     ln.c = 144;
     g = cuda_launch_geometry(KS_MAP, &ln, 8, 132);
     cr_expect((int64_t)g.grid * 256 * 8 % 144 == 0, "144 channels in units of 8: still whole pixels (%u blocks)", g.grid);
     ln.c = 36;
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "36 channels are no multiple of 8");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 1, "36 channels are no multiple of 8");
     ln = (KLaunch){.n_args = 3, .args = {0, 1, 2}, .n = 64, .c = 16, .inner = 20 * 20};
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 8, "NCHW: 8 of a plane of 400");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 8, "NCHW: 8 of a plane of 400");
     ln.inner = 10 * 10;
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "a plane of 100");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 1, "a plane of 100");
     ln.inner = 400, ptr[2] = 0x30008;
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "an output 8 bytes off a 16-byte boundary");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 1, "an output 8 bytes off a 16-byte boundary");
     k.buf_dtype[2] = DT_F32, ptr[2] = 0x30000;
-    cr_expect(kernel_map_vec(&k) == 4 && cuda_map_vec(&k, &ln, ptr) == 4, "an fp32 element buffer: 4 a thread");
+    cr_expect(kernel_elem_vec(&k) == 4 && cuda_elem_vec(&k, &ln, ptr) == 4, "an fp32 element buffer: 4 a thread");
     /* a view's rows start its base's row apart: units only where that stride keeps them aligned */
     k.buf_strided[0] = true;
     ln.bs[0] = 3 * 16 * 400;
-    cr_expect(kernel_map_vec(&k) == 4 && cuda_map_vec(&k, &ln, ptr) == 4, "a view inside 48 channels of 400-pixel planes");
+    cr_expect(kernel_elem_vec(&k) == 4 && cuda_elem_vec(&k, &ln, ptr) == 4, "a view inside 48 channels of 400-pixel planes");
     ln = (KLaunch){.n_args = 3, .args = {0, 1, 2}, .n = 64 * 80 * 80, .c = 64, .inner = 1, .bs = {96}};
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 4, "channels last: 64 channels of 96-channel pixels");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 4, "channels last: 64 channels of 96-channel pixels");
     ln.bs[0] = 66;
-    cr_expect_eq(cuda_map_vec(&k, &ln, ptr), 1, "pixels 66 elements apart are no multiple of 4");
+    cr_expect_eq(cuda_elem_vec(&k, &ln, ptr), 1, "pixels 66 elements apart are no multiple of 4");
     k.buf_strided[0] = false, code[1].op = KI_STORE;
-    cr_expect_eq(kernel_map_vec(&k), 1, "a per-channel store");
+    cr_expect_eq(kernel_elem_vec(&k), 1, "a per-channel store");
+    /* a reduction's sums are per channel: V adjacent channels a thread, channels last only */
+    KInstr sum[2] = {{.op = KI_LOAD, .buf = 0, .at = KA_ELEM}, {.op = KI_ACCUM, .a = 0, .b = 0}};
+    Kernel r = {.skel = KS_CHANNEL_REDUCE, .code = sum, .n_code = 2, .n_phases = 1, .body = {{0, 2}}, .n_bufs = 1, .buf_dtype = {DT_BF16}};
+    ln = (KLaunch){.n_args = 1, .args = {0}, .n = 64 * 80 * 80, .c = 64, .inner = 1};
+    cr_expect(kernel_elem_vec(&r) == 4 && cuda_elem_vec(&r, &ln, ptr) == 4, "a channels-last sum: 4 channels a thread, 8 bytes of each buffer");
+    cr_expect_leq(kernel_elem_vec(&r), CUDA_REDUCE_MAX_VEC, "the part is sized for the widest");
+    r.buf_dtype[0] = DT_F32;
+    cr_expect_eq(kernel_elem_vec(&r), 2, "an fp32 sum: 2 channels a thread");
+    r.buf_dtype[0] = DT_BF16;
+    ln = (KLaunch){.n_args = 1, .args = {0}, .n = 64, .c = 64, .inner = 80 * 80};
+    cr_expect_eq(cuda_elem_vec(&r, &ln, ptr), 1, "an NCHW sum: one channel a thread");
+    k.skel = KS_MAP, code[1] = (KInstr){.op = KI_ACCUM, .a = 0, .b = 0};
+    cr_expect_eq(kernel_elem_vec(&k), 1, "a map's sum is not elementwise");
 }
 
 /* ---- convolution keys (no GPU) ---- */

@@ -81,7 +81,7 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
     Tables tb;
     tables_open(&tb, &v, min_split);
     uint64_t seed = 0x2545f4914f6cdd1dULL;
-    int count[KS_COUNT] = {0}, failed = 0, split = 0, compared = 0;
+    int count[KS_COUNT] = {0}, failed = 0, split = 0, compared = 0, wide = 0;
     double worst_rel = 0, worst_ulp = 0;
     for (int i = 0; i < v.kp.n_launches; i++) {
         const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
@@ -99,7 +99,8 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
         gen_cpu_launch(&gc, lc, v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
         a.arrived = (unsigned *)tb.part, a.part = tb.part + tb.counters;
-        CudaGeom g = cuda_launch_geometry(k->skel, ln, 1, 132);
+        CudaGeom g = cuda_launch_geometry(k->skel, ln, a.vec, 132);
+        wide += a.vec > 1;
         cr_assert_eq(g.block, CUDA_BLOCK);
         g.block = EMU_BLOCK_THREADS;
         if (k->skel == KS_CHANNEL_REDUCE && g.grid_y < min_split) g.grid_y = min_split;
@@ -112,9 +113,11 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
         count[k->skel]++;
         expect_launch_outputs(&v, i, ln, k, &failed, &compared, &worst_rel, &worst_ulp);
     }
-    cr_log_info("%s %s: %d CHANNEL_REDUCE launches (%d split over blocks) and %d LIST_NORM launches emulated (%d grid-stride kernels left to cuda_emul); worst "
-                "relative difference (fp32 storage) %.3g, worst 16-bit ulps %.3g",
-                precision, layout, count[KS_CHANNEL_REDUCE], split, count[KS_LIST_NORM], others, worst_rel, worst_ulp);
+    cr_log_info("%s %s: %d CHANNEL_REDUCE launches (%d split over blocks, %d with several channels a thread) and %d LIST_NORM launches emulated (%d "
+                "grid-stride kernels left to cuda_emul); worst relative difference (fp32 storage) %.3g, worst 16-bit ulps %.3g",
+                precision, layout, count[KS_CHANNEL_REDUCE], split, wide, count[KS_LIST_NORM], others, worst_rel, worst_ulp);
+    if (strcmp(layout, "nhwc") == 0) cr_expect_gt(wide, count[KS_CHANNEL_REDUCE] / 2, "channels-last reductions take several channels a thread");
+    else cr_expect_eq(wide, 0, "NCHW reductions take one channel a thread");
     cr_expect_gt(count[KS_CHANNEL_REDUCE], 0, "the tiny plan has batch norms");
     cr_expect_gt(compared, 0, "outputs compared");
     if (min_split == 1) cr_expect_gt(count[KS_LIST_NORM], 0, "the tiny plan clips its gradients");

@@ -59,10 +59,10 @@ static int64_t gcd(int64_t a, int64_t b) {
     return a;
 }
 
-/* a CHANNEL_REDUCE launch's groups of cuda_reduce_lanes channels: its blocks along x, and its counters */
-static int64_t reduce_groups(const KLaunch *ln) {
-    int64_t c = ln->c > 0 ? ln->c : 1, lanes = cuda_reduce_lanes(ln);
-    return (c + lanes - 1) / lanes;
+/* a CHANNEL_REDUCE launch's groups of cuda_reduce_lanes x vec channels: its blocks along x, and its counters */
+static int64_t reduce_groups(const KLaunch *ln, int64_t vec) {
+    int64_t c = ln->c > 0 ? ln->c : 1, group = cuda_reduce_lanes(ln, vec) * vec;
+    return (c + group - 1) / group;
 }
 
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm_count) {
@@ -73,7 +73,7 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm
     case KS_MAP: total = ln->n * ln->c * ln->inner / vec; break;
     case KS_COPY: total = ln->outer * ln->len / vec; break;
     case KS_CHANNEL_REDUCE:
-        g.grid = (unsigned)reduce_groups(ln), g.grid_y = (unsigned)cuda_reduce_split(ln);
+        g.grid = (unsigned)reduce_groups(ln, vec), g.grid_y = (unsigned)cuda_reduce_split(ln, vec);
         return g;
     case KS_LIST_NORM:
         g.grid = ln->list_n > 0 ? (unsigned)ln->list_n : 1, g.grid_y = CUDA_LIST_SPLIT;
@@ -90,26 +90,29 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm
     return g;
 }
 
-int64_t cuda_reduce_lanes(const KLaunch *ln) {
+int64_t cuda_reduce_lanes(const KLaunch *ln, int64_t vec) {
     int64_t lanes = 1;
     if (ln->inner != 1) return 1;
-    while (lanes < CUDA_REDUCE_MAX_LANES && ln->c % (lanes * 2) == 0) lanes *= 2;
+    while (lanes < CUDA_REDUCE_MAX_LANES && ln->c % (lanes * 2 * vec) == 0) lanes *= 2;
     return lanes;
 }
 
-int64_t cuda_reduce_split(const KLaunch *ln) {
-    int64_t count = ln->n * ln->inner * cuda_reduce_lanes(ln), split = (count + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK;
+int64_t cuda_reduce_split(const KLaunch *ln, int64_t vec) {
+    int64_t count = ln->n * ln->inner * cuda_reduce_lanes(ln, vec) * vec, split = (count + CUDA_REDUCE_CHUNK - 1) / CUDA_REDUCE_CHUNK;
     return split < 1 ? 1 : split > CUDA_REDUCE_MAX_SPLIT ? CUDA_REDUCE_MAX_SPLIT : split;
 }
 
+/* Sized for any vec the launch may take: the widest group splits the most, the narrowest has the most groups */
 int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
     if (ln->list_n) return ((int64_t)ln->list_n * CUDA_LIST_SPLIT + ln->list_n) * 8;
-    int64_t c = ln->c > 0 ? ln->c : 1;
-    return c * cuda_reduce_split(ln) * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8;
+    int64_t c = ln->c > 0 ? ln->c : 1, split = 1;
+    for (int64_t vec = 1; vec <= (ln->inner == 1 ? CUDA_REDUCE_MAX_VEC : 1); vec *= 2)
+        if (c % vec == 0 && cuda_reduce_split(ln, vec) > split) split = cuda_reduce_split(ln, vec);
+    return c * split * YK_RED_ACCS * 8 + c * YK_RED_VARS * 8;
 }
 
 int64_t cuda_reduce_counters(const KLaunch *ln) {
-    return ln->list_n ? ln->list_n + 1 : reduce_groups(ln);
+    return ln->list_n ? ln->list_n + 1 : reduce_groups(ln, 1);
 }
 
 int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst) {
@@ -125,25 +128,26 @@ int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDev
     return vec;
 }
 
-int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr) {
-    const int64_t vec = kernel_map_vec(k);
-    if (vec == 1 || (ln->inner == 1 ? ln->c % vec : ln->inner % vec)) return 1;
-    for (int r = k->body[0].first; r < k->body[0].first + k->body[0].n; r++) {
-        const KInstr *in = &k->code[r];
-        if ((in->op != KI_LOAD && in->op != KI_STORE) || in->at != KA_ELEM) continue;
-        const CuDevicePtr bytes = (CuDevicePtr)(vec * kernel_storage_bytes(k->buf_dtype[in->buf]));
-        /* a view's rows each start on a V-element boundary */
-        if (ptr[ln->args[in->buf]] % bytes || (k->buf_strided[in->buf] && ln->bs[in->buf] % vec)) return 1;
-    }
+int64_t cuda_elem_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr) {
+    const int64_t vec = kernel_elem_vec(k);
+    if (vec == 1 || (ln->inner == 1 ? ln->c % vec : k->skel == KS_CHANNEL_REDUCE || ln->inner % vec)) return 1;
+    for (int ph = 0; ph < k->n_phases; ph++)
+        for (int r = k->body[ph].first; r < k->body[ph].first + k->body[ph].n; r++) {
+            const KInstr *in = &k->code[r];
+            if ((in->op != KI_LOAD && in->op != KI_STORE) || in->at != KA_ELEM) continue;
+            const CuDevicePtr bytes = (CuDevicePtr)(vec * kernel_storage_bytes(k->buf_dtype[in->buf]));
+            /* a view's rows each start on a V-element boundary */
+            if (ptr[ln->args[in->buf]] % bytes || (k->buf_strided[in->buf] && ln->bs[in->buf] % vec)) return 1;
+        }
     return vec;
 }
 
 YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
     YkArgs a = kernel_launch_args(ln);
-    a.lanes = cuda_reduce_lanes(ln);
     for (int i = 0; i < ln->n_args && i < YK_MAX_BUFS; i++) a.t[i] = (void *)(uintptr_t)ptr[ln->args[i]];
     /* each is 1 for the other skeletons */
-    a.vec = k->skel == KS_COPY ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : cuda_map_vec(k, ln, ptr);
+    a.vec = k->skel == KS_COPY ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : cuda_elem_vec(k, ln, ptr);
+    a.lanes = cuda_reduce_lanes(ln, a.vec);
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));

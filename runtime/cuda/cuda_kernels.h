@@ -26,11 +26,11 @@ typedef struct CudaGeom {
 } CudaGeom;
 
 /* Pure: grid and block of a launch. MAP and COPY are grid-stride loops over
- * n*c*inner (outer*len) elements in units of vec (YkArgs.vec: cuda_map_vec,
- * cuda_copy_vec; 1 for the other skeletons): one thread per unit up to 32
- * blocks per multiprocessor. CHANNEL_REDUCE: a row of blocks per group of
- * cuda_reduce_lanes channels (grid_y: cuda_reduce_split). LIST_NORM: a row
- * of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK threads. */
+ * n*c*inner (outer*len) elements in units of vec (YkArgs.vec: cuda_elem_vec,
+ * cuda_copy_vec; 1 for LIST_NORM): one thread per unit up to 32 blocks per
+ * multiprocessor. CHANNEL_REDUCE: a row of blocks per group of
+ * cuda_reduce_lanes x vec channels (grid_y: cuda_reduce_split). LIST_NORM: a
+ * row of CUDA_LIST_SPLIT blocks per tensor. Always CUDA_BLOCK threads. */
 CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm_count);
 
 /* Pure: the elements a COPY launch of kernel k moves as one unit from
@@ -40,27 +40,29 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm
  * of a channels-last concat (16 bf16 channels) then moves in two 16-byte
  * loads instead of sixteen 2-byte ones. */
 int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst);
-/* Pure: the elements each thread of MAP launch ln of kernel k takes at a
- * time: kernel_map_vec(k) when it divides the launch's inner extent (its
- * channels when inner is 1) and every element buffer's address (ptr[t]:
- * tensor t's) is aligned to that many elements; else 1. */
-int64_t cuda_map_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr);
+/* Pure: the elements each thread of MAP or CHANNEL_REDUCE launch ln of
+ * kernel k takes at a time: kernel_elem_vec(k) when it divides the launch's
+ * inner extent (its channels when inner is 1; a reduction's channels only,
+ * channels last) and every element buffer's address (ptr[t]: tensor t's)
+ * is aligned to that many elements; else 1. */
+enum { CUDA_REDUCE_MAX_VEC = 4 }; /* kernel_elem_vec's widest reduction: 8 bytes of 16-bit elements */
+int64_t cuda_elem_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr);
 
-/* Pure: the channels a CHANNEL_REDUCE block reduces side by side, one per
- * thread of each of its rows. Channels last (inner == 1) keeps a pixel's
- * channels adjacent, so a block reading one channel would use 2 bytes of
- * every 32-byte sector it loads: the largest power of two dividing c, at
- * most CUDA_REDUCE_MAX_LANES (a warp's width). NCHW: 1, each channel's
- * plane already contiguous. */
+/* Pure: the threads of each row of a CHANNEL_REDUCE block, side by side,
+ * each reducing vec adjacent channels (YkArgs.vec). Channels last (inner ==
+ * 1) keeps a pixel's channels adjacent, so a block reading one channel
+ * would use 2 bytes of every 32-byte sector it loads: the largest power of
+ * two whose lanes x vec channels divide c, at most CUDA_REDUCE_MAX_LANES (a
+ * warp's width). NCHW: 1, each channel's plane already contiguous. */
 enum { CUDA_REDUCE_MAX_LANES = 32 };
-int64_t cuda_reduce_lanes(const KLaunch *ln);
+int64_t cuda_reduce_lanes(const KLaunch *ln, int64_t vec);
 /* Pure: the blocks each channel group of a CHANNEL_REDUCE launch is split
- * over, from its shape alone (so the sums' order is the same on every
- * device): one per CUDA_REDUCE_CHUNK elements of the group, at most
+ * over, from its shape and vec alone (so the sums' order is the same on
+ * every device): one per CUDA_REDUCE_CHUNK elements of the group, at most
  * CUDA_REDUCE_MAX_SPLIT. A channel of a 64-image 320x320 map is 6.5M
  * elements: one block for it alone would leave the GPU idle. */
 enum { CUDA_REDUCE_CHUNK = 16384, CUDA_REDUCE_MAX_SPLIT = 1024 };
-int64_t cuda_reduce_split(const KLaunch *ln);
+int64_t cuda_reduce_split(const KLaunch *ln, int64_t vec);
 /* The blocks each tensor of a LIST_NORM launch (the gradient norm) is split
  * over: the largest gradients (2.4M elements in YOLOv8s) get 74K each, the
  * smallest an empty block or more, which costs little. */

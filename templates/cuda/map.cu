@@ -2,7 +2,7 @@
 /* @NAME@: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
  * element buffer. The launch takes V = @VEC@ where the shape and addresses
- * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
+ * allow it (cuda_elem_vec), else 1: V divides inner, or c when inner is 1,
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays

@@ -65,7 +65,7 @@ template <> struct yk_unit_t<8> { typedef uint2 type; };
 template <> struct yk_unit_t<16> { typedef uint4 type; };
 /* V elements of storage type T from element i on, as one access: i a
  * multiple of V and the address of the whole aligned (the launch checks:
- * cuda_map_vec). */
+ * cuda_elem_vec). */
 template <typename T, int V> union yk_pack_t {
     typedef typename yk_unit_t<sizeof(typename T::bits) * V>::type unit_type;
     unit_type unit;

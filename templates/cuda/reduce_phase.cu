@@ -1,12 +1,12 @@
     if (a.phase == @PHASE@) {
-        double acc_[YK_RED_ACCS] = {0};
+        double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
         const long long total_ = @LOOP_N@ * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
-            /* the thread's channel is fixed: what depends on it alone is computed once */
+            /* the thread's channels are fixed: what depends on them alone is computed once */
 @CHAN@
             for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
                 const long long i = (n * c_ + c) * inner_ + k;
@@ -18,10 +18,12 @@
                 n += dn_ + kn_;
             }
         }
-        for (int s = 0; s < @NACCS_USED@; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
+        for (int s = 0; s < @NACCS_USED@; s++)
+            for (int v = 0; v < V; v++) acc_[s][v] = yk_rows_sum(acc_[s][v], red_, lanes_);
         if (np_ > 1) {
             if (row_ == 0 && chan_) {
-                for (int s = 0; s < @NACCS_USED@; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
+                for (int s = 0; s < @NACCS_USED@; s++)
+                    for (int v = 0; v < V; v++) part_[((c + v) * np_ + p_) * YK_RED_ACCS + s] = acc_[s][v];
                 __threadfence();
             }
             __syncthreads();
@@ -31,15 +33,19 @@
             __threadfence();
             /* the blocks' sums in the same fixed tree as the elements: each row adds every
              * rows_per_-th block's, in order, then the rows are added */
-            for (int s = 0; s < @NACCS_USED@; s++) {
-                double t_ = 0;
-                for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
-                acc_[s] = yk_rows_sum(t_, red_, lanes_);
-            }
+            for (int s = 0; s < @NACCS_USED@; s++)
+                for (int v = 0; v < V; v++) {
+                    double t_ = 0;
+                    for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
+                    acc_[s][v] = yk_rows_sum(t_, red_, lanes_);
+                }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
+            const long long c0_ = c;
+            for (int v = 0; v < V; v++) {
+                const long long c = c0_ + v;
 @FINALIZE@
-            for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
+            }
         }
     }

@@ -88,7 +88,7 @@ template <> struct yk_unit_t<8> { typedef uint2 type; };
 template <> struct yk_unit_t<16> { typedef uint4 type; };
 /* V elements of storage type T from element i on, as one access: i a
  * multiple of V and the address of the whole aligned (the launch checks:
- * cuda_map_vec). */
+ * cuda_elem_vec). */
 template <typename T, int V> union yk_pack_t {
     typedef typename yk_unit_t<sizeof(typename T::bits) * V>::type unit_type;
     unit_type unit;
@@ -120,22 +120,23 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_channel_reduce_65ab2035: blockIdx.x a group of a.lanes consecutive channels, each thread
- * one of them (threadIdx.x % lanes) and one row of every blockDim.x / lanes
- * (a row: an image's k-th pixel when inner > 1, NCHW, lanes 1; a pixel of
- * every channel when inner == 1, channels last, so a warp reads adjacent
- * channels); the [n, inner] rows in gridDim.y fixed chunks, one per
- * blockIdx.y. Launched once per phase (a.phase): each block's fp64 sums
- * (per-thread strided order, a fixed tree over its rows) go to a.part, and
- * the group's last block to arrive adds them in the same fixed way and runs
- * the phase's finalize, one thread per channel, whose variables later phases
- * read from a.part: deterministic for a given split and lane count, which
- * depend on the shape alone. */
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_65ab2035(YkArgs a) {
-    __shared__ double red_[YK_BLOCK];
-    __shared__ int last_;
+/* yk_channel_reduce_65ab2035: blockIdx.x a group of a.lanes x V consecutive channels, each
+ * thread V adjacent ones (V = a.vec, > 1 channels last only: one load of up
+ * to 16 bytes per element buffer and row) at lane threadIdx.x % lanes, and
+ * one row of every blockDim.x / lanes (a row: an image's k-th pixel when
+ * inner > 1, NCHW, lanes 1; a pixel of every channel when inner == 1,
+ * channels last, so a warp reads adjacent channels); the [n, inner] rows in
+ * gridDim.y fixed chunks, one per blockIdx.y. Launched once per phase
+ * (a.phase): each block's fp64 sums per channel (per-thread strided order, a
+ * fixed tree over its rows) go to a.part, and the group's last block to
+ * arrive adds them in the same fixed way and runs the phase's finalize, for
+ * each channel of its threads, whose variables later phases read from
+ * a.part: deterministic for a given split, lane count and V, which depend on
+ * the shape and the plan's buffer offsets alone. */
+template <int V> __device__ __forceinline__ void yk_channel_reduce_65ab2035_run(const YkArgs &a, double *red_, int &last_) {
     const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
-    const long long c = blockIdx.x * lanes_ + lane_, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y;
+    /* c: the thread's first channel; channel c + v of its V is c + v * cstep_ */
+    const long long c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
     const bool chan_ = c < c_;                             /* a lane past the last channel only meets the others */
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
@@ -143,39 +144,45 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_65ab203
                                                            * every launch finds the zeros the last one left */
     const double count_ = (double)(a.n * a.inner); /* exact: a finalize divides by it in fp64 */
     (void)count_;
-    (void)red_;
-    (void)last_;
+    (void)cstep_;
     (void)arrived_;
-    double var_[YK_RED_VARS];
-    for (int v = 0; v < YK_RED_VARS; v++) var_[v] = a.phase > 0 && chan_ ? vars_[c * YK_RED_VARS + v] : 0.0;
+    double var_[YK_RED_VARS][V];
+    for (int w = 0; w < YK_RED_VARS; w++)
+        for (int v = 0; v < V; v++) var_[w][v] = a.phase > 0 && chan_ ? vars_[(c + v) * YK_RED_VARS + w] : 0.0;
     if (a.phase == 0) {
-        double acc_[YK_RED_ACCS] = {0};
+        double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
         const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
         const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
-            /* the thread's channel is fixed: what depends on it alone is computed once */
-            const yk_real r0 = (yk_real)yk_ld_bf16(a.t[0], c * inner_);
+            /* the thread's channels are fixed: what depends on them alone is computed once */
+            yk_real r0[V];
+            for (int v = 0; v < V; v++) r0[v] = (yk_real)yk_ld_bf16(a.t[0], (c + v * cstep_) * inner_);
             for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
                 const long long i = (n * c_ + c) * inner_ + k;
                 (void)i;
-                const yk_real r1 = (yk_real)yk_ld_bf16(a.t[0], i);
-                const yk_real r2 = r1 - r0;
-                acc_[0] += (double)r2;
-                const yk_real r4 = r2 * r2;
-                acc_[1] += (double)r4;
+                yk_real r1[V];
+                yk_ldv<yk_bf16_t, V>(a.t[0], i, r1);
+                yk_real r2[V];
+                for (int v = 0; v < V; v++) r2[v] = r1[v] - r0[v];
+                for (int v = 0; v < V; v++) acc_[0][v] += (double)r2[v];
+                yk_real r4[V];
+                for (int v = 0; v < V; v++) r4[v] = r2[v] * r2[v];
+                for (int v = 0; v < V; v++) acc_[1][v] += (double)r4[v];
                 k += dk_;
                 const long long kn_ = k >= inner_;
                 k -= kn_ * inner_;
                 n += dn_ + kn_;
             }
         }
-        for (int s = 0; s < 2; s++) acc_[s] = yk_rows_sum(acc_[s], red_, lanes_);
+        for (int s = 0; s < 2; s++)
+            for (int v = 0; v < V; v++) acc_[s][v] = yk_rows_sum(acc_[s][v], red_, lanes_);
         if (np_ > 1) {
             if (row_ == 0 && chan_) {
-                for (int s = 0; s < 2; s++) part_[(c * np_ + p_) * YK_RED_ACCS + s] = acc_[s];
+                for (int s = 0; s < 2; s++)
+                    for (int v = 0; v < V; v++) part_[((c + v) * np_ + p_) * YK_RED_ACCS + s] = acc_[s][v];
                 __threadfence();
             }
             __syncthreads();
@@ -185,52 +192,63 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_65ab203
             __threadfence();
             /* the blocks' sums in the same fixed tree as the elements: each row adds every
              * rows_per_-th block's, in order, then the rows are added */
-            for (int s = 0; s < 2; s++) {
-                double t_ = 0;
-                for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[(c * np_ + q) * YK_RED_ACCS + s];
-                acc_[s] = yk_rows_sum(t_, red_, lanes_);
-            }
+            for (int s = 0; s < 2; s++)
+                for (int v = 0; v < V; v++) {
+                    double t_ = 0;
+                    for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
+                    acc_[s][v] = yk_rows_sum(t_, red_, lanes_);
+                }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
-            const double f0 = (double)count_;
-            const double f1 = acc_[0];
-            const double f2 = f1 / f0;
-            const double f3 = (double)yk_ld_bf16(a.t[0], c * inner_);
-            const double f4 = f3 + f2;
-            const double f5 = f2 * f2;
-            const double f6 = acc_[1];
-            const double f7 = f6 / f0;
-            const double f8 = f7 - f5;
-            const double f9 = (double)0;
-            const double f10 = f9 > f8 ? f9 : f8;
-            yk_st_f32(a.t[1], c, (float)f4);
-            const double f12 = (double)0.001;
-            const double f13 = f10 + f12;
-            const double f14 = yk_sqrt(f13);
-            const double f15 = (double)1;
-            const double f16 = f15 / f14;
-            yk_st_f32(a.t[2], c, (float)f16);
-            const double f18 = (double)0.029999999999999999;
-            const double f19 = f18 * f4;
-            const double f20 = (double)yk_ld_f32(a.t[3], c);
-            const double f21 = (double)0.96999999999999997;
-            const double f22 = f21 * f20;
-            const double f23 = f22 + f19;
-            yk_st_f32(a.t[3], c, (float)f23);
-            const double f25 = (double)1;
-            const double f26 = f0 - f25;
-            const double f27 = f10 * f0;
-            const double f28 = f27 / f26;
-            const double f29 = (double)0.029999999999999999;
-            const double f30 = f29 * f28;
-            const double f31 = (double)yk_ld_f32(a.t[4], c);
-            const double f32 = (double)0.96999999999999997;
-            const double f33 = f32 * f31;
-            const double f34 = f33 + f30;
-            yk_st_f32(a.t[4], c, (float)f34);
-            if (c == 0) ((long long *)a.t[5])[0] += 1;
-            for (int v = 0; v < YK_RED_VARS; v++) vars_[c * YK_RED_VARS + v] = var_[v];
+            const long long c0_ = c;
+            for (int v = 0; v < V; v++) {
+                const long long c = c0_ + v;
+                const double f0 = (double)count_;
+                const double f1 = acc_[0][v];
+                const double f2 = f1 / f0;
+                const double f3 = (double)yk_ld_bf16(a.t[0], c * inner_);
+                const double f4 = f3 + f2;
+                const double f5 = f2 * f2;
+                const double f6 = acc_[1][v];
+                const double f7 = f6 / f0;
+                const double f8 = f7 - f5;
+                const double f9 = (double)0;
+                const double f10 = f9 > f8 ? f9 : f8;
+                yk_st_f32(a.t[1], c, (float)f4);
+                const double f12 = (double)0.001;
+                const double f13 = f10 + f12;
+                const double f14 = yk_sqrt(f13);
+                const double f15 = (double)1;
+                const double f16 = f15 / f14;
+                yk_st_f32(a.t[2], c, (float)f16);
+                const double f18 = (double)0.029999999999999999;
+                const double f19 = f18 * f4;
+                const double f20 = (double)yk_ld_f32(a.t[3], c);
+                const double f21 = (double)0.96999999999999997;
+                const double f22 = f21 * f20;
+                const double f23 = f22 + f19;
+                yk_st_f32(a.t[3], c, (float)f23);
+                const double f25 = (double)1;
+                const double f26 = f0 - f25;
+                const double f27 = f10 * f0;
+                const double f28 = f27 / f26;
+                const double f29 = (double)0.029999999999999999;
+                const double f30 = f29 * f28;
+                const double f31 = (double)yk_ld_f32(a.t[4], c);
+                const double f32 = (double)0.96999999999999997;
+                const double f33 = f32 * f31;
+                const double f34 = f33 + f30;
+                yk_st_f32(a.t[4], c, (float)f34);
+                if (c == 0) ((long long *)a.t[5])[0] += 1;
+            }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_65ab2035(YkArgs a) {
+    __shared__ double red_[YK_BLOCK];
+    __shared__ int last_;
+    if (a.vec == 4) yk_channel_reduce_65ab2035_run<4>(a, red_, last_);
+    else yk_channel_reduce_65ab2035_run<1>(a, red_, last_);
 }

@@ -88,7 +88,7 @@ template <> struct yk_unit_t<8> { typedef uint2 type; };
 template <> struct yk_unit_t<16> { typedef uint4 type; };
 /* V elements of storage type T from element i on, as one access: i a
  * multiple of V and the address of the whole aligned (the launch checks:
- * cuda_map_vec). */
+ * cuda_elem_vec). */
 template <typename T, int V> union yk_pack_t {
     typedef typename yk_unit_t<sizeof(typename T::bits) * V>::type unit_type;
     unit_type unit;
@@ -123,7 +123,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
 /* yk_map_0d4e6df0: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
  * element buffer. The launch takes V = 8 where the shape and addresses
- * allow it (cuda_map_vec), else 1: V divides inner, or c when inner is 1,
+ * allow it (cuda_elem_vec), else 1: V divides inner, or c when inner is 1,
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
