@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kernel_build.h"
+#include "lib_kernels.h"
 #include "../passes/views.h"
 
 typedef struct Lower {
@@ -139,8 +140,8 @@ static bool library_launch(Lower *L, int o) {
     const Op *op = &L->g->ops[o];
     for (int i = 0; i < op->n_in + op->n_out; i++) {
         int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
-        /* library routines step over images; a channels-last view's rows are pixels */
-        if (L->g->tensors[t].channels_last && views_row_stride(L->g, &L->f->views, t))
+        /* most library routines step over images; a channels-last view's rows are pixels */
+        if (L->g->tensors[t].channels_last && views_row_stride(L->g, &L->f->views, t) && !kernel_op_strided_rows(op->kind))
             return fail(L, "op %d (%s): a library routine cannot address %%%d, a channel slice of a channels-last tensor", o, op_def(op->kind)->name, t);
     }
     if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", o);

@@ -12,17 +12,20 @@
 #include "../passes/views.h"
 #include "templates.h"
 
-/* per entry: its name, the template family, the op kind it carries out */
+/* per entry: its name, the template family, the op kind it carries out, and
+ * whether its operands may be channel slices of channels-last tensors
+ * (YlArgs.ps: pixels a stride apart) */
 static const struct {
     const char *name, *family;
     OpKind op;
+    bool pixel_stride;
 } ENTRY[LK_COUNT] = {
-    [LK_MAXPOOL2D] = {"maxpool2d", "pool", OP_MAXPOOL2D},
-    [LK_MAXPOOL2D_BWD] = {"maxpool2d_bwd", "pool", OP_MAXPOOL2D_BWD},
-    [LK_AVGPOOL2D] = {"avgpool2d", "pool", OP_AVGPOOL2D},
-    [LK_AVGPOOL2D_BWD] = {"avgpool2d_bwd", "pool", OP_AVGPOOL2D_BWD},
-    [LK_RESIZE_NEAREST] = {"resize_nearest", "resize", OP_RESIZE_NEAREST},
-    [LK_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", "resize", OP_RESIZE_NEAREST_BWD},
+    [LK_MAXPOOL2D] = {"maxpool2d", "pool", OP_MAXPOOL2D, true},
+    [LK_MAXPOOL2D_BWD] = {"maxpool2d_bwd", "pool", OP_MAXPOOL2D_BWD, true},
+    [LK_AVGPOOL2D] = {"avgpool2d", "pool", OP_AVGPOOL2D, true},
+    [LK_AVGPOOL2D_BWD] = {"avgpool2d_bwd", "pool", OP_AVGPOOL2D_BWD, true},
+    [LK_RESIZE_NEAREST] = {"resize_nearest", "resize", OP_RESIZE_NEAREST, true},
+    [LK_RESIZE_NEAREST_BWD] = {"resize_nearest_bwd", "resize", OP_RESIZE_NEAREST_BWD, true},
     [LK_ZEROPAD2D] = {"zeropad2d", "pad", OP_ZEROPAD2D},
     [LK_CROP2D] = {"crop2d", "pad", OP_CROP2D},
     [LK_ATTENTION] = {"attention", "attention", OP_ATTENTION},
@@ -80,6 +83,11 @@ int lib_entry_of(OpKind k) {
     for (int e = 0; e < LK_CAST; e++)
         if (ENTRY[e].op == k) return e;
     return -1;
+}
+
+bool kernel_op_strided_rows(OpKind k) {
+    const int e = lib_entry_of(k);
+    return kernel_op_generated(k) || (e >= 0 && ENTRY[e].pixel_stride);
 }
 
 void lib_att_gemm_types(OpKind k, const DType *dt, LibEntry e, DType out[2]) {
@@ -311,6 +319,7 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
         *lib_operand_bs(&a, i) = views_image_stride(g, v, t->id);
         a.cl |= t->channels_last << i;
         if (i >= YL_MAX_OPERANDS) continue;
+        if (t->channels_last && t->shape.nd == 4) a.ps[i] = views_row_stride(g, v, t->id) ? views_row_stride(g, v, t->id) : t->shape.d[1];
         const Shape *s = &t->shape;
         a.per[i] = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
         if (s->nd == 4) a.ch[i] = s->d[1], a.plane[i] = s->d[2] * s->d[3];

@@ -68,6 +68,11 @@ typedef struct LibProgram {
  * themselves: detect_loss and detect_loss_bwd keep -1 here, and their phases
  * are found with lib_detloss_types and lib_program_find). */
 int lib_entry_of(OpKind k);
+/* Whether the kernels of op kind k, generated or library, address a channel
+ * slice of a channels-last tensor, whose pixels sit its base's channels
+ * apart; views_build's by_rows, and kernel_lower refuses such a slice to
+ * any other op. */
+bool kernel_op_strided_rows(OpKind k);
 /* The library kernels of a lowered program's library launches and of its
  * detect_loss / detect_loss_bwd launches (their phases, in order of first
  * use; attention_bwd's statistics kernel just before its own), then the

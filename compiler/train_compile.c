@@ -4,6 +4,7 @@
 #include "recompute_budget.h"
 #include "../passes/views.h"
 #include "kernel_ir.h"
+#include "lib_kernels.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -90,7 +91,7 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: training graph fails verification: %s", err);
     int loss_op = g->tensors[tc->tg.loss].producer;
     if (!fuse_build(g, o->fuse, a, &tc->fu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "fusion: %s", err);
-    if (o->fuse == FUSE_FULL && !views_build(g, &tc->fu, o->precision, kernel_op_generated, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "zero-copy views: %s", err);
+    if (o->fuse == FUSE_FULL && !views_build(g, &tc->fu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "zero-copy views: %s", err);
     if (!memplan_build(g, loss_op, &tc->fu, o->precision, place, a, &tc->mp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "memory plan: %s", err);
     return true;
 }
@@ -138,7 +139,7 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
     if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
-    if (o->fuse == FUSE_FULL && !views_build(g, &tc->efu, o->precision, kernel_op_generated, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);
+    if (o->fuse == FUSE_FULL && !views_build(g, &tc->efu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);
     if (!memplan_build(g, -1, &tc->efu, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
     cJSON *m = cJSON_CreateObject();
     if (!m) return diag_error(d, (Mark){0, 0}, "out of memory");

@@ -41,9 +41,11 @@ void views_geometry(const Graph *g, const Views *v, int t, int64_t *rows, int64_
 }
 
 int64_t views_image_stride(const Graph *g, const Views *v, int t) {
-    const Shape *s = &g->tensors[t].shape;
+    const Tensor *x = &g->tensors[t];
     int64_t bs = views_row_stride(g, v, t);
-    return bs ? bs : s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+    /* a channels-last view's rows are pixels: an image is a plane of them */
+    if (bs) return x->channels_last ? bs * inner_of(&x->shape) : bs;
+    return x->shape.nd >= 1 && x->shape.d[0] > 0 ? shape_numel(&x->shape) / x->shape.d[0] : shape_numel(&x->shape);
 }
 
 bool views_split_source(const Graph *g, int t, int *w, int64_t *chan) {

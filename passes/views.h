@@ -33,9 +33,8 @@ int64_t views_row_stride(const Graph *g, const Views *v, int t);
 /* t as `rows` runs of `row` elements `stride` apart; a packed tensor (v may
  * be NULL) is one run with stride 0. */
 void views_geometry(const Graph *g, const Views *v, int t, int64_t *rows, int64_t *row, int64_t *stride);
-/* Elements between t's images, for library routines, which take NCHW views
- * only (kernel_lower refuses a channels-last one): its row stride when it
- * is a view, else its own image. */
+/* Elements between t's images, for library routines: a view's row stride
+ * (channels last: times its plane, a row being a pixel), else its own image. */
 int64_t views_image_stride(const Graph *g, const Views *v, int t);
 /* Whether t is an output of a split along axis 1: of tensor *w, from its
  * channel *chan on. A concat input that is one needs no copy where its

@@ -35,5 +35,8 @@ typedef struct YlArgs {
      * softmax's gradient, d_v into d_qkv) instead of the forward's */
     long long att_rows, att_len;
     int att_bwd;
+    /* pooling and nearest resize (lib_op_pixel_stride): per channels-last operand, the elements
+     * between its pixels, its channels or, for a channel slice of another tensor, the base's */
+    long long ps[YL_MAX_OPERANDS];
 } YlArgs;
 #endif

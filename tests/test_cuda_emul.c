@@ -154,10 +154,12 @@ static void library_vs_reference(const char *precision, const char *layout) {
         double tol = b->dt == DT_F32 ? 0 : 1, worst = 0;
         const Tensor *x = &g->tensors[t];
         const bool cl = !tensor_logical_order(x);
+        /* a view's rows are images, or channels last its pixels: e's place among the packed elements first */
+        const int64_t per_img = shape_numel(&x->shape) / x->shape.d[0];
         for (int64_t e = 0; e < b->span; e++) {
             if (!in_view(b, e)) continue;
-            int64_t img = b->bs ? e / b->bs : e / b->per, r = b->bs ? e % b->bs : e % b->per;
-            double want = ((float *)ref[t])[img * b->per + emul_logical(cl, cl ? x->shape.d[1] : 1, cl ? x->shape.d[2] * x->shape.d[3] : 1, r)];
+            int64_t packed = b->bs ? e / b->bs * b->per + e % b->bs : e, img = packed / per_img, r = packed % per_img;
+            double want = ((float *)ref[t])[img * per_img + emul_logical(cl, cl ? x->shape.d[1] : 1, cl ? x->shape.d[2] * x->shape.d[3] : 1, r)];
             double d = diff(b, e, want, false);
             elements++;
             inexact += d > 0;
@@ -263,8 +265,10 @@ Test(cuda_emul, library_kernels_match_the_reference_bf16_nhwc) { library_vs_refe
  * attributes (padding, stride, dilation, overlapping windows, non-integer
  * resize ratios, asymmetric pads), as tests/test_lib_kernels.c builds them for
  * the GPU: every op in fp32, bf16 and fp16 storage, packed and with 7
- * poisoned elements between images, NCHW and channels last, against the
- * reference kernel. */
+ * poisoned elements between images, NCHW and channels last, and where the
+ * kernel takes a pixel stride (kernel_op_strided_rows) channels last with 5
+ * poisoned elements between pixels, as a channel slice of a wider tensor
+ * sits; against the reference kernel. */
 /* About one element in eleven of b's view set to NaN, as stored and on the host; how many. */
 static int64_t sprinkle_nans(Buf *b, uint64_t *seed) {
     int64_t n = 0;
@@ -306,15 +310,17 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
         }
     void *h = unit_load(&u);
     uint64_t seed = 0x853c49e6748fea9bULL;
-    int runs = 0, failed = 0;
+    int runs = 0, failed = 0, strided_ops = 0;
     int64_t elements = 0, inexact = 0, nans = 0;
     for (int o = 0; o < g.n_ops; o++)
         for (int ti = 0; ti < NT; ti++)
-            for (int run = 0; run < 4; run++) {
-                /* packed, with gaps between images, each in NCHW and channels last */
-                const int gap = run & 1 ? 7 : 0;
+            for (int run = 0; run < 5; run++) {
+                /* packed, with gaps between images, each in NCHW and channels last; then channels last with gaps between pixels */
+                const int gap = run == 1 || run == 3 ? 7 : 0, pgap = run == 4 ? 5 : 0;
                 const bool cl = run >= 2;
                 const Op *op = &g.ops[o];
+                if (pgap && !kernel_op_strided_rows(op->kind)) continue;
+                strided_ops += pgap && ti == 0;
                 const LibKernel *k = &ks[o * NT + ti];
                 YlArgs a = lib_launch_args(&g, &views, op);
                 if (cl) a.cl = (1 << k->n_operands) - 1;
@@ -324,10 +330,13 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                 int64_t nimg = g.tensors[op->out[0]].shape.d[0];
                 for (int i = 0; i < k->n_operands; i++) {
                     int t = i < op->n_in ? op->in[i] : op->out[0];
-                    int64_t numel = shape_numel(&g.tensors[t].shape);
-                    b[i] = (Buf){.dt = types[ti], .per = numel / nimg};
-                    b[i].bs = gap ? b[i].per + gap : 0;
-                    b[i].span = gap ? (nimg - 1) * b[i].bs + b[i].per : numel;
+                    const Shape *ts = &g.tensors[t].shape;
+                    int64_t numel = shape_numel(ts), plane = ts->d[2] * ts->d[3];
+                    /* rows: images, or with gaps between pixels the pixels of every image */
+                    int64_t rows = pgap ? numel / ts->d[1] : nimg;
+                    b[i] = (Buf){.dt = types[ti], .per = pgap ? ts->d[1] : numel / nimg};
+                    b[i].bs = gap || pgap ? b[i].per + gap + pgap : 0;
+                    b[i].span = b[i].bs ? (rows - 1) * b[i].bs + b[i].per : numel;
                     b[i].emu_base = calloc((size_t)(b[i].span + 2 * RZ), esize(b[i].dt));
                     b[i].host = calloc((size_t)b[i].span + 1, sizeof(float));
                     ref[t] = calloc((size_t)numel + 1, sizeof(float));
@@ -337,47 +346,52 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                     fill_buf(&b[i], i < op->n_in ? (o == 0 ? 2 : 3 + (int)(rng_next(&seed) % 3)) : 0, -1.0f, &seed);
                     /* gapped runs: NaNs in a max pool's input win their windows (the last of several) */
                     bool pooled = (op->kind == OP_MAXPOOL2D && i == 0) || (op->kind == OP_MAXPOOL2D_BWD && i == 1);
-                    if (pooled && gap) nans += sprinkle_nans(&b[i], &seed);
-                    cuda_view_gather(b[i].host, ref[t], nimg, b[i].per, b[i].bs, sizeof(float));
-                    if (cl) emul_to_nchw(ref[t], &g.tensors[t].shape);
+                    if (pooled && (gap || pgap)) nans += sprinkle_nans(&b[i], &seed);
+                    cuda_view_gather(b[i].host, ref[t], rows, b[i].per, b[i].bs, sizeof(float));
+                    if (cl) emul_to_nchw(ref[t], ts);
                     a.t[i] = b[i].emu;
-                    a.bs[i] = gap ? b[i].bs : b[i].per;
+                    a.bs[i] = pgap ? plane * b[i].bs : gap ? b[i].bs : b[i].per;
+                    if (cl) a.ps[i] = pgap ? b[i].bs : ts->d[1];
                 }
                 cr_assert(ref_kernel(op->kind)(&g, op, ref, err, sizeof err), "%s", err);
                 run_threads(h, call_yl, sym(h, k->name), &a);
                 const Buf *ob = &b[op->n_in];
                 float *want = ref[op->out[0]];
                 const Shape *os = &g.tensors[op->out[0]].shape;
+                const int64_t out_per = shape_numel(os) / nimg;
                 double tol = ob->dt == DT_F32 ? 0 : 1, worst = 0;
                 for (int64_t e = 0; e < ob->span; e++) {
                     if (!in_view(ob, e)) continue;
-                    int64_t img = gap ? e / ob->bs : e / ob->per, r = gap ? e % ob->bs : e % ob->per;
-                    int64_t at = img * ob->per + emul_logical(cl, os->d[1], os->d[2] * os->d[3], r);
+                    /* e's place among the packed elements, as stored: its image and the offset there */
+                    int64_t packed = ob->bs ? e / ob->bs * ob->per + e % ob->bs : e, img = packed / out_per, r = packed % out_per;
+                    int64_t at = img * out_per + emul_logical(cl, os->d[1], os->d[2] * os->d[3], r);
                     double d = diff(ob, e, want[at], false);
                     elements++;
                     inexact += d > 0;
                     if (d > worst) worst = d;
                     if (d > tol && failed++ < 20)
-                        cr_log_error("%s (%s, gap %d%s) element %lld (image %lld, offset %lld): emulated %.9g, reference %.9g", k->name, op_def(op->kind)->name, gap,
-                                     cl ? ", channels last" : "", (long long)e, (long long)img, (long long)r, emu_value(ob, e), want[at]);
+                        cr_log_error("%s (%s, gap %d, pixel gap %d%s) element %lld (image %lld, offset %lld): emulated %.9g, reference %.9g", k->name,
+                                     op_def(op->kind)->name, gap, pgap, cl ? ", channels last" : "", (long long)e, (long long)img, (long long)r, emu_value(ob, e), want[at]);
                 }
-                cr_expect_leq(worst, tol, "%s (%s storage, gap %d%s): differs from the reference by %.3g", op_def(op->kind)->name, dt_name(types[ti]), gap,
-                              cl ? ", channels last" : "", worst);
+                cr_expect_leq(worst, tol, "%s (%s storage, gap %d, pixel gap %d%s): differs from the reference by %.3g", op_def(op->kind)->name, dt_name(types[ti]),
+                              gap, pgap, cl ? ", channels last" : "", worst);
                 for (int i = 0; i < k->n_operands; i++) {
                     int64_t bad = damaged(&b[i], true);
-                    cr_expect_eq(bad, -1 - RZ, "%s (%s, gap %d) operand %d: element %lld outside its view changed", op_def(op->kind)->name, dt_name(types[ti]), gap, i,
-                                 (long long)bad);
+                    cr_expect_eq(bad, -1 - RZ, "%s (%s, gap %d, pixel gap %d) operand %d: element %lld outside its view changed", op_def(op->kind)->name,
+                                 dt_name(types[ti]), gap, pgap, i, (long long)bad);
                     free(b[i].emu_base), free(b[i].host);
                 }
                 for (int t = 0; t < g.n_tensors; t++) free(ref[t]);
                 free(ref);
                 runs++;
             }
-    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped x NCHW/channels last = %d runs, %lld elements, %lld not bit-exact; %lld NaNs in max-pool inputs\n",
-           g.n_ops, runs, (long long)elements, (long long)inexact, (long long)nans);
+    printf("cuda_emul odd shapes: %d ops x 3 storage types x packed/gapped x NCHW/channels last, and %d ops with gaps between channels-last pixels = %d runs, %lld "
+           "elements, %lld not bit-exact; %lld NaNs in max-pool inputs\n",
+           g.n_ops, strided_ops, runs, (long long)elements, (long long)inexact, (long long)nans);
     cr_expect_gt(nans, 0, "some max-pool window holds a NaN");
     cr_log_info("odd shapes: %d runs, %lld elements, %lld not bit-exact", runs, (long long)elements, (long long)inexact);
-    cr_expect_eq(runs, g.n_ops * NT * 4);
+    cr_expect_gt(strided_ops, 3, "pooling and resize take pixel strides");
+    cr_expect_eq(runs, g.n_ops * NT * 4 + strided_ops * NT);
     dlclose(h);
     free(ks);
     arena_free(&ar);

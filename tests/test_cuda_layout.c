@@ -4,6 +4,7 @@
  * the reference. Owns no runtime code; the kernels' own arithmetic is tests/test_cuda_emul.c's. */
 #include <math.h>
 
+#include "../passes/views.h"
 #include "../runtime/cuda/cuda_convert.h"
 #include "../runtime/cuda/cuda_step.h"
 #include "../runtime/interp.h"
@@ -58,14 +59,15 @@ static float *values(DType st, int64_t n, uint64_t *seed) {
  * host copy v at image n, pixel (y, x), channel c. */
 static int64_t misplaced(const CudaStep *cs, int t, const float *v) {
     const Shape *s = &cs->plan->g.tensors[t].shape;
-    const int64_t C = s->d[1], P = s->d[2] * s->d[3];
+    /* a channel slice of a wider tensor (an upsample's output in its concat): pixels its base's channels apart */
+    const int64_t C = s->d[1], P = s->d[2] * s->d[3], row = views_row_stride(&cs->plan->g, &cs->plan->fusion.views, t), ps = row ? row : C;
     DType st = (DType)cs->stype[t];
     const unsigned char *dev = (const unsigned char *)(uintptr_t)cs->ptr[t];
     int64_t bad = 0;
     for (int64_t i = 0; i < shape_numel(s); i++) {
         int64_t n = i / (C * P), c = i / P % C, p = i % P;
         float got;
-        cuda_storage_to_f32(st, dev + (size_t)((n * P + p) * C + c) * dtype_size(st), &got, 1);
+        cuda_storage_to_f32(st, dev + (size_t)((n * P + p) * ps + c) * dtype_size(st), &got, 1);
         bad += got != v[i];
     }
     return bad;

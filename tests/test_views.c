@@ -4,6 +4,7 @@
  * not describe a slice of their base. Whether steps run through views
  * correctly is test_memplan's and test_codegen's equivalence tests. */
 #include "../compiler/kernel_ir.h"
+#include "../compiler/lib_kernels.h"
 #include "../compiler/plan_write.h"
 #include "../passes/views.h"
 #include "../runtime/plan_read.h"
@@ -119,27 +120,41 @@ static void build_nhwc(Built *b, const char *file, const char *scale) {
     build_with(b, file, scale, &to);
 }
 
-/* Channels last: a channel slice is strided per pixel, which only the
- * generated kernels address, so every op touching one is generated. A C2f
- * chunk that a convolution reads keeps its own buffer, but its values
- * already sit in the concat (the chunked tensor lives there), so the concat
- * copies only the bottleneck outputs that a convolution reads too. */
-Test(views, channels_last_slices_meet_generated_kernels_only) {
+/* Channels last: a channel slice is strided per pixel, which the generated
+ * kernels and the pooling and resize kernels address (YlArgs.ps), so every
+ * op touching one is of those (kernel_op_strided_rows), and the upsample and
+ * max-pool outputs live in the concats that read them. A C2f chunk that a
+ * convolution reads keeps its own buffer, but its values already sit in the
+ * concat (the chunked tensor lives there), so the concat copies only the
+ * bottleneck outputs that a convolution reads too. */
+Test(views, channels_last_slices_meet_strided_kernels_only) {
     Built b;
     build_nhwc(&b, "models/yolov8.yaml", "n");
     const Graph *g = &b.tc.m.g;
     const Views *v = &b.tc.fu.views;
-    int slices = 0, c2f = 0;
+    int slices = 0, c2f = 0, library = 0, placed = 0;
     for (int t = 0; t < g->n_tensors; t++) {
         if (!views_row_stride(g, v, t)) continue;
         cr_expect(g->tensors[t].channels_last);
         slices++;
         const Tensor *x = &g->tensors[t];
-        cr_expect(kernel_op_generated(g->ops[x->producer].kind), "slice %%%d made by %s", t, op_def(g->ops[x->producer].kind)->name);
+        cr_expect(kernel_op_strided_rows(g->ops[x->producer].kind), "slice %%%d made by %s", t, op_def(g->ops[x->producer].kind)->name);
+        library += !kernel_op_generated(g->ops[x->producer].kind);
         for (int o = 0; o < g->n_ops; o++)
             for (int i = 0; i < g->ops[o].n_in; i++)
-                if (g->ops[o].in[i] == t) cr_expect(kernel_op_generated(g->ops[o].kind), "slice %%%d read by op %d (%s)", t, o, op_def(g->ops[o].kind)->name);
+                if (g->ops[o].in[i] == t) {
+                    cr_expect(kernel_op_strided_rows(g->ops[o].kind), "slice %%%d read by op %d (%s)", t, o, op_def(g->ops[o].kind)->name);
+                    library += !kernel_op_generated(g->ops[o].kind);
+                }
     }
+    for (int o = 0; o < b.tc.tg.n_forward_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->kind != OP_RESIZE_NEAREST) continue;
+        cr_expect(views_row_stride(g, v, op->out[0]), "op %d (%s, %s): its output is no slice of the concat", o, op_def(op->kind)->name, op->scope);
+        placed += views_row_stride(g, v, op->out[0]) != 0;
+    }
+    cr_expect_eq(placed, 2, "YOLOv8n's 2 upsamples write into their concats");
+    cr_expect_gt(library, 10, "pooling and resize kernels make or read %d slices", library);
     cr_expect_gt(slices, 20, "%d channel slices", slices);
     KProgram kp;
     char err[256];
@@ -155,6 +170,38 @@ Test(views, channels_last_slices_meet_generated_kernels_only) {
         cr_expect_eq(copies, op->n_in - 3, "concat op %d (%s): %d copies for %d inputs", o, op->scope, copies, op->n_in);
     }
     cr_expect_eq(c2f, 8, "YOLOv8 has 8 C2f blocks");
+    kernel_program_free(&kp);
+    unbuild(&b);
+}
+
+/* Pooling writes and reads channels-last slices too: with nothing
+ * recomputed, SPPF's concat is kept for backward, and its three max-pool
+ * outputs (each the next pool's input, and each read again by its pool's
+ * gradient) live in it. Under pointwise recompute the concat is made again
+ * for backward, so the pool outputs would keep it alive through the whole
+ * step; views_build declines there (the lower bound never rises). */
+Test(views, channels_last_max_pools_write_into_the_sppf_concat) {
+    Built b;
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .precision = PREC_BF16,
+                       .recompute = RECOMPUTE_NONE, .fuse = FUSE_FULL, .channels_last = true};
+    build_with(&b, "models/yolov8.yaml", "n", &to);
+    const Graph *g = &b.tc.m.g;
+    const Views *v = &b.tc.fu.views;
+    int pools = 0, placed = 0, strided_bwd = 0;
+    for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        if (op->kind == OP_MAXPOOL2D) {
+            pools++;
+            placed += views_row_stride(g, v, op->out[0]) != 0;
+            cr_expect(views_row_stride(g, v, op->out[0]), "op %d (%s): its output is no slice of the concat", o, op->scope);
+        }
+        for (int i = 0; op->kind == OP_MAXPOOL2D_BWD && i < op->n_in; i++) strided_bwd += views_row_stride(g, v, op->in[i]) != 0;
+    }
+    cr_expect(pools == 3 && placed == 3, "%d of %d max-pool outputs in the concat", placed, pools);
+    cr_expect_geq(strided_bwd, 3, "the pools' gradients read slices: %d operands", strided_bwd);
+    KProgram kp;
+    char err[256];
+    cr_assert(kernel_lower(g, &b.tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
     kernel_program_free(&kp);
     unbuild(&b);
 }

@@ -18,3 +18,9 @@ __device__ __forceinline__ YlPix yl_pix(long long i, bool cl, long long c, long 
 }
 /* Offset within an image of channel ch at plane offset p. */
 __device__ __forceinline__ long long yl_at(bool cl, long long ch, long long p, long long c, long long plane) { return cl ? p * c + ch : ch * plane + p; }
+/* Offset within its image of operand s's channel ch at plane offset p: a
+ * channels-last operand's pixels sit a.ps[s] apart (a channel slice of a
+ * wider tensor: the base's channels). */
+__device__ __forceinline__ long long yl_pos(const YlArgs &a, int s, long long ch, long long p, long long plane) {
+    return (a.cl >> s) & 1 ? p * a.ps[s] + ch : ch * plane + p;
+}

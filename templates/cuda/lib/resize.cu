@@ -1,7 +1,7 @@
 /* Library kernels: nearest resize and its gradient, as runtime/ref_layout.c
  * computes them. Operands: input, then output; one thread per output
  * element (grid-stride); image n of operand s starts at n * a.bs[s]; both
- * NCHW or, when a.cl is set, channels last. */
+ * NCHW or, when a.cl is set, channels last, pixels a.ps[s] apart. */
 /* Source index of destination index i: floor(i * in / out) in double, as
  * PyTorch's nearest mode and the reference compute it. */
 __device__ __forceinline__ long long yl_nearest(long long i, long long in, long long out) {
@@ -13,8 +13,8 @@ __device__ __forceinline__ long long yl_nearest(long long i, long long in, long 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     YL_EACH(i) {
         const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
-        const long long src = o.n * a.bs[0] + yl_at(a.cl, o.ch, yl_nearest(o.y, a.h, a.oh) * a.w + yl_nearest(o.x, a.w, a.ow), a.c, a.h * a.w);
-        yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, yk_ld_@T0@(a.t[0], src));
+        const long long src = o.n * a.bs[0] + yl_pos(a, 0, o.ch, yl_nearest(o.y, a.h, a.oh) * a.w + yl_nearest(o.x, a.w, a.ow), a.h * a.w);
+        yk_st_@T1@(a.t[1], o.n * a.bs[1] + yl_pos(a, 1, o.ch, o.p, a.oh * a.ow), yk_ld_@T0@(a.t[0], src));
     }
 }
 #endif
@@ -40,10 +40,10 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
                 const long long sx = yl_nearest(x, a.w, a.ow);
                 if (sx < ix) continue;
                 if (sx > ix) break;
-                acc += yk_ld_@T0@(a.t[0], db + yl_at(a.cl, e.ch, y * a.ow + x, a.c, a.oh * a.ow));
+                acc += yk_ld_@T0@(a.t[0], db + yl_pos(a, 0, e.ch, y * a.ow + x, a.oh * a.ow));
             }
         }
-        yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, acc);
+        yk_st_@T1@(a.t[1], e.n * a.bs[1] + yl_pos(a, 1, e.ch, e.p, a.h * a.w), acc);
     }
 }
 #endif
