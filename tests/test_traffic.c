@@ -127,3 +127,30 @@ Test(traffic, backward_recomputes_each_activation_once) {
     cr_expect_leq(again, fwd, "an activation made more than once for backward");
     unbuild(&b);
 }
+
+/* The loss's gradient runs right after the loss, while its inputs are still
+ * alive: it reads the head's levels themselves, and no concat of the head's
+ * convolutions is made again for it (a twin would free no byte). Other
+ * concats are still recomputed for backward. */
+Test(traffic, the_loss_gradient_reads_the_levels_without_twins) {
+    Built b;
+    build_layout(&b, "models/yolov8.yaml", "n", 256, 2, true);
+    const Graph *g = &b.tc.m.g;
+    int loss = -1, bwd = -1, twins = 0;
+    for (int o = 0; o < g->n_ops; o++) {
+        if (g->ops[o].kind == OP_DETECT_LOSS) loss = o;
+        if (g->ops[o].kind == OP_DETECT_LOSS_BWD) bwd = o;
+    }
+    cr_assert(loss >= 0 && bwd > loss, "the step has a loss and its gradient");
+    const int nl = g->ops[loss].a.nlevels;
+    cr_assert_eq(nl, 3);
+    for (int i = 0; i < nl; i++)
+        cr_expect_eq(g->ops[bwd].in[1 + i], g->ops[loss].in[i], "level %d: the gradient reads %%%d, the loss %%%d", i, g->ops[bwd].in[1 + i], g->ops[loss].in[i]);
+    for (int o = b.tc.tg.n_forward_ops; o < g->n_ops; o++) {
+        if (g->ops[o].kind != OP_CONCAT) continue;
+        twins++;
+        cr_expect(!g->ops[o].scope || strcmp(g->ops[o].scope, "model.22") != 0, "op %d: the head's concat made again for backward", o);
+    }
+    cr_expect_gt(twins, 0, "the neck's and C2f's concats are still recomputed");
+    unbuild(&b);
+}
