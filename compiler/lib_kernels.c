@@ -319,7 +319,8 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
         *lib_operand_bs(&a, i) = views_image_stride(g, v, t->id);
         a.cl |= t->channels_last << i;
         if (i >= YL_MAX_OPERANDS) continue;
-        if (t->channels_last && t->shape.nd == 4) a.ps[i] = views_row_stride(g, v, t->id) ? views_row_stride(g, v, t->id) : t->shape.d[1];
+        const int64_t row = views_row_stride(g, v, t->id);
+        if (t->channels_last && t->shape.nd == 4) a.ps[i] = row ? row : t->shape.d[1];
         const Shape *s = &t->shape;
         a.per[i] = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
         if (s->nd == 4) a.ch[i] = s->d[1], a.plane[i] = s->d[2] * s->d[3];

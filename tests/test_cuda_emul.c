@@ -158,7 +158,7 @@ static void library_vs_reference(const char *precision, const char *layout) {
         const int64_t per_img = shape_numel(&x->shape) / x->shape.d[0];
         for (int64_t e = 0; e < b->span; e++) {
             if (!in_view(b, e)) continue;
-            int64_t packed = b->bs ? e / b->bs * b->per + e % b->bs : e, img = packed / per_img, r = packed % per_img;
+            int64_t packed = packed_index(b, e), img = packed / per_img, r = packed % per_img;
             double want = ((float *)ref[t])[img * per_img + emul_logical(cl, cl ? x->shape.d[1] : 1, cl ? x->shape.d[2] * x->shape.d[3] : 1, r)];
             double d = diff(b, e, want, false);
             elements++;
@@ -363,7 +363,7 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
                 for (int64_t e = 0; e < ob->span; e++) {
                     if (!in_view(ob, e)) continue;
                     /* e's place among the packed elements, as stored: its image and the offset there */
-                    int64_t packed = ob->bs ? e / ob->bs * ob->per + e % ob->bs : e, img = packed / out_per, r = packed % out_per;
+                    int64_t packed = packed_index(ob, e), img = packed / out_per, r = packed % out_per;
                     int64_t at = img * out_per + emul_logical(cl, os->d[1], os->d[2] * os->d[3], r);
                     double d = diff(ob, e, want[at], false);
                     elements++;

@@ -103,6 +103,8 @@ typedef struct Env {
 } Env;
 
 static inline bool in_view(const Buf *b, int64_t e) { return !b->bs || e % b->bs < b->per; }
+/* Element e of b's span among the packed elements (rows of b->per, as stored). */
+static inline int64_t packed_index(const Buf *b, int64_t e) { return b->bs ? e / b->bs * b->per + e % b->bs : e; }
 
 static inline void poison(Buf *b, unsigned char *at) {
     if (b->dt == DT_I64) memcpy(at, &POISON64, 8);

@@ -112,6 +112,7 @@ int64_t cuda_reduce_part_bytes(const KLaunch *ln) {
 }
 
 int64_t cuda_reduce_counters(const KLaunch *ln) {
+    /* one channel a thread makes the most groups */
     return ln->list_n ? ln->list_n + 1 : reduce_groups(ln, 1);
 }
 
@@ -130,7 +131,9 @@ int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDev
 
 int64_t cuda_elem_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr) {
     const int64_t vec = kernel_elem_vec(k);
-    if (vec == 1 || (ln->inner == 1 ? ln->c % vec : k->skel == KS_CHANNEL_REDUCE || ln->inner % vec)) return 1;
+    /* a thread's V elements: V adjacent channels of a pixel (channels last), or for a map V of one plane */
+    const bool fits = ln->inner == 1 ? ln->c % vec == 0 : k->skel == KS_MAP && ln->inner % vec == 0;
+    if (vec == 1 || !fits) return 1;
     for (int ph = 0; ph < k->n_phases; ph++)
         for (int r = k->body[ph].first; r < k->body[ph].first + k->body[ph].n; r++) {
             const KInstr *in = &k->code[r];

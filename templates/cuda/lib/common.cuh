@@ -22,5 +22,5 @@ __device__ __forceinline__ long long yl_at(bool cl, long long ch, long long p, l
  * channels-last operand's pixels sit a.ps[s] apart (a channel slice of a
  * wider tensor: the base's channels). */
 __device__ __forceinline__ long long yl_pos(const YlArgs &a, int s, long long ch, long long p, long long plane) {
-    return (a.cl >> s) & 1 ? p * a.ps[s] + ch : ch * plane + p;
+    return yl_at((a.cl >> s) & 1, ch, p, a.ps[s], plane);
 }
