@@ -92,7 +92,7 @@ if [ $prepare = 1 ]; then
   checkout_commit > "$prebuilt/COMMIT"
   rm -rf "$tmp"
   echo "prepared $prebuilt ($(du -sh "$prebuilt" | cut -f1)): commit $(cat "$prebuilt/COMMIT"), stamp $(cat "$prebuilt/STAMP"), plans for $arch"
-  echo "now: the device call with carry [\".whl\"] and command 'bash bench/gpu.sh --check --append' (bench/GPU.md)"
+  echo "now: the device call with carry [\".whl\"] and command 'bash bench/gpu.sh --check --append --batches 64 --layouts nhwc', timeout_s 600 (bench/GPU.md)"
   exit 0
 fi
 
@@ -262,6 +262,24 @@ for m in $models; do
     done
   done
 done
+
+# ---- where yolocc's step spends the device's time, in the same call: one eager step timed launch by
+# launch for each model at the largest batch in the first layout (profile.txt comes back), so a session
+# with one device call learns what limits the step without starting the machine again. It comes
+# before torch.compile, whose column the target does not need (GPU_BENCH_PROFILE_ROWS=0: no profile).
+prof_rows=${GPU_BENCH_PROFILE_ROWS:-25}
+prof_batch=$(echo "$batches" | tr ' ' '\n' | sort -rn | head -1) prof_layout=${layouts%% *}
+if [ "$prof_rows" -gt 0 ]; then
+  for m in $models; do
+    [ -n "${plan_err[$m/$prof_batch/$prof_layout]:-}" ] && continue
+    t=$(( $(left) - 60 )); [ $t -gt 60 ] && t=60
+    [ $t -lt 20 ] && { say "profile $m b$prof_batch $prof_layout: skipped, the budget is spent"; continue; }
+    say "yolort bench --profile $prof_rows $m b$prof_batch $prof_layout (timeout $t s)"
+    yolo_env timeout -k 5 "$t" "$YOLORT" bench "$work/$(plan_name "$m" "$prof_batch" "$prof_layout")" --steps 3 --warmup 1 \
+      --profile "$prof_rows" >> "$out/profile.txt" 2>&1
+    say "profile exit $?"
+  done
+fi
 
 # ---- torch.compile last: compilation takes minutes; whatever the budget leaves (batch 64 first)
 if [ $dry = 0 ] && [ "$(left)" -gt 60 ]; then
