@@ -114,6 +114,46 @@ bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *
     return true;
 }
 
+/* Gradient contributions not yet summed: a tensor's first is in acc[], the
+ * later ones wait in a list in arrival order, and are added only when the
+ * tensor's own gradient rule needs their sum. The adds then sit together
+ * right before that rule, where fusion takes a chain of them as one kernel
+ * and the sum straight into the rule's BN-activation backward, instead of
+ * each partial sum going through memory as it arrived. */
+typedef struct Contribution {
+    int grad, row, next; /* next: the tensor's later contribution, or -1 */
+    const char *scope;   /* the reading op's, for the add */
+} Contribution;
+
+typedef struct Pending {
+    int *acc;            /* per forward tensor: its gradient so far (the first contribution), or -1 */
+    int *head, *tail;    /* per forward tensor: its waiting contributions, or -1 */
+    Contribution *c;
+    int n, cap;
+} Pending;
+
+static bool pending_add(Pending *p, Graph *g, int t, int grad, const Op *reader) {
+    if (p->acc[t] < 0) return p->acc[t] = grad, true;
+    if (p->n == p->cap) return snprintf(g->err, sizeof g->err, "internal error: more gradient contributions than op inputs"), false;
+    p->c[p->n] = (Contribution){.grad = grad, .row = reader->row, .next = -1, .scope = reader->scope};
+    if (p->tail[t] >= 0) p->c[p->tail[t]].next = p->n;
+    else p->head[t] = p->n;
+    p->tail[t] = p->n++;
+    return true;
+}
+
+/* t's whole gradient: the waiting contributions added in arrival order */
+static int pending_sum(Pending *p, Graph *g, int t) {
+    for (int k = p->head[t]; k >= 0; k = p->c[k].next) {
+        int sum_in[2] = {p->acc[t], p->c[k].grad};
+        int id = graph_add_op(g, OP_ADD, sum_in, 2, NULL, 1, p->c[k].row, p->c[k].scope);
+        if (id < 0) return -1;
+        p->acc[t] = g->ops[id].out[0];
+    }
+    p->head[t] = p->tail[t] = -1;
+    return p->acc[t];
+}
+
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     if (g->n_outputs != ls->nlevels)
         return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
@@ -128,11 +168,15 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     int n_fwd_tensors = g->n_tensors;
     Arena *a = g->arena;
     bool *needs = arena_array(a, (size_t)n_fwd_tensors, sizeof(bool));
-    int *acc = arena_array(a, (size_t)n_fwd_tensors, sizeof(int));
-    if (!needs || !acc) return snprintf(g->err, sizeof g->err, "out of memory"), false;
+    Pending pend = {.acc = arena_array(a, (size_t)n_fwd_tensors, sizeof(int)), .head = arena_array(a, (size_t)n_fwd_tensors, sizeof(int)),
+                    .tail = arena_array(a, (size_t)n_fwd_tensors, sizeof(int))};
+    for (int o = 0; o <= loss_op; o++) pend.cap += g->ops[o].n_in;
+    pend.c = arena_array(a, (size_t)pend.cap + 1, sizeof(Contribution));
+    int *acc = pend.acc;
+    if (!needs || !acc || !pend.head || !pend.tail || !pend.c) return snprintf(g->err, sizeof g->err, "out of memory"), false;
     for (int t = 0; t < n_fwd_tensors; t++) {
         needs[t] = g->tensors[t].kind == TK_PARAM && !g->tensors[t].frozen;
-        acc[t] = -1;
+        acc[t] = pend.head[t] = pend.tail[t] = -1;
     }
     for (int o = 0; o <= loss_op; o++) {
         const Op *op = &g->ops[o];
@@ -159,8 +203,11 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
         const OpDef *def = op_def(op.kind);
         int dy[IR_MAX_SPLIT], dx[IR_MAX_SPLIT + IR_MAX_LEVELS];
         bool any = false;
-        for (int i = 0; i < op.n_out; i++) any |= (dy[i] = acc[op.out[i]]) >= 0;
+        for (int i = 0; i < op.n_out; i++) any |= acc[op.out[i]] >= 0;
         if (!any || !def->grad) continue;
+        for (int i = 0; i < op.n_out; i++)
+            if (acc[op.out[i]] >= 0 && (dy[i] = pending_sum(&pend, g, op.out[i])) < 0) return false;
+            else if (acc[op.out[i]] < 0) dy[i] = -1;
         for (int i = 0; i < op.n_in; i++) dx[i] = needs[op.in[i]] ? 0 : -1;
         /* the rule reads recomputed twins of forward tensors; gradients are
          * still accumulated for the original tensors (op.in). Not the loss's:
@@ -179,19 +226,12 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
             memcpy(why, g->err, sizeof why);
             return snprintf(g->err, sizeof g->err, "gradient of %s (%.60s): %.150s", def->name, op.scope ? op.scope : "", why), false;
         }
-        for (int i = 0; i < op.n_in; i++) {
-            int t = op.in[i];
-            if (dx[i] < 0 || !needs[t]) continue;
-            if (acc[t] < 0) {
-                acc[t] = dx[i];
-                continue;
-            }
-            int sum_in[2] = {acc[t], dx[i]};
-            int id = graph_add_op(g, OP_ADD, sum_in, 2, NULL, 1, op.row, op.scope);
-            if (id < 0) return false;
-            acc[t] = g->ops[id].out[0];
-        }
+        for (int i = 0; i < op.n_in; i++)
+            if (dx[i] >= 0 && needs[op.in[i]] && !pending_add(&pend, g, op.in[i], dx[i], &op)) return false;
     }
+    /* parameters read by several ops: their sums, which no rule asked for */
+    for (int t = 0; t < n_fwd_tensors; t++)
+        if (g->tensors[t].kind == TK_PARAM && pend.head[t] >= 0 && pending_sum(&pend, g, t) < 0) return false;
 
     tg->n_grad_of = n_fwd_tensors;
     tg->grad_of = acc;

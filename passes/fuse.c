@@ -43,10 +43,26 @@ static GroupKind single_kind(const Op *op) {
     }
 }
 
+/* The ops of a BN-activation backward starting at op o ([BN_APPLY]
+ * ACTIVATION_BWD BATCHNORM_BWD), 0 if none starts there; *dy: the tensor
+ * its activation gradient reads as the incoming gradient. */
+static int bn_act_bwd_at(const Graph *g, int o, int *dy) {
+    const Op *ops = g->ops;
+    int n = g->n_ops, k = o;
+    if (ops[o].kind != OP_BN_APPLY && ops[o].kind != OP_ACTIVATION_BWD) return 0;
+    if (ops[o].kind == OP_BN_APPLY) k++;
+    if (k + 1 < n && ops[k].kind == OP_ACTIVATION_BWD && (k == o || ops[k].in[1] == ops[o].out[0]) && ops[k + 1].kind == OP_BATCHNORM_BWD &&
+        ops[k + 1].in[0] == ops[k].out[0]) {
+        *dy = ops[k].in[0];
+        return k + 1 - o + 1;
+    }
+    return 0;
+}
+
 /* The longest group the rules allow starting at op o (its pattern in *pat). */
 static int match_at(const Graph *g, int o, GroupPattern *pat) {
     const Op *ops = g->ops;
-    int n = g->n_ops;
+    int n = g->n_ops, dy, len;
     const Op *op = &ops[o];
     *pat = PATTERN_SINGLE;
     if (op->kind == OP_CONV2D || (op->kind == OP_BATCHNORM && op->a.training)) {
@@ -65,14 +81,18 @@ static int match_at(const Graph *g, int o, GroupPattern *pat) {
         *pat = op->kind == OP_CONV2D ? PATTERN_CONV_BN_ACT : PATTERN_BN_ACT;
         return k - o + 1;
     }
-    if (op->kind == OP_BN_APPLY || op->kind == OP_ACTIVATION_BWD) {
-        int k = o;
-        if (op->kind == OP_BN_APPLY) k++;
-        if (k + 1 < n && ops[k].kind == OP_ACTIVATION_BWD && (k == o || ops[k].in[1] == ops[o].out[0]) && ops[k + 1].kind == OP_BATCHNORM_BWD &&
-            ops[k + 1].in[0] == ops[k].out[0]) {
-            *pat = PATTERN_BN_ACT_BWD;
-            return k + 1 - o + 1;
-        }
+    if ((len = bn_act_bwd_at(g, o, &dy)) > 0) {
+        *pat = PATTERN_BN_ACT_BWD;
+        return len;
+    }
+    /* a gradient's sum of two (autodiff's accumulation) right before the
+     * BN-activation backward that reads it: added in that kernel's
+     * registers, reading its two terms in both passes (4 tensor passes
+     * instead of 3 for the add and 2 for the sum). A sum of more terms stays
+     * a map: reading n terms twice saves nothing from n = 3 on. */
+    if (op->kind == OP_ADD && o + 1 < n && (len = bn_act_bwd_at(g, o + 1, &dy)) > 0 && dy == op->out[0]) {
+        *pat = PATTERN_BN_ACT_BWD;
+        return 1 + len;
     }
     if (is_pointwise(op)) {
         int k = o;

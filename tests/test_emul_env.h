@@ -232,7 +232,11 @@ static inline double ulps16(DType dt, uint16_t a, uint16_t b) {
 }
 
 /* Emulated element e against want (fp32 or int64): fp32 storage as rel_diff,
- * 16-bit storage as ulps after rounding want to it. */
+ * 16-bit storage as ulps after rounding want to it; with `relative`, a
+ * 16-bit result below 0.1 within 1e-6 of want counts as 1 ulp, the floor
+ * fp32 storage has: what is left where O(1) terms cancel is their fp32
+ * rounding (the CUDA kernel's fp32 SiLU against the CPU's double, then a
+ * residual add that cancels to 1e-6, is 2 bf16 ulps there). */
 static inline double diff(const Buf *b, int64_t e, double want, bool relative) {
     if (b->dt == DT_I64) return emu_value(b, e) == want ? 0 : INFINITY;
     if (b->dt == DT_F32) {
@@ -247,7 +251,9 @@ static inline double diff(const Buf *b, int64_t e, double want, bool relative) {
     cuda_f32_to_storage(b->dt, &w, &h, 1);
     uint16_t got;
     memcpy(&got, b->emu + (size_t)e * 2, 2);
-    return ulps16(b->dt, got, h);
+    double u = ulps16(b->dt, got, h);
+    if (relative && u > 1 && fabs(want) < 0.1 && fabs(emu_value(b, e) - want) <= 1e-6) return 1;
+    return u;
 }
 
 static inline void run_threads(void *h, void (*call)(void *fn, const void *args), void *fn, const void *args) { run_grid(h, call, fn, args, EMU_GRID, EMU_BLOCK); }

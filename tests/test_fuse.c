@@ -78,6 +78,46 @@ Test(fuse, groups_per_block_type) {
     release(&f);
 }
 
+/* A gradient read by several ops is summed when its own rule needs it, not
+ * as each term arrives: the adds of one sum are consecutive ops, so one
+ * kernel adds them with no partial sum in memory, and a sum of two right
+ * before a BN-activation backward is added inside that group's kernels. */
+Test(fuse, gradient_sums_sit_before_their_rule) {
+    Fused f;
+    compile_tiny(&f, FUSE_FULL, RECOMPUTE_POINTWISE);
+    const Graph *g = &f.tc.m.g;
+    const Fusion *fu = &f.tc.fu;
+    int *group_of = calloc((size_t)g->n_ops, sizeof(int)), chained = 0, into_bwd = 0;
+    cr_assert(group_of);
+    for (int i = 0; i < fu->n_groups; i++)
+        for (int o = fu->groups[i].first; o < fu->groups[i].first + fu->groups[i].n; o++) group_of[o] = i;
+    for (int o = f.tc.tg.n_forward_ops; o < g->n_ops; o++) {
+        if (g->ops[o].kind != OP_ADD) continue;
+        const int sum = g->ops[o].out[0];
+        for (int r = o + 1; r < g->n_ops; r++) {
+            if (g->ops[r].kind != OP_ADD || (g->ops[r].in[0] != sum && g->ops[r].in[1] != sum)) continue;
+            chained++;
+            cr_expect_eq(r, o + 1, "op %d adds op %d's partial sum %d ops later", r, o, r - o);
+            cr_expect_eq(group_of[r], group_of[o], "a sum's adds in two kernels");
+            cr_expect(fu->internal[sum], "partial sum %%%d in memory", sum);
+        }
+        const FusionGroup *gr = &fu->groups[group_of[o]];
+        if (gr->pattern != PATTERN_BN_ACT_BWD) continue;
+        into_bwd++;
+        cr_expect_eq(gr->first, o, "the add leads its BN-activation backward group");
+        const Op *act = &g->ops[gr->first + gr->n - 2];
+        cr_expect_eq(act->kind, OP_ACTIVATION_BWD);
+        cr_expect_eq(act->in[0], sum, "the activation gradient reads the sum");
+        int readers = 0;
+        for (int r = 0; r < g->n_ops; r++) readers += g->ops[r].in[0] == sum || (g->ops[r].n_in > 1 && g->ops[r].in[1] == sum);
+        cr_expect_eq(fu->internal[sum], readers == 1, "sum %%%d: %d readers, internal %d", sum, readers, fu->internal[sum]);
+    }
+    cr_log_info("tiny step: %d partial sums added on in the same kernel, %d sums of two inside a BN-activation backward", chained, into_bwd);
+    cr_expect_gt(into_bwd, 0);
+    free(group_of);
+    release(&f);
+}
+
 Test(fuse, none_is_one_op_per_group) {
     Fused f;
     compile_tiny(&f, FUSE_NONE, RECOMPUTE_POINTWISE);

@@ -336,27 +336,113 @@ void yk_channel_reduce_6b8fddaa(const YkArgs *ap) {
     }
 }
 
-/* yk_map_e55c925c: elementwise over [n, c, inner] */
-void yk_map_e55c925c(const YkArgs *ap) {
+/* yk_channel_reduce_ca5935a8: per-channel sums over [n, inner] in a fixed order, then a
+ * per-channel finalize */
+void yk_channel_reduce_ca5935a8(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
-    for (long long n = 0; n < a.n; n++)
-        for (long long c = 0; c < c_; c++) {
-            const long long base_ = (n * c_ + c) * inner_;
-
-            for (long long k = 0; k < inner_; k++) {
-                const long long i = base_ + k;
-                (void)i;
-                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                const yk_real r2 = r1 + r0;
-                const yk_real r3 = (yk_real)(float)r2;
-                ((float *)a.t[2])[i] = (float)r3;
-            }
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long c = 0; c < c_; c++) {
+        double var_[2];
+        (void)var_;
+        {
+            double acc_[2] = {0};
+            (void)acc_;
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
+            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = (yk_real)1;
+            const yk_real r18 = (yk_real)1;
+            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                    const yk_real r2 = r1 + r0;
+                    const yk_real r3 = (yk_real)(float)r2;
+                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r7 = r4 - r6;
+                    const yk_real r8 = r7 * r5;
+                    const yk_real r11 = r8 * r10;
+                    const yk_real r12 = r11 + r9;
+                    const yk_real r13 = (yk_real)(float)r12;
+                    const yk_real r14 = yk_sigmoid(r13);
+                    const yk_real r16 = r15 - r14;
+                    const yk_real r17 = r13 * r16;
+                    const yk_real r19 = r18 + r17;
+                    const yk_real r20 = r14 * r19;
+                    const yk_real r21 = r3 * r20;
+                    const yk_real r22 = (yk_real)(float)r21;
+                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r26 = r25 - r24;
+                    const yk_real r27 = r26 * r23;
+                    acc_[0] += (double)r22;
+                    const yk_real r29 = r22 * r27;
+                    acc_[1] += (double)r29;
+                }
+            const double f0 = acc_[0];
+            const double f1 = acc_[1];
+            ((float *)a.t[7])[c] = (float)f0;
+            ((float *)a.t[8])[c] = (float)f1;
+            var_[0] = f0;
+            var_[1] = f1;
         }
+        {
+            double acc_[1] = {0};
+            (void)acc_;
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
+            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = (yk_real)1;
+            const yk_real r18 = (yk_real)1;
+            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r28 = (yk_real)var_[1];
+            const yk_real r30 = (yk_real)var_[0];
+            const yk_real r32 = (yk_real)count_;
+            const yk_real r35 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r36 = r35 * r23;
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                    const yk_real r2 = r1 + r0;
+                    const yk_real r3 = (yk_real)(float)r2;
+                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r7 = r4 - r6;
+                    const yk_real r8 = r7 * r5;
+                    const yk_real r11 = r8 * r10;
+                    const yk_real r12 = r11 + r9;
+                    const yk_real r13 = (yk_real)(float)r12;
+                    const yk_real r14 = yk_sigmoid(r13);
+                    const yk_real r16 = r15 - r14;
+                    const yk_real r17 = r13 * r16;
+                    const yk_real r19 = r18 + r17;
+                    const yk_real r20 = r14 * r19;
+                    const yk_real r21 = r3 * r20;
+                    const yk_real r22 = (yk_real)(float)r21;
+                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r26 = r25 - r24;
+                    const yk_real r27 = r26 * r23;
+                    const yk_real r29 = r27 * r28;
+                    const yk_real r31 = r30 + r29;
+                    const yk_real r33 = r31 / r32;
+                    const yk_real r34 = r22 - r33;
+                    const yk_real r37 = r36 * r34;
+                    ((float *)a.t[9])[i] = (float)r37;
+                }
+
+        }
+    }
 }
 
 /* yk_channel_reduce_76d519a0: per-channel sums over [n, inner] in a fixed order, then a
@@ -485,6 +571,141 @@ void yk_map_93f7f4b9(const YkArgs *ap) {
         }
 }
 
+/* yk_map_0006b475: elementwise over [n, c, inner] */
+void yk_map_0006b475(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                const yk_real r2 = r1 + r0;
+                const yk_real r3 = (yk_real)(float)r2;
+                const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                const yk_real r5 = r3 + r4;
+                const yk_real r6 = (yk_real)(float)r5;
+                ((float *)a.t[3])[i] = (float)r6;
+            }
+        }
+}
+
+/* yk_channel_reduce_75eb2f96: per-channel sums over [n, inner] in a fixed order, then a
+ * per-channel finalize */
+void yk_channel_reduce_75eb2f96(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long c = 0; c < c_; c++) {
+        double var_[2];
+        (void)var_;
+        {
+            double acc_[2] = {0};
+            (void)acc_;
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
+            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = (yk_real)1;
+            const yk_real r18 = (yk_real)1;
+            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                    const yk_real r2 = r1 + r0;
+                    const yk_real r3 = (yk_real)(float)r2;
+                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r7 = r4 - r6;
+                    const yk_real r8 = r7 * r5;
+                    const yk_real r11 = r8 * r10;
+                    const yk_real r12 = r11 + r9;
+                    const yk_real r13 = (yk_real)(float)r12;
+                    const yk_real r14 = yk_sigmoid(r13);
+                    const yk_real r16 = r15 - r14;
+                    const yk_real r17 = r13 * r16;
+                    const yk_real r19 = r18 + r17;
+                    const yk_real r20 = r14 * r19;
+                    const yk_real r21 = r3 * r20;
+                    const yk_real r22 = (yk_real)(float)r21;
+                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r26 = r25 - r24;
+                    const yk_real r27 = r26 * r23;
+                    acc_[0] += (double)r22;
+                    const yk_real r29 = r22 * r27;
+                    acc_[1] += (double)r29;
+                }
+            const double f0 = acc_[0];
+            const double f1 = acc_[1];
+            ((float *)a.t[7])[c] = (float)f0;
+            ((float *)a.t[8])[c] = (float)f1;
+            var_[0] = f0;
+            var_[1] = f1;
+        }
+        {
+            double acc_[1] = {0};
+            (void)acc_;
+            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
+            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = (yk_real)1;
+            const yk_real r18 = (yk_real)1;
+            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r28 = (yk_real)var_[1];
+            const yk_real r30 = (yk_real)var_[0];
+            const yk_real r32 = (yk_real)count_;
+            const yk_real r35 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r36 = r35 * r23;
+            for (long long n = 0; n < a.n; n++)
+                for (long long k = 0; k < inner_; k++) {
+                    const long long i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                    const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                    const yk_real r2 = r1 + r0;
+                    const yk_real r3 = (yk_real)(float)r2;
+                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r7 = r4 - r6;
+                    const yk_real r8 = r7 * r5;
+                    const yk_real r11 = r8 * r10;
+                    const yk_real r12 = r11 + r9;
+                    const yk_real r13 = (yk_real)(float)r12;
+                    const yk_real r14 = yk_sigmoid(r13);
+                    const yk_real r16 = r15 - r14;
+                    const yk_real r17 = r13 * r16;
+                    const yk_real r19 = r18 + r17;
+                    const yk_real r20 = r14 * r19;
+                    const yk_real r21 = r3 * r20;
+                    const yk_real r22 = (yk_real)(float)r21;
+                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                    const yk_real r26 = r25 - r24;
+                    const yk_real r27 = r26 * r23;
+                    const yk_real r29 = r27 * r28;
+                    const yk_real r31 = r30 + r29;
+                    const yk_real r33 = r31 / r32;
+                    const yk_real r34 = r22 - r33;
+                    const yk_real r37 = r36 * r34;
+                    ((float *)a.t[9])[i] = (float)r37;
+                }
+
+        }
+    }
+}
+
 /* yk_map_833ce356: elementwise over [n, c, inner] */
 void yk_map_833ce356(const YkArgs *ap) {
     const YkArgs a = *ap;
@@ -508,8 +729,8 @@ void yk_map_833ce356(const YkArgs *ap) {
         }
 }
 
-/* yk_map_32f4da6d: elementwise over [n, c, inner] */
-void yk_map_32f4da6d(const YkArgs *ap) {
+/* yk_map_925fcdff: elementwise over [n, c, inner] */
+void yk_map_925fcdff(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -526,30 +747,10 @@ void yk_map_32f4da6d(const YkArgs *ap) {
                 const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
                 const yk_real r2 = r1 + r0;
                 const yk_real r3 = (yk_real)(float)r2;
-                ((float *)a.t[2])[i] = (float)r3;
-            }
-        }
-}
-
-/* yk_map_9dc3d28c: elementwise over [n, c, inner] */
-void yk_map_9dc3d28c(const YkArgs *ap) {
-    const YkArgs a = *ap;
-    const long long c_ = a.c, inner_ = a.inner;
-    const yk_real count_ = (yk_real)(a.n * a.inner);
-    (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
-    for (long long n = 0; n < a.n; n++)
-        for (long long c = 0; c < c_; c++) {
-            const long long base_ = (n * c_ + c) * inner_;
-
-            for (long long k = 0; k < inner_; k++) {
-                const long long i = base_ + k;
-                (void)i;
-                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                const yk_real r2 = r1 + r0;
-                const yk_real r3 = (yk_real)(float)r2;
-                ((float *)a.t[2])[n * a.bs[2] + c * inner_ + k] = (float)r3;
+                const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                const yk_real r5 = r3 + r4;
+                const yk_real r6 = (yk_real)(float)r5;
+                ((float *)a.t[3])[n * a.bs[3] + c * inner_ + k] = (float)r6;
             }
         }
 }

@@ -120,7 +120,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_map_33245287: elementwise over [n, c, inner], grid-stride, V consecutive
+/* yk_map_b785bb5f: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
  * element buffer. The launch takes V = 8 where the shape and addresses
  * allow it (cuda_elem_vec), else 1: V divides inner, or c when inner is 1,
@@ -128,7 +128,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
  * for a 64-bit division. */
-template <int V> __device__ __forceinline__ void yk_map_33245287_run(const YkArgs &a) {
+template <int V> __device__ __forceinline__ void yk_map_b785bb5f_run(const YkArgs &a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
     const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
     (void)cstep_;
@@ -156,7 +156,13 @@ template <int V> __device__ __forceinline__ void yk_map_33245287_run(const YkArg
         for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
         yk_real r3[V];
         for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
-        yk_stv<yk_bf16_t, V>(a.t[2], i, r3);
+        yk_real r4[V];
+        yk_ldv<yk_bf16_t, V>(a.t[2], i, r4);
+        yk_real r5[V];
+        for (int v = 0; v < V; v++) r5[v] = r3[v] + r4[v];
+        yk_real r6[V];
+        for (int v = 0; v < V; v++) r6[v] = (yk_real)(float)r5[v];
+        yk_stv<yk_bf16_t, V>(a.t[3], n * a.bs[3] + c * inner_ + k, r6);
         k += dk_;
         const long long kc_ = k >= inner_;
         k -= kc_ * inner_;
@@ -167,7 +173,7 @@ template <int V> __device__ __forceinline__ void yk_map_33245287_run(const YkArg
     }
 }
 
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_33245287(YkArgs a) {
-    if (a.vec == 8) yk_map_33245287_run<8>(a);
-    else yk_map_33245287_run<1>(a);
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_b785bb5f(YkArgs a) {
+    if (a.vec == 8) yk_map_b785bb5f_run<8>(a);
+    else yk_map_b785bb5f_run<1>(a);
 }
