@@ -21,7 +21,7 @@ typedef enum {
     PATTERN_CONV_BN_ACT,    /* conv -> BN (statistics + apply) -> activation [-> residual add] */
     PATTERN_BN_ACT,         /* training BN -> activation, without a conv in front */
     PATTERN_POINTWISE,      /* a chain of elementwise ops, each reading the previous one */
-    PATTERN_BN_ACT_BWD,     /* [recomputed BN-apply ->] activation grad -> BN grad */
+    PATTERN_BN_ACT_BWD,     /* [gradient sum of two ->] [recomputed BN-apply ->] activation grad -> BN grad */
     PATTERN_OPTIMIZER,      /* gradient clipping and every parameter update */
     PATTERN_COUNT
 } GroupPattern;
