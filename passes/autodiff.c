@@ -142,16 +142,16 @@ static bool pending_add(Pending *p, Graph *g, int t, int grad, const Op *reader)
     return true;
 }
 
-/* t's whole gradient: the waiting contributions added in arrival order */
-static int pending_sum(Pending *p, Graph *g, int t) {
+/* t's whole gradient into acc[t]: the waiting contributions added in arrival order */
+static bool pending_sum(Pending *p, Graph *g, int t) {
     for (int k = p->head[t]; k >= 0; k = p->c[k].next) {
         int sum_in[2] = {p->acc[t], p->c[k].grad};
         int id = graph_add_op(g, OP_ADD, sum_in, 2, NULL, 1, p->c[k].row, p->c[k].scope);
-        if (id < 0) return -1;
+        if (id < 0) return false;
         p->acc[t] = g->ops[id].out[0];
     }
     p->head[t] = p->tail[t] = -1;
-    return p->acc[t];
+    return true;
 }
 
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
@@ -205,9 +205,10 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
         bool any = false;
         for (int i = 0; i < op.n_out; i++) any |= acc[op.out[i]] >= 0;
         if (!any || !def->grad) continue;
-        for (int i = 0; i < op.n_out; i++)
-            if (acc[op.out[i]] >= 0 && (dy[i] = pending_sum(&pend, g, op.out[i])) < 0) return false;
-            else if (acc[op.out[i]] < 0) dy[i] = -1;
+        for (int i = 0; i < op.n_out; i++) {
+            if (!pending_sum(&pend, g, op.out[i])) return false;
+            dy[i] = acc[op.out[i]];
+        }
         for (int i = 0; i < op.n_in; i++) dx[i] = needs[op.in[i]] ? 0 : -1;
         /* the rule reads recomputed twins of forward tensors; gradients are
          * still accumulated for the original tensors (op.in). Not the loss's:
@@ -231,7 +232,7 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     }
     /* parameters read by several ops: their sums, which no rule asked for */
     for (int t = 0; t < n_fwd_tensors; t++)
-        if (g->tensors[t].kind == TK_PARAM && pend.head[t] >= 0 && pending_sum(&pend, g, t) < 0) return false;
+        if (g->tensors[t].kind == TK_PARAM && !pending_sum(&pend, g, t)) return false;
 
     tg->n_grad_of = n_fwd_tensors;
     tg->grad_of = acc;
