@@ -145,6 +145,13 @@ static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *p
     return true;
 }
 
+/* lib_program_build's way out once err says why */
+static bool build_refused(LibProgram *lp, bool *persistent) {
+    free(persistent);
+    lib_program_free(lp);
+    return false;
+}
+
 bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgram *lp, char *err, int errcap) {
     memset(lp, 0, sizeof *lp);
     lp->cast = lp->unscale = lp->ema = lp->images_u8 = lp->widen = -1;
@@ -162,25 +169,24 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
         int e = ln->kernel < 0 ? lib_entry_of(op->kind) : -1;
         lp->launch_kernel[l] = -1;
         if (ln->kernel < 0 && (op->kind == OP_DETECT_LOSS || op->kind == OP_DETECT_LOSS_BWD)) {
-            if (!intern_detloss(g, op, op->kind == OP_DETECT_LOSS_BWD, persistent, p, lp, &cap, err, errcap)) {
-                free(persistent);
-                lib_program_free(lp);
-                return false;
-            }
+            if (!intern_detloss(g, op, op->kind == OP_DETECT_LOSS_BWD, persistent, p, lp, &cap, err, errcap)) return build_refused(lp, persistent);
             continue;
         }
         if (e < 0) continue;
         const int n = op->n_in + op->n_out;
-        if (n > LIB_MAX_OPERANDS) {
-            free(persistent);
-            lib_program_free(lp);
+        if (n > LIB_MAX_OPERANDS)
             return snprintf(err, (size_t)errcap, "op %d (%s) has %d operands; its library kernel takes at most %d", op->id, op_def(op->kind)->name, n,
-                            LIB_MAX_OPERANDS), false;
-        }
+                            LIB_MAX_OPERANDS), build_refused(lp, persistent);
         DType dt[LIB_MAX_OPERANDS];
         for (int i = 0; i < n; i++) {
             int t = lib_operand_tensor(op, i);
             dt[i] = memplan_storage_dtype(g, t, persistent[t], p);
+            /* the kernels divide offsets within an image by multiply and shift, exact in 32 bits (common.cuh) */
+            const Shape *s = &g->tensors[t].shape;
+            const int64_t per = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+            if (per >= ((int64_t)1 << 32))
+                return snprintf(err, (size_t)errcap, "op %d (%s): an image of operand %d holds %lld elements; library kernels index at most 2^32 - 1 per image",
+                                op->id, op_def(op->kind)->name, i, (long long)per), build_refused(lp, persistent);
         }
         /* the statistics launch runs first, so it is interned first */
         if (e == LK_ATTENTION_BWD) ok = intern(lp, &cap, LK_ATTENTION_STATS, n, dt) >= 0;

@@ -129,6 +129,8 @@ static inline unsigned int __float_as_uint(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
+/* the high 32 bits of the 64-bit product */
+static inline unsigned int __umulhi(unsigned int x, unsigned int y) { return (unsigned int)(((unsigned long long)x * y) >> 32); }
 
 /* cvt.rn.f16.f32 and cvt.f32.f16: the host's conversions, bit for bit */
 static inline unsigned short yk_host_f32_to_f16(float f) { return f16_bits_from_f32_bits(__float_as_uint(f)); }

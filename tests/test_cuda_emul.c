@@ -396,3 +396,75 @@ Test(cuda_emul, every_library_entry_on_odd_shapes) {
     free(ks);
     arena_free(&ar);
 }
+
+/* ---- the library kernels' index arithmetic ---- */
+
+/* The multiply-and-shift division of templates/cuda/lib/common.cuh against
+ * C's, for every divisor up to 3000 and divisors at and around each power of
+ * two up to 2^32 - 1 (the ones whose magic number is largest), on dividends
+ * at the edges (0, around multiples of the divisor, 2^32 - 1) and random
+ * ones; and the grid-stride walk over images (yl_each_in_images) on grids
+ * whose stride is smaller than, equal to and larger than an image, against
+ * i / per and i % per for every index each emulated thread should own. */
+Test(cuda_emul, library_index_division_by_multiply_and_shift_is_exact) {
+    skip_without_cxx();
+    LibKernel k = {.entry = LK_CAST, .n_operands = 2, .dt = {DT_F32, DT_BF16}, .name = "yl_index_cast"};
+    char *src = lib_kernel_render(&k);
+    cr_assert_not_null(src);
+    const char *probe = "\nextern \"C\" __attribute__((visibility(\"default\"))) unsigned yl_probe_quot(unsigned x, long long d) { return yl_quot(x, yl_div_by(d)); }\n"
+                        "extern \"C\" __attribute__((visibility(\"default\"))) long long yl_probe_walk(long long total, long long per, long long *ns, long long *rs, long long cap) {\n"
+                        "    YlArgs a = {};\n    a.total = total;\n    long long k = 0;\n"
+                        "    yl_each_in_images(a, per, [&](long long n, long long r) { if (k < cap) ns[k] = n, rs[k] = r; k++; });\n    return k;\n}\n";
+    size_t len = strlen(src) + strlen(probe) + 1;
+    char *text = malloc(len);
+    cr_assert_not_null(text);
+    snprintf(text, len, "%s%s", src, probe);
+    free(src);
+    void *h = emul_build(text, strlen(text), "the index probes");
+    free(text);
+    unsigned (*quot)(unsigned, long long) = (unsigned (*)(unsigned, long long))dlsym(h, "yl_probe_quot");
+    long long (*walk)(long long, long long, long long *, long long *, long long) =
+        (long long (*)(long long, long long, long long *, long long *, long long))dlsym(h, "yl_probe_walk");
+    void (*thread)(unsigned, unsigned, unsigned, unsigned) = (void (*)(unsigned, unsigned, unsigned, unsigned))dlsym(h, "yk_emu_thread");
+    cr_assert(quot && walk && thread);
+
+    int64_t divisors[3000 + 32 * 3 + 64];
+    int nd = 0;
+    for (int64_t d = 1; d <= 3000; d++) divisors[nd++] = d;
+    for (int s = 12; s <= 32; s++)
+        for (int64_t e = -1; e <= 1; e++)
+            if (((int64_t)1 << s) + e < ((int64_t)1 << 32)) divisors[nd++] = ((int64_t)1 << s) + e;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < 64; i++) divisors[nd++] = 1 + (int64_t)(rng_next(&seed) % 0xffffffffULL);
+    const uint32_t max = 0xffffffffu;
+    int64_t checked = 0, wrong = 0;
+    for (int i = 0; i < nd; i++) {
+        const uint32_t d = (uint32_t)divisors[i], top = max / d;
+        uint32_t xs[40] = {0, 1, d - 1, d, max, max - 1, top * d, top * d - 1, (top - 1) * d, (top - 1) * d + d - 1};
+        int nx = 10;
+        while (nx < 40) xs[nx++] = (uint32_t)rng_next(&seed);
+        for (int j = 0; j < nx; j++, checked++)
+            if (quot(xs[j], d) != xs[j] / d && wrong++ < 5) cr_log_error("%u / %u: %u, not %u", xs[j], d, quot(xs[j], d), xs[j] / d);
+    }
+    cr_log_info("cuda_emul index: %d divisors, %lld quotients, %lld wrong", nd, (long long)checked, (long long)wrong);
+    cr_expect_eq(wrong, 0);
+
+    /* grids of 1 x 1 (stride 1), 2 x 3 (6) and 5 x 7 (35) threads over images of 1, 6, 7 and 40 elements */
+    const unsigned grids[][2] = {{1, 1}, {2, 3}, {5, 7}};
+    const long long pers[] = {1, 6, 7, 40}, total = 123;
+    long long ns[200], rs[200];
+    for (int gi = 0; gi < 3; gi++)
+        for (int pi = 0; pi < 4; pi++)
+            for (unsigned b = 0; b < grids[gi][0]; b++)
+                for (unsigned t = 0; t < grids[gi][1]; t++) {
+                    thread(grids[gi][0], grids[gi][1], b, t);
+                    const long long first = b * grids[gi][1] + t, step = grids[gi][0] * grids[gi][1], per = pers[pi];
+                    const long long got = walk(total, per, ns, rs, 200), want = first < total ? (total - first + step - 1) / step : 0;
+                    cr_assert_eq(got, want, "grid %ux%u thread %u.%u, images of %lld: %lld elements, not %lld", grids[gi][0], grids[gi][1], b, t, per, got, want);
+                    for (long long e = 0; e < got; e++) {
+                        const long long i = first + e * step;
+                        cr_assert(ns[e] == i / per && rs[e] == i % per, "grid %ux%u thread %u.%u, images of %lld: element %lld is (%lld, %lld), not (%lld, %lld)",
+                                  grids[gi][0], grids[gi][1], b, t, per, i, ns[e], rs[e], i / per, i % per);
+                    }
+                }
+}

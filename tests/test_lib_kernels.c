@@ -723,3 +723,32 @@ static void each_attention_cublaslt(DType dt, double tol) {
 Test(lib_kernels, attention_through_cublaslt_matches_the_reference_fp32) { each_attention_cublaslt(DT_F32, 2e-5); }
 Test(lib_kernels, attention_through_cublaslt_matches_the_reference_bf16) { each_attention_cublaslt(DT_BF16, 1.5e-2); }
 Test(lib_kernels, attention_through_cublaslt_matches_the_reference_fp16) { each_attention_cublaslt(DT_F16, 3e-3); }
+
+/* The library kernels index within an image in 32 bits (templates/cuda/lib/common.cuh):
+ * an image of 2^32 elements is refused by name before any source is rendered, one
+ * element fewer is taken. */
+Test(lib_kernels, images_of_2_to_the_32_elements_are_refused) {
+    for (int big = 0; big < 2; big++) {
+        Arena ar;
+        Graph g;
+        arena_init(&ar, 0);
+        graph_init(&g, &ar);
+        /* 4 x 32768 x 32768 = 2^32 elements an image, or 65535 x 65537 = 2^32 - 1 */
+        int x = graph_add_input(&g, "x", big ? shape4(1, 4, 32768, 32768) : shape4(1, 1, 65535, 65537), DT_F32);
+        OpAttrs mp = {.kernel = {1, 1}, .stride = {1, 1}, .pad = {0, 0, 0, 0}, .dilation = {1, 1}};
+        lib_graph_op(&g, OP_MAXPOOL2D, &x, 1, &mp);
+        KLaunch ln = {.kernel = -1, .op_lo = 0, .op_hi = 0};
+        KProgram kp = {.launches = &ln, .n_launches = 1};
+        LibProgram lp;
+        char err[256] = "";
+        const bool ok = lib_program_build(&g, PREC_FP32, &kp, &lp, err, sizeof err);
+        if (big) {
+            cr_expect(!ok, "an image of 2^32 elements is refused");
+            cr_expect(strstr(err, "op 0 (maxpool2d)") && strstr(err, "4294967296 elements") && strstr(err, "2^32 - 1"), "%s", err);
+        } else {
+            cr_expect(ok, "2^32 - 1 elements an image fit: %s", err);
+            if (ok) lib_program_free(&lp);
+        }
+        arena_free(&ar);
+    }
+}

@@ -62,12 +62,11 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
     const long long oc = (long long)a.heads * a.head_dim, plane = a.h * a.w;
     const int vs = a.att_bwd ? 0 : 1; /* the operand shaped like v */
     const bool vcl = a.cl >> vs & 1, qcl = a.cl >> (1 - vs) & 1;
-    YL_EACH(i) {
-        const YlPix x = yl_pix(i, vcl, oc, a.h, a.w);
+    yl_each_pix(a, vcl, oc, a.h, a.w, [&](const YlPix &x) {
         const long long h = x.ch / a.head_dim, qch = h * (2 * a.key_dim + a.head_dim) + 2 * a.key_dim + (x.ch - h * a.head_dim);
         const long long at_v = x.n * a.bs[vs] + x.r, at_q = x.n * a.bs[1 - vs] + yl_at(qcl, qch, x.p, a.c, plane);
         if (a.att_bwd) yk_st_@T1@(a.t[1], at_q, yk_ld_@T0@(a.t[0], at_v));
         else yk_st_@T1@(a.t[1], at_v, yk_ld_@T0@(a.t[0], at_q));
-    }
+    });
 }
 #endif

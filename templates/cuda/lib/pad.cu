@@ -6,20 +6,18 @@
 #ifdef YL_ZEROPAD2D
 /* @NAME@: zeropad2d(x [h, w]) -> y [oh, ow] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+    yl_each_pix(a, a.cl, a.c, a.oh, a.ow, [&](const YlPix &o) {
         const long long iy = o.y - a.ph, ix = o.x - a.pw;
         const float v = iy >= 0 && iy < a.h && ix >= 0 && ix < a.w ? yk_ld_@T0@(a.t[0], o.n * a.bs[0] + yl_at(a.cl, o.ch, iy * a.w + ix, a.c, a.h * a.w)) : 0.0f;
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + o.r, v);
-    }
+    });
 }
 #endif
 #ifdef YL_CROP2D
 /* @NAME@: crop2d(dy [oh, ow]) -> dx [h, w] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+    yl_each_pix(a, a.cl, a.c, a.h, a.w, [&](const YlPix &e) {
         yk_st_@T1@(a.t[1], e.n * a.bs[1] + e.r, yk_ld_@T0@(a.t[0], e.n * a.bs[0] + yl_at(a.cl, e.ch, (e.y + a.ph) * a.ow + e.x + a.pw, a.c, a.oh * a.ow)));
-    }
+    });
 }
 #endif

@@ -66,19 +66,17 @@ __device__ __forceinline__ void yl_cover(long long i, int k, int s, int p, int d
 #ifdef YL_MAXPOOL2D
 /* @NAME@: maxpool2d(x) -> y */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+    yl_each_pix(a, a.cl, a.c, a.oh, a.ow, [&](const YlPix &o) {
         const long long xb = o.n * a.bs[0], best = yl_argmax(a.t[0], 0, xb, o.ch, a, o.y, o.x);
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + yl_pos(a, 1, o.ch, o.p, a.oh * a.ow), yk_ld_@T0@(a.t[0], xb + yl_pos(a, 0, o.ch, best, a.h * a.w)));
-    }
+    });
 }
 #endif
 #ifdef YL_MAXPOOL2D_BWD
 /* @NAME@: maxpool2d_bwd(dy, x) -> dx; each window's gradient goes to its
  * argmax, summed in fp32 over the windows in row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+    yl_each_pix(a, a.cl, a.c, a.h, a.w, [&](const YlPix &e) {
         const long long xb = e.n * a.bs[1], db = e.n * a.bs[0];
         long long y0, y1, x0, x1;
         yl_cover(e.y, a.kh, a.sh, a.ph, a.dh, a.oh, &y0, &y1);
@@ -89,14 +87,13 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
             for (long long ox = x0; ox <= x1; ox++)
                 if (yl_is_argmax(a.t[1], 1, xb, e.ch, a, oy, ox, e.p, v)) acc += yk_ld_@T0@(a.t[0], db + yl_pos(a, 0, e.ch, oy * a.ow + ox, a.oh * a.ow));
         yk_st_@T2@(a.t[2], e.n * a.bs[2] + yl_pos(a, 2, e.ch, e.p, a.h * a.w), acc);
-    }
+    });
 }
 #endif
 #ifdef YL_AVGPOOL2D
 /* @NAME@: avgpool2d(x) -> y; count_include_pad, an fp64 sum (no dilation, as the reference) */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+    yl_each_pix(a, a.cl, a.c, a.oh, a.ow, [&](const YlPix &o) {
         const long long xb = o.n * a.bs[0];
         double acc = 0;
         for (int ky = 0; ky < a.kh; ky++)
@@ -105,14 +102,13 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
                 if (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) acc += yk_ld_@T0@(a.t[0], xb + yl_pos(a, 0, o.ch, iy * a.w + ix, a.h * a.w));
             }
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + yl_pos(a, 1, o.ch, o.p, a.oh * a.ow), (float)(acc / (double)(a.kh * a.kw)));
-    }
+    });
 }
 #endif
 #ifdef YL_AVGPOOL2D_BWD
 /* @NAME@: avgpool2d_bwd(dy) -> dx; fp64 sums of dy / (kh * kw) over the covering windows */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+    yl_each_pix(a, a.cl, a.c, a.h, a.w, [&](const YlPix &e) {
         const long long db = e.n * a.bs[0];
         long long y0, y1, x0, x1;
         yl_cover(e.y, a.kh, a.sh, a.ph, 1, a.oh, &y0, &y1);
@@ -124,6 +120,6 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
                 if (ky >= 0 && ky < a.kh && kx >= 0 && kx < a.kw) acc += yk_ld_@T0@(a.t[0], db + yl_pos(a, 0, e.ch, oy * a.ow + ox, a.oh * a.ow)) / (double)(a.kh * a.kw);
             }
         yk_st_@T1@(a.t[1], e.n * a.bs[1] + yl_pos(a, 1, e.ch, e.p, a.h * a.w), (float)acc);
-    }
+    });
 }
 #endif

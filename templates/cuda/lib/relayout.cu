@@ -13,17 +13,40 @@ __device__ __forceinline__ long long yl_stored(const YlArgs &a, int s, long long
     const long long ch = r / a.plane[s];
     return n * a.bs[s] + yl_at(true, ch, r - ch * a.plane[s], a.ch[s], a.plane[s]);
 }
+/* relayout with x (XC) and y (YC) stored channels last or not: the loop of
+ * each pair compiled on its own, with no branch on them inside */
+template <bool XC, bool YC> __device__ __forceinline__ void @NAME@_run(const YlArgs &a) {
+    /* offsets within an image in 32 bits, where the products cost one instruction */
+    const unsigned ch0 = (unsigned)a.ch[0], plane0 = (unsigned)a.plane[0], ch1 = (unsigned)a.ch[1], plane1 = (unsigned)a.plane[1];
+    const YlDiv by_ch1 = yl_div_by(ch1), by_plane0 = yl_div_by(plane0);
+    /* y's stored element r of image n is its logical element q of that image */
+    auto logical = [&](unsigned r) {
+        if (!YC) return r;
+        const unsigned p = yl_quot(r, by_ch1);
+        return (r - p * ch1) * plane1 + p;
+    };
+    if (a.per[0] != a.per[1]) { /* a reshape across images, which no plan has yet: the slow way */
+        yl_each_in_images(a, a.per[1], [&](long long n, long long r) {
+            yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], yl_stored(a, 0, n * a.per[1] + logical((unsigned)r))));
+        });
+        return;
+    }
+    yl_each_in_images(a, a.per[1], [&](long long n, long long r) {
+        unsigned q = logical((unsigned)r);
+        if (XC) {
+            const unsigned ch = yl_quot(q, by_plane0);
+            q = (q - ch * plane0) * ch0 + ch;
+        }
+        yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], n * a.bs[0] + q));
+    });
+}
 /* @NAME@: relayout(x) -> y, y's logical elements equal to x's */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(j) {
-        /* j: y's j-th stored element of its packed images; i: its logical index */
-        const long long n = j / a.per[1], r = j - n * a.per[1];
-        long long i = j;
-        if (a.cl >> 1 & 1) {
-            const long long p = r / a.ch[1], ch = r - p * a.ch[1];
-            i = n * a.per[1] + ch * a.plane[1] + p;
-        }
-        yk_st_@T1@(a.t[1], n * a.bs[1] + r, yk_ld_@T0@(a.t[0], yl_stored(a, 0, i)));
+    switch (a.cl & 3) {
+    case 0: @NAME@_run<false, false>(a); break;
+    case 1: @NAME@_run<true, false>(a); break;
+    case 2: @NAME@_run<false, true>(a); break;
+    default: @NAME@_run<true, true>(a); break;
     }
 }
 #endif

@@ -11,11 +11,10 @@ __device__ __forceinline__ long long yl_nearest(long long i, long long in, long 
 #ifdef YL_RESIZE_NEAREST
 /* @NAME@: resize_nearest(x [h, w]) -> y [oh, ow] */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix o = yl_pix(i, a.cl, a.c, a.oh, a.ow);
+    yl_each_pix(a, a.cl, a.c, a.oh, a.ow, [&](const YlPix &o) {
         const long long src = o.n * a.bs[0] + yl_pos(a, 0, o.ch, yl_nearest(o.y, a.h, a.oh) * a.w + yl_nearest(o.x, a.w, a.ow), a.h * a.w);
         yk_st_@T1@(a.t[1], o.n * a.bs[1] + yl_pos(a, 1, o.ch, o.p, a.oh * a.ow), yk_ld_@T0@(a.t[0], src));
-    }
+    });
 }
 #endif
 #ifdef YL_RESIZE_NEAREST_BWD
@@ -28,8 +27,7 @@ __device__ __forceinline__ long long yl_first(long long i, long long in, long lo
 /* @NAME@: resize_nearest_bwd(dy [oh, ow]) -> dx [h, w]: each input sums the
  * gradients of the outputs that copied it, in fp32 and row-major order */
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
-    YL_EACH(i) {
-        const YlPix e = yl_pix(i, a.cl, a.c, a.h, a.w);
+    yl_each_pix(a, a.cl, a.c, a.h, a.w, [&](const YlPix &e) {
         const long long iy = e.y, ix = e.x, db = e.n * a.bs[0], x0 = yl_first(ix, a.w, a.ow);
         float acc = 0.0f;
         for (long long y = yl_first(iy, a.h, a.oh); y < a.oh; y++) {
@@ -44,6 +42,6 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YlArgs a) {
             }
         }
         yk_st_@T1@(a.t[1], e.n * a.bs[1] + yl_pos(a, 1, e.ch, e.p, a.h * a.w), acc);
-    }
+    });
 }
 #endif
