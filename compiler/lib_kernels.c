@@ -145,6 +145,9 @@ static bool intern_detloss(const Graph *g, const Op *op, bool bwd, const bool *p
     return true;
 }
 
+/* Elements of one image of a tensor shaped s (YlArgs.per); the whole tensor when it has no batch. */
+static int64_t per_image(const Shape *s) { return s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s); }
+
 /* lib_program_build's way out once err says why */
 static bool build_refused(LibProgram *lp, bool *persistent) {
     free(persistent);
@@ -182,8 +185,7 @@ bool lib_program_build(const Graph *g, Precision p, const KProgram *kp, LibProgr
             int t = lib_operand_tensor(op, i);
             dt[i] = memplan_storage_dtype(g, t, persistent[t], p);
             /* the kernels divide offsets within an image by multiply and shift, exact in 32 bits (common.cuh) */
-            const Shape *s = &g->tensors[t].shape;
-            const int64_t per = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+            const int64_t per = per_image(&g->tensors[t].shape);
             if (per >= ((int64_t)1 << 32))
                 return snprintf(err, (size_t)errcap, "op %d (%s): an image of operand %d holds %lld elements; library kernels index at most 2^32 - 1 per image",
                                 op->id, op_def(op->kind)->name, i, (long long)per), build_refused(lp, persistent);
@@ -328,7 +330,7 @@ YlArgs lib_launch_args(const Graph *g, const Views *v, const Op *op) {
         const int64_t row = views_row_stride(g, v, t->id);
         if (t->channels_last && t->shape.nd == 4) a.ps[i] = row ? row : t->shape.d[1];
         const Shape *s = &t->shape;
-        a.per[i] = s->nd >= 1 && s->d[0] > 0 ? shape_numel(s) / s->d[0] : shape_numel(s);
+        a.per[i] = per_image(s);
         if (s->nd == 4) a.ch[i] = s->d[1], a.plane[i] = s->d[2] * s->d[3];
     }
     if (op->kind == OP_RESHAPE || op->kind == OP_DETACH) {

@@ -49,10 +49,11 @@ struct YlPix {
  * consecutive threads write consecutive addresses either way. */
 template <typename F> __device__ __forceinline__ void yl_each_pix(const YlArgs &a, bool cl, long long c, long long h, long long w, F body) {
     const unsigned uc = (unsigned)c, uw = (unsigned)w, plane = uw * (unsigned)h;
-    const YlDiv by_c = yl_div_by(c), by_plane = yl_div_by(plane), by_w = yl_div_by(w);
+    /* an offset's first split: by c into pixel and channel (channels last), else by the plane into channel and pixel */
+    const YlDiv by_first = yl_div_by(cl ? uc : plane), by_w = yl_div_by(w);
     yl_each_in_images(a, c * h * w, [&](long long n, long long r) {
         /* within an image in 32 bits, where the products cost one instruction */
-        const unsigned ur = (unsigned)r, q = yl_quot(ur, cl ? by_c : by_plane), ch = cl ? ur - q * uc : q, p = cl ? q : ur - q * plane;
+        const unsigned ur = (unsigned)r, q = yl_quot(ur, by_first), ch = cl ? ur - q * uc : q, p = cl ? q : ur - q * plane;
         const unsigned y = yl_quot(p, by_w);
         body(YlPix{n, r, ch, p, y, p - y * uw});
     });
