@@ -222,6 +222,7 @@ void kernel_program_free(KProgram *kp) {
     free(kp->launches);
     free(kp->group_first);
     free(kp->list);
+    free(kp->list_len);
     memset(kp, 0, sizeof *kp);
 }
 
@@ -240,16 +241,47 @@ YkArgs kernel_launch_args(const KLaunch *ln) {
     return a;
 }
 
+bool kernel_map_is_flat(const Kernel *k) {
+    if (k->skel != KS_MAP) return false;
+    for (int i = 0; i < k->n_code; i++) {
+        const KInstr *in = &k->code[i];
+        bool mem = in->op == KI_LOAD || in->op == KI_STORE;
+        if ((mem && ((in->at != KA_ELEM && in->at != KA_FIXED) || k->buf_strided[in->buf])) || in->op == KI_VAR || in->op == KI_SETVAR || in->op == KI_ACC ||
+            in->op == KI_ACCUM || in->op == KI_COUNT || in->op == KI_INC_I64)
+            return false;
+    }
+    return true;
+}
+
+bool kernel_is_multi(const KProgram *kp, const KLaunch *ln) { return ln->kernel >= 0 && ln->list_n > 0 && kp->kernels[ln->kernel].skel == KS_MAP; }
+
+const int *kernel_row_args(const KProgram *kp, const KLaunch *ln, int r) {
+    return kernel_is_multi(kp, ln) ? &kp->list[ln->list_first + r * ln->n_args] : ln->args;
+}
+
+int64_t kernel_row_len(const KProgram *kp, const KLaunch *ln, int r) {
+    return kernel_is_multi(kp, ln) ? kp->list_len[ln->list_first + r * ln->n_args] : ln->n * ln->c * ln->inner;
+}
+
+KRows kernel_all_rows(const KProgram *kp, const KLaunch *ln) { return (KRows){0, kernel_is_multi(kp, ln) ? ln->list_n : 0}; }
+
+int kernel_n_rows(const KProgram *kp, const KLaunch *ln) { return kernel_is_multi(kp, ln) ? ln->list_n : 1; }
+
 bool kernel_run_range(const KProgram *kp, const Fusion *f, int first, int last, KLaunchVisit visit, KGroupDone group_done, void *ctx, char *err, int errcap) {
     for (int gi = 0; gi < f->n_groups; gi++) {
         int lo = f->groups[gi].first, hi = lo + f->groups[gi].n;
         if (hi <= first || lo >= last) continue;
         for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
             const KLaunch *ln = &kp->launches[l];
-            bool inside = ln->op_lo >= first && ln->op_hi < last;
-            if (!inside && ln->op_hi >= first && ln->op_lo < last)
+            if (ln->op_hi < first || ln->op_lo >= last) continue;
+            KRows rows = {0, 0};
+            if (kernel_is_multi(kp, ln)) {
+                rows.lo = ln->op_lo < first ? first - ln->op_lo : 0;
+                rows.hi = ln->op_hi >= last ? last - ln->op_lo : ln->list_n;
+            } else if (ln->op_lo < first || ln->op_hi >= last) {
                 return snprintf(err, (size_t)errcap, "ops [%d, %d) cut the launch of ops %d-%d in two", first, last, ln->op_lo, ln->op_hi), false;
-            if (inside && !visit(ctx, l, gi, err, errcap)) return false;
+            }
+            if (!visit(ctx, l, gi, rows, err, errcap)) return false;
         }
         if (group_done) group_done(ctx, lo > first ? lo : first, hi < last ? hi : last);
     }

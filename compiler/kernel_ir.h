@@ -10,6 +10,7 @@
 #include "../templates/kernel_abi.h"
 
 enum { KIR_MAX_BUFS = 16, KIR_MAX_ACCS = 4, KIR_MAX_VARS = 4, KIR_MAX_PHASES = 2, KIR_NAME = 40 };
+enum { KIR_MAX_ROWS = 65535 }; /* a multi-tensor launch's rows: CUDA's grid y limit */
 _Static_assert(KIR_MAX_ACCS == YK_RED_ACCS && KIR_MAX_VARS == YK_RED_VARS, "a split reduction's slots hold every sum and variable");
 
 /* Loop skeletons. MAP: every element of an [n, c, inner] extent. CHANNEL_REDUCE:
@@ -76,6 +77,7 @@ typedef struct Kernel {
     /* a view inside a wider buffer (passes/views.h): its elements of image n
      * start at n * YkArgs.bs[slot], not n * c * inner */
     bool buf_strided[KIR_MAX_BUFS];
+    bool multi;                         /* a multi-tensor launch runs it: its CUDA entry takes rows (kernel_is_multi) */
 } Kernel;
 
 /* One step of a group: a generated kernel over given tensors and extents, or
@@ -88,7 +90,11 @@ typedef struct KLaunch {
     int64_t n, c, inner;
     int64_t outer, len, src_stride, src_off, dst_stride, dst_off;
     int64_t bs[KIR_MAX_BUFS];   /* per strided slot: elements between images */
-    int list_first, list_n;     /* LIST_NORM: tensors in KProgram.list */
+    /* LIST_NORM: list_n tensors in KProgram.list from list_first. A
+     * multi-tensor MAP (kernel_lower_multi): list_n rows of n_args tensor
+     * ids each, row r carrying out op op_lo + r over its own [1, 1, len]
+     * extent; args[] and n, c, inner are row 0's. */
+    int list_first, list_n;
     int64_t bytes;              /* device memory it moves (kernel_launch_bytes) */
 } KLaunch;
 
@@ -99,7 +105,8 @@ typedef struct KProgram {
     int n_launches, cap_launches;
     int *group_first;           /* per fusion group: its first launch; [n_groups] = n_launches */
     int n_groups;
-    int *list;                  /* tensor ids of LIST_NORM launches */
+    int *list;                  /* tensor ids of LIST_NORM and multi-tensor MAP launches */
+    int64_t *list_len;          /* per entry of list: the elements of its tensor (LIST_NORM) or of its row */
     int n_list, cap_list;
     Precision precision;        /* storage types of generated CUDA */
 } KProgram;
@@ -142,11 +149,32 @@ int64_t kernel_launch_bytes(const KProgram *kp, const Graph *g, const bool *pers
  * copy strides, per-slot image strides): each backend adds its pointers. */
 YkArgs kernel_launch_args(const KLaunch *ln);
 
+/* A multi-tensor MAP launch: one kernel, a row of tensors per op (the
+ * optimizer's updates, PyTorch's foreach). Its kernel must be flat: every
+ * load and store at KA_ELEM (unstrided) or KA_FIXED, and nothing per
+ * channel, so a row is any [1, 1, len] extent. */
+bool kernel_is_multi(const KProgram *kp, const KLaunch *ln);
+/* The tensor ids of row r's slots (ln->args for any other launch), and its elements. */
+const int *kernel_row_args(const KProgram *kp, const KLaunch *ln, int r);
+int64_t kernel_row_len(const KProgram *kp, const KLaunch *ln, int r);
+bool kernel_map_is_flat(const Kernel *k);
+/* The rows of a launch a run visits: [lo, hi) of a multi-tensor MAP's
+ * list_n, which a range of ops may cut; {0, 0} for every other launch. */
+typedef struct KRows {
+    int lo, hi;
+} KRows;
+
+/* Every row of launch ln: [0, list_n) of a multi-tensor MAP, else {0, 0}. */
+KRows kernel_all_rows(const KProgram *kp, const KLaunch *ln);
+/* The rows a loop over launch ln's rows visits: list_n of a multi-tensor MAP, else 1 (ln->args). */
+int kernel_n_rows(const KProgram *kp, const KLaunch *ln);
+
 /* Runs the launches that carry out ops [first, last), fusion group by group
- * in schedule order: visit(ctx, launch, its group) for each, then group_done(ctx,
- * lo, hi) (may be NULL) with the group's ops inside the range. False, with
- * err, when the range cuts a launch in two or visit fails. */
-typedef bool (*KLaunchVisit)(void *ctx, int launch, int group, char *err, int errcap);
+ * in schedule order: visit(ctx, launch, its group, its rows inside the range)
+ * for each, then group_done(ctx, lo, hi) (may be NULL) with the group's ops
+ * inside the range. False, with err, when the range cuts a launch other than
+ * a multi-tensor MAP in two, or visit fails. */
+typedef bool (*KLaunchVisit)(void *ctx, int launch, int group, KRows rows, char *err, int errcap);
 typedef void (*KGroupDone)(void *ctx, int op_lo, int op_hi);
 bool kernel_run_range(const KProgram *kp, const Fusion *f, int first, int last, KLaunchVisit visit, KGroupDone group_done, void *ctx, char *err, int errcap);
 

@@ -29,6 +29,8 @@ typedef struct Lower {
     int op_lo, op_hi;
     int *reg;               /* per tensor: its register in pend, or -1 */
     int *touched, n_touched;
+    int *row_of;            /* per tensor: the last launch that named it, for kernel_lower_multi */
+    bool *row_wrote;        /* and whether that launch writes it */
     KBuild *clone;          /* a reduction built on a copy of pend's chain */
     int chain_sec;          /* the clone's section that starts with the chain (its registers are valid there) */
     bool failed;
@@ -147,6 +149,11 @@ static bool library_launch(Lower *L, int o) {
     if (!grow((void **)&kp->launches, &kp->cap_launches, kp->n_launches + 1, sizeof(KLaunch))) return fail(L, "out of memory (op %d)", o);
     kp->launches[kp->n_launches++] = (KLaunch){.kernel = -1, .op_lo = o, .op_hi = o};
     return true;
+}
+
+static bool grow_list(KProgram *kp, int more) {
+    int cap = kp->cap_list;
+    return grow((void **)&kp->list, &cap, kp->n_list + more, sizeof(int)) && grow((void **)&kp->list_len, &kp->cap_list, kp->n_list + more, sizeof(int64_t));
 }
 
 static void clear_regs(Lower *L) {
@@ -278,13 +285,80 @@ static bool lower_norm(Lower *L, int o) {
     kb_end_finalize(&kb, 0);
     int l = emit_kernel(L, &kb, o, o, 1, 1, 1);
     if (l < 0) return false;
-    if (!grow((void **)&kp->list, &kp->cap_list, kp->n_list + op->n_in, sizeof(int))) return fail(L, "out of memory (op %d)", o);
+    if (!grow_list(kp, op->n_in)) return fail(L, "out of memory (op %d)", o);
     kp->launches[l].list_first = kp->n_list;
     kp->launches[l].list_n = op->n_in;
     for (int i = 0; i < op->n_in; i++) {
         if (L->f->internal[op->in[i]]) return fail(L, "op %d: gradient %%%d has no memory", o, op->in[i]);
+        kp->list_len[kp->n_list] = shape_numel(&L->g->tensors[op->in[i]].shape);
         kp->list[kp->n_list++] = op->in[i];
     }
+    return true;
+}
+
+/* Whether launch j can be row j - lo of a multi-tensor launch with rows
+ * [lo, j): the same flat kernel, one op each, the ops consecutive, and no
+ * tensor that one row writes named by another (rows run side by side). */
+static bool joins_rows(Lower *L, int lo, int j) {
+    const KProgram *kp = L->kp;
+    const KLaunch *a = &kp->launches[lo], *b = &kp->launches[j];
+    if (j - lo >= KIR_MAX_ROWS || b->kernel != a->kernel || a->kernel < 0 || b->op_lo != b->op_hi || b->op_lo != kp->launches[j - 1].op_hi + 1 ||
+        !kernel_map_is_flat(&kp->kernels[b->kernel]))
+        return false;
+    const Kernel *k = &kp->kernels[b->kernel];
+    for (int s = 0; s < b->n_args; s++) {
+        int t = b->args[s];
+        if (L->row_of[t] >= lo && L->row_of[t] < j && (L->row_wrote[t] || k->buf_written[s])) return false;
+    }
+    return true;
+}
+
+static void mark_row(Lower *L, int l) {
+    const KLaunch *ln = &L->kp->launches[l];
+    const Kernel *k = &L->kp->kernels[ln->kernel];
+    for (int s = 0; s < ln->n_args; s++) {
+        int t = ln->args[s];
+        L->row_wrote[t] = (L->row_of[t] == l && L->row_wrote[t]) || k->buf_written[s];
+        L->row_of[t] = l;
+    }
+}
+
+/* The launches [from, n_launches) of one group, with each run of two or more
+ * that joins_rows allows made one multi-tensor launch (a row of tensor ids
+ * per op in KProgram.list): the optimizer's 183 updates of YOLOv8n become a
+ * launch per parameter group. */
+static bool kernel_lower_multi(Lower *L, int from) {
+    KProgram *kp = L->kp;
+    int w = from;
+    /* marks are launch indices, which the next group reuses after a merge */
+    for (int l = from; l < kp->n_launches; l++)
+        for (int s = 0; s < kp->launches[l].n_args; s++) L->row_of[kp->launches[l].args[s]] = -1;
+    for (int lo = from; lo < kp->n_launches;) {
+        int hi = lo + 1;
+        bool single = kp->launches[lo].kernel >= 0 && kp->launches[lo].op_lo == kp->launches[lo].op_hi && kp->launches[lo].list_n == 0 &&
+                      kernel_map_is_flat(&kp->kernels[kp->launches[lo].kernel]);
+        if (single) {
+            mark_row(L, lo);
+            while (hi < kp->n_launches && joins_rows(L, lo, hi)) mark_row(L, hi++);
+        }
+        KLaunch merged = kp->launches[lo];
+        if (hi - lo > 1) {
+            int nb = merged.n_args;
+            if (!grow_list(kp, (hi - lo) * nb)) return fail(L, "out of memory (ops %d-%d)", merged.op_lo, kp->launches[hi - 1].op_hi);
+            merged.list_first = kp->n_list, merged.list_n = hi - lo, merged.op_hi = kp->launches[hi - 1].op_hi;
+            kp->kernels[merged.kernel].multi = true;
+            for (int r = lo; r < hi; r++) {
+                const KLaunch *ln = &kp->launches[r];
+                for (int s = 0; s < nb; s++) {
+                    kp->list_len[kp->n_list] = ln->n * ln->c * ln->inner;
+                    kp->list[kp->n_list++] = ln->args[s];
+                }
+            }
+        }
+        kp->launches[w++] = merged;
+        lo = hi;
+    }
+    kp->n_launches = w;
     return true;
 }
 
@@ -387,13 +461,15 @@ bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, ch
     L.read = calloc((size_t)g->n_tensors + 1, sizeof(bool));
     L.reg = malloc(sizeof(int) * ((size_t)g->n_tensors + 1));
     L.touched = malloc(sizeof(int) * ((size_t)g->n_tensors + 1));
+    L.row_of = malloc(sizeof(int) * ((size_t)g->n_tensors + 1));
+    L.row_wrote = calloc((size_t)g->n_tensors + 1, sizeof(bool));
     kp->group_first = malloc(sizeof(int) * ((size_t)f->n_groups + 1));
     kp->n_groups = f->n_groups;
-    bool ok = L.persistent && L.read && L.reg && L.touched && kp->group_first;
+    bool ok = L.persistent && L.read && L.reg && L.touched && L.row_of && L.row_wrote && kp->group_first;
     if (!ok) snprintf(err, (size_t)errcap, "out of memory");
     if (ok) {
         memplan_mark_persistent(g, L.persistent);
-        for (int t = 0; t < g->n_tensors; t++) L.reg[t] = -1;
+        for (int t = 0; t < g->n_tensors; t++) L.reg[t] = L.row_of[t] = -1;
         for (int o = 0; o < g->n_ops; o++)
             for (int i = 0; i < g->ops[o].n_in; i++) L.read[g->ops[o].in[i]] = true;
         for (int i = 0; i < g->n_outputs; i++) L.read[g->outputs[i]] = true;
@@ -401,7 +477,7 @@ bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, ch
     for (int i = 0; ok && i < f->n_groups; i++) {
         kp->group_first[i] = kp->n_launches;
         for (int o = f->groups[i].first; ok && o < f->groups[i].first + f->groups[i].n; o++) ok = lower_op(&L, o);
-        ok = ok && flush(&L);
+        ok = ok && flush(&L) && kernel_lower_multi(&L, kp->group_first[i]);
     }
     if (ok) kp->group_first[f->n_groups] = kp->n_launches;
     for (int l = 0; ok && l < kp->n_launches; l++) kp->launches[l].bytes = kernel_launch_bytes(kp, g, L.persistent, l);
@@ -414,6 +490,8 @@ bool kernel_lower(const Graph *g, const Fusion *f, Precision p, KProgram *kp, ch
     free(L.read);
     free(L.reg);
     free(L.touched);
+    free(L.row_of);
+    free(L.row_wrote);
     if (!ok) kernel_program_free(kp);
     return ok;
 }

@@ -189,6 +189,24 @@ static char *section_text(const Kernel *k, KTarget tg, KSection s, bool finalize
     return buf;
 }
 
+/* A CUDA map's entry for multi-tensor launches: block row blockIdx.y runs
+ * row blockIdx.y of a.list as a [1, 1, len] map (a flat kernel has nothing
+ * per channel). The C target calls the map once per row instead (gen_cpu). */
+static char *multi_rows_text(const Kernel *k) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    const int v = kernel_elem_vec(k);
+    fprintf(f, "    if (a.list_n) { /* a multi-tensor launch: row blockIdx.y of a.list, %d tensors a row */\n", k->n_bufs);
+    fprintf(f, "        const long long row_ = blockIdx.y * %dLL;\n        YkArgs r = a;\n", k->n_bufs);
+    for (int s = 0; s < k->n_bufs; s++) fprintf(f, "        r.t[%d] = a.list[row_ + %d];\n", s, s);
+    fprintf(f, "        r.n = r.c = 1, r.inner = a.list_len[row_];\n");
+    fprintf(f, "        if (r.vec == %d) %s_run<%d>(r);\n        else %s_run<1>(r);\n        return;\n    }\n", v, k->name, v, k->name);
+    fclose(f);
+    return buf;
+}
+
 static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
     const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "                ") : (k->skel == KS_MAP ? "                " : "                    ");
@@ -204,10 +222,12 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         char *decl = tg == KT_CUDA ? section_text(k, tg, k->body[0], false, "    ", PART_DECLARE, arr, false) : strdup("");
         char vec[16];
         snprintf(vec, sizeof vec, "%d", kernel_elem_vec(k));
-        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : "", "VEC", vec};
+        char *rows = tg == KT_CUDA && k->multi ? multi_rows_text(k) : strdup("");
+        const char *kv[] = {"NAME", k->name, "BODY", body ? body : "", "CHAN", chan ? chan : "", "DECL", decl ? decl : "", "VEC", vec, "ROWS", rows ? rows : ""};
         snprintf(path, sizeof path, "%s/map.%s", dir, ext);
-        emit_template(o, path, kv, 5);
-        o->ok &= body && chan && decl;
+        emit_template(o, path, kv, 6);
+        o->ok &= body && chan && decl && rows;
+        free(rows);
         free(body);
         free(chan);
         free(decl);

@@ -46,7 +46,9 @@ int64_t kernel_launch_bytes(const KProgram *kp, const Graph *g, const bool *pers
         for (const int *t = &kp->list[ln->list_first]; t < &kp->list[ln->list_first + ln->list_n]; t++) bytes += memplan_tensor_bytes(g, *t, persistent[*t], kp->precision);
         return bytes + section_bytes(k, k->finalize[0], 1, 1);
     case KS_MAP:
-        return section_bytes(k, k->body[0], extent, ln->c);
+        if (!kernel_is_multi(kp, ln)) return section_bytes(k, k->body[0], extent, ln->c);
+        for (int r = 0; r < ln->list_n; r++) bytes += section_bytes(k, k->body[0], kernel_row_len(kp, ln, r), 1);
+        return bytes;
     case KS_CHANNEL_REDUCE:
         for (int ph = 0; ph < k->n_phases; ph++) bytes += section_bytes(k, k->body[ph], extent, ln->c) + section_bytes(k, k->finalize[ph], ln->c, ln->c);
         return bytes;

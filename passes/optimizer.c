@@ -40,23 +40,39 @@ bool optimizer_build(Graph *g, const TrainingGraph *tg, const OptimSpec *o, Opti
     if (clip < 0) return false;
     og->clip_coef = g->ops[clip].out[0];
     og->grad_norm = g->ops[clip].out[1];
+    /* state tensors in parameter order (the checkpoint's), then the updates
+     * group by group: a group's updates share one kernel, and consecutive
+     * they run as one multi-tensor launch (kernel_lower) */
+    int *state0 = arena_array(g->arena, (size_t)n + 1, sizeof(int)), *state1 = arena_array(g->arena, (size_t)n + 1, sizeof(int));
+    int *group_of = arena_array(g->arena, (size_t)n + 1, sizeof(int));
+    if (!state0 || !state1 || !group_of) return snprintf(g->err, sizeof g->err, "out of memory"), false;
     for (int i = 0; i < n; i++) {
-        const Tensor p = g->tensors[params[i]];
-        int group = optimizer_param_group(g, params[i]);
-        og->n_in_group[group]++;
-        OpAttrs a = {.group = group, .weight_decay = group == 1 ? o->weight_decay : 0, .nesterov = o->nesterov, .beta2 = 0.999, .eps = 1e-8};
-        int id;
-        if (o->kind == OPT_SGD) {
-            int in[6] = {params[i], grads[i], optim_state(g, "momentum_buffer", &p), og->lrs, og->momentum, og->clip_coef};
-            if (in[2] < 0) return false;
-            id = graph_add_op(g, OP_SGD_STEP, in, 6, &a, 0, -1, p.name);
-        } else {
-            int in[8] = {params[i], grads[i], optim_state(g, "exp_avg", &p), -1, og->lrs, og->momentum, og->step, og->clip_coef};
-            in[3] = optim_state(g, "exp_avg_sq", &p);
-            if (in[2] < 0 || in[3] < 0) return false;
-            id = graph_add_op(g, OP_ADAMW_STEP, in, 8, &a, 0, -1, p.name);
-        }
-        if (id < 0) return false;
+        group_of[i] = optimizer_param_group(g, params[i]);
+        state0[i] = optim_state(g, o->kind == OPT_SGD ? "momentum_buffer" : "exp_avg", &g->tensors[params[i]]);
+        if (state0[i] < 0 || (o->kind == OPT_ADAMW && (state1[i] = optim_state(g, "exp_avg_sq", &g->tensors[params[i]])) < 0)) return false;
     }
+    for (int group = 0; group < 3; group++)
+        for (int i = 0; i < n; i++) {
+            if (group_of[i] != group) continue;
+            og->n_in_group[group]++;
+            OpAttrs a = {.group = group, .weight_decay = group == 1 ? o->weight_decay : 0, .nesterov = o->nesterov, .beta2 = 0.999, .eps = 1e-8};
+            int id;
+            if (o->kind == OPT_SGD) {
+                int in[6] = {params[i], grads[i], state0[i], og->lrs, og->momentum, og->clip_coef};
+                id = graph_add_op(g, OP_SGD_STEP, in, 6, &a, 0, -1, g->tensors[params[i]].name);
+            } else {
+                int in[8] = {params[i], grads[i], state0[i], state1[i], og->lrs, og->momentum, og->step, og->clip_coef};
+                id = graph_add_op(g, OP_ADAMW_STEP, in, 8, &a, 0, -1, g->tensors[params[i]].name);
+            }
+            if (id < 0) return false;
+        }
     return graph_mark_output(g, og->grad_norm);
+}
+
+bool optimizer_next_run(const Graph *g, const bool *frozen, int *o, int hi, int *end) {
+    while (*o < hi && frozen && frozen[g->ops[*o].in[0]]) ++*o;
+    if (*o >= hi) return false;
+    *end = *o + 1;
+    while (*end < hi && !(frozen && frozen[g->ops[*end].in[0]])) ++*end;
+    return true;
 }

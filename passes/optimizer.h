@@ -25,5 +25,10 @@ typedef struct OptimGraph {
  * BatchNorm weight, else 1 (Ultralytics' build_optimizer). */
 int optimizer_param_group(const Graph *g, int param);
 bool optimizer_build(Graph *g, const TrainingGraph *tg, const OptimSpec *o, OptimGraph *og);
+/* The next run of updates among ops [*o, hi) whose parameters (in[0]) are
+ * not frozen (frozen may be NULL): false when none is left, else [*o, *end)
+ * and the caller goes on from *o = *end. Runs, not single ops, so a
+ * multi-tensor launch runs whole or in as few pieces as the frozen allow. */
+bool optimizer_next_run(const Graph *g, const bool *frozen, int *o, int hi, int *end);
 
 #endif

@@ -40,7 +40,7 @@ bool gen_cpu_open(GenCpu *gc, const Plan *p, char *err, int errcap) {
     gc->list = calloc((size_t)gc->kp.n_list + 1, sizeof *gc->list);
     gc->list_len = calloc((size_t)gc->kp.n_list + 1, sizeof *gc->list_len);
     if (!gc->fn || !gc->list || !gc->list_len) return gen_cpu_close(gc), snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int j = 0; j < gc->kp.n_list; j++) gc->list_len[j] = (long long)shape_numel(&p->g.tensors[gc->kp.list[j]].shape);
+    for (int j = 0; j < gc->kp.n_list; j++) gc->list_len[j] = (long long)gc->kp.list_len[j];
     for (int i = 0; i < gc->kp.n_kernels; i++) {
         void *sym = kernel_so_sym(&gc->so, gc->kp.kernels[i].name);
         if (!sym) return snprintf(err, (size_t)errcap, "kernel %s is missing from the plan's shared object", gc->kp.kernels[i].name), gen_cpu_close(gc), false;
@@ -59,8 +59,18 @@ void gen_cpu_close(GenCpu *gc) {
     memset(gc, 0, sizeof *gc);
 }
 
-void gen_cpu_launch(const GenCpu *gc, const KLaunch *ln, void **buf) {
+void gen_cpu_launch(const GenCpu *gc, const KLaunch *ln, KRows rows, void **buf) {
     YkArgs a = kernel_launch_args(ln);
+    if (kernel_is_multi(&gc->kp, ln)) {
+        /* the C map is a loop over its elements already: one call per row */
+        for (int r = rows.lo; r < rows.hi; r++) {
+            const int *t = kernel_row_args(&gc->kp, ln, r);
+            for (int i = 0; i < ln->n_args; i++) a.t[i] = buf[t[i]];
+            a.n = a.c = 1, a.inner = kernel_row_len(&gc->kp, ln, r);
+            gc->fn[ln->kernel](&a);
+        }
+        return;
+    }
     for (int i = 0; i < ln->n_args; i++) a.t[i] = buf[ln->args[i]];
     if (ln->list_n) {
         for (int j = 0; j < ln->list_n; j++) {

@@ -16,14 +16,15 @@ typedef struct GenCpu {
     const Fusion *fusion;
     KernelSo so;
     GenKernelFn *fn;            /* per kernel */
-    void **list;                /* LIST_NORM scratch: pointers and lengths */
+    void **list;                /* LIST_NORM scratch: pointers and lengths (KProgram.list_len) */
     long long *list_len;
 } GenCpu;
 
 /* False with err when the plan has no CPU kernels, or they do not match. */
 bool gen_cpu_open(GenCpu *gc, const Plan *p, char *err, int errcap);
 void gen_cpu_close(GenCpu *gc);
-/* Runs generated launch ln; buf holds every tensor it names. */
-void gen_cpu_launch(const GenCpu *gc, const KLaunch *ln, void **buf);
+/* Runs generated launch ln (rows: those of a multi-tensor launch to run,
+ * kernel_run_range's); buf holds every tensor it names. */
+void gen_cpu_launch(const GenCpu *gc, const KLaunch *ln, KRows rows, void **buf);
 
 #endif

@@ -202,10 +202,10 @@ static bool run_op(Interp *it, int o, char *err, int errcap) {
 
 void interp_use_generated(Interp *it, const GenCpu *gen) { it->gen = gen; }
 
-/* Every tensor a launch names must hold a value, except what its own ops make. */
-static bool bind_launch(Interp *it, const KLaunch *ln, char *err, int errcap) {
-    for (int i = 0; i < ln->n_args; i++) {
-        int t = ln->args[i], p = it->g->tensors[t].producer;
+/* Every tensor a launch's rows name must hold a value, except what its own ops make. */
+static bool bind_launch(Interp *it, const KLaunch *ln, KRows rows, char *err, int errcap) {
+    for (int i = 0; i < ln->n_args * (rows.hi > rows.lo ? rows.hi - rows.lo : 1); i++) {
+        int t = kernel_row_args(&it->gen->kp, ln, rows.lo + i / ln->n_args)[i % ln->n_args], p = it->g->tensors[t].producer;
         if (it->buf[t]) continue;
         if (p < ln->op_lo || p > ln->op_hi)
             return snprintf(err, (size_t)errcap, "kernel %s (ops %d-%d) reads %%%d, which has no value", it->gen->kp.kernels[ln->kernel].name, ln->op_lo, ln->op_hi, t), false;
@@ -214,13 +214,13 @@ static bool bind_launch(Interp *it, const KLaunch *ln, char *err, int errcap) {
     return true;
 }
 
-static bool visit_launch(void *ctx, int l, int group, char *err, int errcap) {
+static bool visit_launch(void *ctx, int l, int group, KRows rows, char *err, int errcap) {
     (void)group;
     Interp *it = ctx;
     const KLaunch *ln = &it->gen->kp.launches[l];
     if (ln->kernel < 0) return run_op(it, ln->op_lo, err, errcap);
-    if (!bind_launch(it, ln, err, errcap)) return false;
-    gen_cpu_launch(it->gen, ln, it->buf);
+    if (!bind_launch(it, ln, rows, err, errcap)) return false;
+    gen_cpu_launch(it->gen, ln, rows, it->buf);
     return true;
 }
 

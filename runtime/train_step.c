@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "target.h"
+#include "../passes/optimizer.h"
 #include "cuda/cuda_step.h"
 #include "train_step_cuda.h"
 
@@ -30,7 +31,13 @@ static bool find_optimizer(TrainStep *ts, char *err, int errcap) {
     }
     int n;
     const int *grads = train_step_grads(ts, &n);
-    if (!(ts->acc = calloc((size_t)n, sizeof(float *)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (!(ts->acc = calloc((size_t)n, sizeof(float *))) || !(ts->grad_param = malloc(sizeof(int) * ((size_t)n + 1)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < n; i++) {
+        ts->grad_param[i] = -1;
+        for (int o = ts->clip_op + 1; o < g->n_ops; o++)
+            if (g->ops[o].in[1] == grads[i]) ts->grad_param[i] = ts->grad_param[i] < 0 ? g->ops[o].in[0] : -2;
+        if (ts->grad_param[i] < 0) return snprintf(err, (size_t)errcap, "plan: gradient %%%d has %s update op", grads[i], ts->grad_param[i] == -1 ? "no" : "more than one"), false;
+    }
     for (int i = 0; i < n; i++)
         if (!(ts->acc[i] = calloc((size_t)shape_numel(&g->tensors[grads[i]].shape), sizeof(float)))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     return true;
@@ -155,22 +162,17 @@ bool train_step_update(TrainStep *ts, const double lr[3], double momentum, const
     const Graph *g = &ts->plan->g;
     int n;
     const int *grads = train_step_grads(ts, &n);
-    /* optimizer ops follow the clip op in gradient order; each reads (param, grad, ...) */
     for (int i = 0; i < n; i++) {
-        int param = g->ops[ts->clip_op + 1 + i].in[0];
         size_t bytes = (size_t)shape_numel(&g->tensors[grads[i]].shape) * sizeof(float);
-        if (skip && skip[param]) memset(ts->acc[i], 0, bytes);
+        if (skip && skip[ts->grad_param[i]]) memset(ts->acc[i], 0, bytes);
         memcpy(ts->it.buf[grads[i]], ts->acc[i], bytes);
         memset(ts->acc[i], 0, bytes);
     }
     ts->n_acc_batches = 0;
     bind_hyper(ts, lr, momentum);
     if (!interp_run(&ts->it, ts->clip_op, ts->clip_op + 1, err, errcap)) return false;
-    for (int i = 0; i < n; i++) {
-        int o = ts->clip_op + 1 + i;
-        if (skip && skip[g->ops[o].in[0]]) continue;
-        if (!interp_run(&ts->it, o, o + 1, err, errcap)) return false;
-    }
+    for (int o = ts->clip_op + 1, end; optimizer_next_run(g, skip, &o, g->n_ops, &end); o = end)
+        if (!interp_run(&ts->it, o, end, err, errcap)) return false;
     ts->step++;
     if (grad_norm) *grad_norm = *(const float *)ts->it.buf[ts->grad_norm];
     return true;
@@ -195,6 +197,8 @@ void train_step_free(TrainStep *ts) {
         free(ts->acc);
         ts->acc = NULL;
     }
+    free(ts->grad_param);
+    ts->grad_param = NULL;
     interp_free(&ts->it);
     if (ts->has_gen) gen_cpu_close(&ts->gen);
     ts->has_gen = false;

@@ -25,6 +25,7 @@ typedef struct TrainStep {
     /* gradient accumulation over batches (training-semantics §5.4) */
     int clip_op;        /* the first optimizer op (grad_clip); its inputs are the gradients */
     float **acc;        /* per gradient (in clip-op input order): the running sum, or NULL */
+    int *grad_param;    /* per gradient: the parameter its update steps (updates run group by group, not in this order) */
     int n_acc_batches;  /* batches summed into acc since the last update */
     /* data parallelism (runtime/dist/dp_train.c), NULL for one process:
      * train_step_update calls it on acc before anything else; it must leave

@@ -150,7 +150,7 @@ bool train_step_cuda_update(TrainStep *ts, const double lr[3], double momentum, 
         if (ts->reduce_grads && !ts->reduce_grads(ts->reduce_ctx, ts, err, errcap)) return false;
         for (int i = 0; i < n; i++) {
             size_t bytes = (size_t)shape_numel(&g->tensors[grads[i]].shape) * sizeof(float);
-            if (skip && skip[g->ops[ts->clip_op + 1 + i].in[0]]) memset(ts->acc[i], 0, bytes);
+            if (skip && skip[ts->grad_param[i]]) memset(ts->acc[i], 0, bytes);
             if (!cuda_step_upload(cs, grads[i], ts->acc[i], err, errcap)) return false;
             memset(ts->acc[i], 0, bytes);
         }

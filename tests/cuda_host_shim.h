@@ -44,6 +44,9 @@ extern "C" __attribute__((visibility("default"))) void yk_emu_thread(unsigned in
     gridDim.x = grid, blockDim.x = block, blockIdx.x = b, threadIdx.x = t;
 }
 
+/* The block row (blockIdx.y of gy) the next calls run as: a multi-tensor map's row. */
+extern "C" __attribute__((visibility("default"))) void yk_emu_block_y(unsigned int gy, unsigned int by) { gridDim.y = gy, blockIdx.y = by; }
+
 static inline void __syncthreads(void) {
     if (yk_emu_barrier) pthread_barrier_wait(yk_emu_barrier);
 }

@@ -98,7 +98,7 @@ Test(codegen, bn_statistics_keep_a_small_variance_under_a_large_mean) {
                 seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
                 x[(n * ln->c + c) * ln->inner + k] = (float)(1e5 * (double)(1 + c % 3) + ((double)(seed >> 11) / 9007199254740992.0 * 2 - 1));
             }
-    gen_cpu_launch(&gc, ln, buf);
+    gen_cpu_launch(&gc, ln, kernel_all_rows(&gc.kp, ln), buf);
     const float *mean = buf[bn->out[1]], *running_var = buf[bn->in[4]];
     const double count = (double)(ln->n * ln->inner);
     double worst_mean = 0, worst_var = 0, worst_naive = 0;
@@ -164,9 +164,9 @@ static int distinct_kernels(const KProgram *kp, int group) {
  *    per-channel kernel (the BN-grad sums, then dX from the unrounded sums;
  *    each pass recomputes BN-apply and SiLU-grad in registers), then dgrad
  *    and wgrad as library calls of their own;
- *  - the optimizer: 1 norm launch + one update launch per parameter, of at
- *    most 4 distinct kernels (the norm; SGD with and without weight decay,
- *    by parameter group);
+ *  - the optimizer: 1 norm launch + one multi-tensor update launch per
+ *    parameter group (SGD with and without weight decay, and the learning
+ *    rate of its group), a row per parameter, 4 distinct kernels;
  *  - validation (eval BN): conv + one map of BN-apply + SiLU. */
 Test(codegen, launch_counts_per_block_type) {
     Arena a;
@@ -199,8 +199,25 @@ Test(codegen, launch_counts_per_block_type) {
         } else if (gr->pattern == PATTERN_OPTIMIZER) {
             params = gr->n - 1;
             cr_expect_eq(lib, 0);
-            cr_expect_eq(gen, gr->n);
-            cr_expect_leq(distinct_kernels(&kp, i), 4);
+            cr_expect_eq(gen, 4, "the norm and one update launch per parameter group: %d", gen);
+            cr_expect_eq(distinct_kernels(&kp, i), 4);
+            int rows = 0;
+            for (int l = kp.group_first[i] + 1; l < kp.group_first[i + 1]; l++) {
+                const KLaunch *ln = &kp.launches[l];
+                cr_assert(kernel_is_multi(&kp, ln), "launch %d is a multi-tensor launch", l);
+                cr_expect_eq(ln->op_hi - ln->op_lo + 1, ln->list_n, "a row per op");
+                for (int r = 0; r < ln->list_n; r++) {
+                    const Op *op = &g->ops[ln->op_lo + r];
+                    const int *args = kernel_row_args(&kp, ln, r);
+                    bool param = false, grad = false;
+                    for (int s = 0; s < ln->n_args; s++) param |= args[s] == op->in[0], grad |= args[s] == op->in[1];
+                    cr_expect(op->kind == OP_SGD_STEP && param && grad, "row %d of launch %d names op %d's parameter and gradient", r, l, op->id);
+                    cr_expect_eq(op->a.group, g->ops[ln->op_lo].a.group, "one parameter group a launch");
+                    cr_expect_eq(kernel_row_len(&kp, ln, r), shape_numel(&g->tensors[op->in[0]].shape));
+                    rows++;
+                }
+            }
+            cr_expect_eq(rows, params, "every update is a row");
         }
     }
     cr_expect_gt(conv, 10);
@@ -221,6 +238,56 @@ Test(codegen, launch_counts_per_block_type) {
                 g->n_ops, tc.fu.n_groups, lib, gen, kp.n_kernels, conv, params);
     kernel_program_free(&kp);
     kernel_program_free(&ekp);
+    train_compiled_free(&tc);
+    arena_free(&a);
+}
+
+typedef struct Visits {
+    int launch[8];
+    KRows rows[8];
+    int n;
+} Visits;
+
+static bool note_visit(void *ctx, int l, int group, KRows rows, char *err, int errcap) {
+    (void)group, (void)err, (void)errcap;
+    Visits *v = ctx;
+    cr_assert_lt(v->n, 8);
+    v->launch[v->n] = l, v->rows[v->n++] = rows;
+    return true;
+}
+
+/* A range of ops may cut a multi-tensor launch (the updates left after a
+ * frozen parameter): the run visits the rows inside it, and any other
+ * launch it cuts is still an error. */
+Test(codegen, ranges_run_the_rows_of_multi_tensor_launches_inside_them) {
+    Arena a;
+    TrainCompiled tc = {0};
+    compile_tiny(&a, &tc, FUSE_FULL);
+    KProgram kp;
+    char err[256];
+    cr_assert(kernel_lower(&tc.m.g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+    int m = -1;
+    for (int l = 0; l < kp.n_launches && m < 0; l++)
+        if (kernel_is_multi(&kp, &kp.launches[l]) && kp.launches[l].list_n >= 3) m = l;
+    cr_assert_geq(m, 0, "a multi-tensor launch of 3 rows or more");
+    const KLaunch *ln = &kp.launches[m];
+    Visits v = {.n = 0};
+    cr_assert(kernel_run_range(&kp, &tc.fu, ln->op_lo + 1, ln->op_hi, note_visit, NULL, &v, err, sizeof err), "%s", err);
+    cr_expect(v.n == 1 && v.launch[0] == m && v.rows[0].lo == 1 && v.rows[0].hi == ln->list_n - 1, "rows [1, %d) of launch %d: %d visits, rows [%d, %d)",
+              ln->list_n - 1, m, v.n, v.rows[0].lo, v.rows[0].hi);
+    v.n = 0;
+    cr_assert(kernel_run_range(&kp, &tc.fu, ln->op_lo, ln->op_hi + 1, note_visit, NULL, &v, err, sizeof err), "%s", err);
+    cr_expect(v.n == 1 && v.rows[0].lo == 0 && v.rows[0].hi == ln->list_n, "the whole range: every row");
+    cr_expect(kernel_all_rows(&kp, ln).hi == ln->list_n && kernel_n_rows(&kp, ln) == ln->list_n);
+    for (int l = 0; l < kp.n_launches; l++) {
+        const KLaunch *o = &kp.launches[l];
+        if (kernel_is_multi(&kp, o) || o->op_hi == o->op_lo) continue;
+        v.n = 0;
+        cr_expect(!kernel_run_range(&kp, &tc.fu, o->op_lo + 1, o->op_hi + 1, note_visit, NULL, &v, err, sizeof err) && strstr(err, "cut the launch"), "%s", err);
+        cr_expect_eq(kernel_n_rows(&kp, o), 1);
+        break;
+    }
+    kernel_program_free(&kp);
     train_compiled_free(&tc);
     arena_free(&a);
 }
@@ -477,4 +544,92 @@ Test(codegen, kernels_section_rejects_bad_indexes) {
     cr_expect(strstr(err, "shorter than its 4-byte index length"), "%s", err);
     cr_expect_not(codegen_parse_section(longlen, sizeof longlen, &idx, &blobs, &blobs_len, err, sizeof err));
     cr_expect(strstr(err, "runs past the section"), "%s", err);
+}
+
+/* One update with parameters frozen in the middle and at the start of the
+ * multi-tensor launches (a rows' range each side of them), generated kernels
+ * against the oracle's op-by-op update with the same ones frozen: frozen
+ * parameters and their momentum keep every bit (the initial weights, zero),
+ * every other parameter and momentum agrees to 1e-5. Returns a copy of each
+ * parameter and optimizer-state tensor (NULL for the others). */
+static bool updated_kind(const Tensor *t) { return t->kind == TK_PARAM || t->kind == TK_OPTIM; }
+
+static float **update_with_frozen(Plan *p, bool generated, const bool *skip) {
+    TrainStep ts;
+    char err[512];
+    start_step(&ts, p, generated, NULL);
+    StepResult out;
+    double norm;
+    const double lr[3] = {0.01, 0.02, 0.03};
+    cr_assert(train_step_backward(&ts, &out, err, sizeof err), "%s", err);
+    cr_assert(train_step_update(&ts, lr, 0.937, skip, &norm, err, sizeof err), "%s", err);
+    const Graph *g = &p->g;
+    float **copy = calloc((size_t)g->n_tensors, sizeof *copy);
+    cr_assert_not_null(copy);
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (!updated_kind(&g->tensors[t])) continue;
+        size_t bytes = (size_t)shape_numel(&g->tensors[t].shape) * sizeof(float);
+        cr_assert_not_null(copy[t] = malloc(bytes));
+        memcpy(copy[t], ts.it.buf[t], bytes);
+    }
+    train_step_free(&ts);
+    return copy;
+}
+
+Test(codegen, frozen_parameters_cut_the_multi_tensor_updates) {
+    char path[22], err[512];
+    Plan p;
+    compile_and_read("models/tiny.yaml --imgsz 64 --batch 2 --max-boxes 8", path, &p);
+    const Graph *g = &p.g;
+    GenCpu gc;
+    cr_assert(gen_cpu_open(&gc, &p, err, sizeof err), "%s", err);
+    bool *skip = calloc((size_t)g->n_tensors, sizeof *skip);
+    int cut = 0, frozen = 0, moved = 0;
+    for (int l = 0; l < gc.kp.n_launches; l++) {
+        const KLaunch *ln = &gc.kp.launches[l];
+        if (!kernel_is_multi(&gc.kp, ln) || ln->list_n < 3) continue;
+        skip[g->ops[ln->op_lo + ln->list_n / 2].in[0]] = true;
+        if (cut++ == 0) skip[g->ops[ln->op_lo].in[0]] = true;
+    }
+    gen_cpu_close(&gc);
+    cr_assert_geq(cut, 2, "the tiny plan's updates run as multi-tensor launches of 3 rows or more");
+    float **gen = update_with_frozen(&p, true, skip), **ref = update_with_frozen(&p, false, skip);
+    /* the initial weights, which the frozen ones must still hold */
+    void **buf = calloc((size_t)g->n_tensors, sizeof *buf);
+    cr_assert_not_null(buf);
+    for (int i = 0; i < g->n_state; i++) cr_assert_not_null(buf[g->state[i]] = calloc((size_t)shape_numel(&g->tensors[g->state[i]].shape), 8));
+    cr_assert(weights_init(&p.g, buf, 7, err, sizeof err), "%s", err);
+    double worst = 0;
+    for (int t = 0; t < g->n_tensors; t++) {
+        const Tensor *x = &g->tensors[t];
+        if (!updated_kind(x)) continue;
+        int64_t len = shape_numel(&x->shape);
+        /* a frozen parameter (its initial weights), or the momentum buffer of one (zero) */
+        int of = skip[t] ? t : -1;
+        for (int j = 0; j < g->n_tensors && of < 0 && x->kind == TK_OPTIM; j++) {
+            char name[320];
+            snprintf(name, sizeof name, "optim.momentum_buffer.%s", g->tensors[j].name);
+            if (skip[j] && strcmp(x->name, name) == 0) of = j;
+        }
+        if (of >= 0) {
+            frozen++;
+            for (int64_t e = 0; e < len; e++) {
+                float want = of == t ? ((const float *)buf[t])[e] : 0.0f;
+                cr_expect(memcmp(&gen[t][e], &want, 4) == 0 && memcmp(&ref[t][e], &want, 4) == 0, "%s element %lld moved", x->name, (long long)e);
+            }
+            continue;
+        }
+        moved += x->kind == TK_PARAM && x->frozen == false && buf[t] && memcmp(gen[t], buf[t], sizeof(float) * (size_t)len) != 0;
+        double d = worst_diff(gen[t], ref[t], len);
+        if (d > worst) worst = d;
+    }
+    cr_log_info("%d multi-tensor launches cut, %d frozen tensors (parameters and momentum) held, %d parameters updated; worst relative difference %.3g", cut,
+                frozen, moved, worst);
+    cr_expect_eq(frozen, 2 * (cut + 1), "each frozen parameter and its momentum buffer held");
+    cr_expect_gt(moved, 10, "the other parameters were updated");
+    cr_expect_leq(worst, 1e-5);
+    for (int t = 0; t < g->n_tensors; t++) free(gen[t]), free(ref[t]), free(buf[t]);
+    free(gen), free(ref), free(buf), free(skip);
+    plan_free(&p);
+    unlink(path);
 }

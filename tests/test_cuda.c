@@ -533,7 +533,7 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
         if ((size_t)(numel + 1) * 8 > stage_cap) stage_cap = (size_t)(numel + 1) * 8;
     }
     stage = malloc(stage_cap);
-    cr_assert(cuda_kernels_bind_tables(&ck, &d, g, dev, err, sizeof err), "%s", err);
+    cr_assert(cuda_kernels_bind_tables(&ck, &d, dev, err, sizeof err), "%s", err);
     int *stamp = calloc((size_t)n, sizeof *stamp);
     double worst_all = 0;
     int compared = 0;
@@ -546,8 +546,10 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
                   lc->kernel >= 0 ? gc.kp.kernels[lc->kernel].name : "a library op", kg->name);
         /* fresh inputs for every tensor the launch touches */
         int touched[KIR_MAX_BUFS + 4096], nt = 0;
-        for (int s = 0; s < lg->n_args; s++) touched[nt++] = lg->args[s];
-        for (int j = 0; j < lg->list_n && nt < (int)(sizeof touched / sizeof touched[0]); j++) touched[nt++] = ck.kp.list[lg->list_first + j];
+        const int rows = kernel_n_rows(&ck.kp, lg);
+        for (int r = 0; r < rows; r++)
+            for (int s = 0; s < lg->n_args && nt < (int)(sizeof touched / sizeof touched[0]); s++) touched[nt++] = kernel_row_args(&ck.kp, lg, r)[s];
+        for (int j = 0; !kernel_is_multi(&ck.kp, lg) && j < lg->list_n && nt < (int)(sizeof touched / sizeof touched[0]); j++) touched[nt++] = ck.kp.list[lg->list_first + j];
         for (int j = 0; j < nt; j++) {
             int t = touched[j];
             if (stamp[t] == i + 1) continue;
@@ -567,13 +569,13 @@ static void kernels_vs_cpu(const char *precision, const char *layout, double tol
             cuda_f32_to_storage(dt[t], host[t], stage, numel);
             cr_assert(cuda_copy_to_device(&d, dev[t], stage, (size_t)numel * dtype_size(dt[t]), "uploading inputs", err, sizeof err), "%s", err);
         }
-        gen_cpu_launch(&gc, lc, host);
-        cr_assert(cuda_kernels_launch(&ck, &d, lg, dev, d.main, err, sizeof err), "%s", err);
+        gen_cpu_launch(&gc, lc, kernel_all_rows(&gc.kp, lc), host);
+        cr_assert(cuda_kernels_launch(&ck, &d, lg, kernel_all_rows(&ck.kp, lg), dev, d.main, err, sizeof err), "%s", err);
         cr_assert(CUDA_CALL(&d.L, cuStreamSynchronize, (d.main), "running a kernel", err, sizeof err), "launch %d (%s): %s", i, kg->name, err);
         double worst = 0;
-        for (int s = 0; s < lg->n_args; s++) {
+        for (int rs = 0; rs < rows * lg->n_args; rs++) {
+            const int s = rs % lg->n_args, t = kernel_row_args(&ck.kp, lg, rs / lg->n_args)[s];
             if (!kg->buf_written[s]) continue;
-            int t = lg->args[s];
             int64_t numel = span_of(&pg, t);
             cr_assert(cuda_copy_to_host(&d, stage, dev[t], (size_t)numel * dtype_size(dt[t]), "downloading outputs", err, sizeof err), "%s", err);
             for (int64_t e = 0; e < numel; e++) {

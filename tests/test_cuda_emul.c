@@ -32,6 +32,13 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
     int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0, view_units = 0;
     double worst_rel = 0, worst_ulp = 0;
+    /* the tensor-list tables (cuda_kernels_bind_tables), in host memory */
+    CuDevicePtr *tab = calloc((size_t)v.kp.n_list + 1, sizeof *tab);
+    long long *lens = calloc((size_t)v.kp.n_list + 1, sizeof *lens);
+    cr_assert(tab && lens);
+    for (int j = 0; j < v.kp.n_list; j++) tab[j] = v.ptr[v.kp.list[j]], lens[j] = v.kp.list_len[j];
+    void (*block_y)(unsigned, unsigned) = (void (*)(unsigned, unsigned))sym(h, "yk_emu_block_y");
+    int multi = 0;
     for (int i = 0; i < v.kp.n_launches; i++) {
         const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
         if (ln->kernel < 0) continue;
@@ -41,16 +48,34 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
             skipped[k->skel]++;
             continue;
         }
-        for (int s = 0; s < ln->n_args; s++) {
-            int t = ln->args[s];
+        for (int rs = 0; rs < kernel_n_rows(&v.kp, ln) * ln->n_args; rs++) {
+            const int s = rs % ln->n_args, *args = kernel_row_args(&v.kp, ln, rs / ln->n_args), t = args[s];
             if (v.dt[t] != DT_I64) cr_assert_eq(k->buf_dtype[s], v.dt[t], "launch %d %s slot %d: one storage type per tensor", i, k->name, s);
             bool again = false;
-            for (int r = 0; r < s; r++) again |= ln->args[r] == t;
+            for (int r = 0; r < s; r++) again |= args[r] == t;
             if (!again) fill(&v, t, 0, &seed);
             strided += k->buf_strided[s];
         }
-        gen_cpu_launch(&gc, lc, v.host);
+        gen_cpu_launch(&gc, lc, kernel_all_rows(&gc.kp, lc), v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, 0, 0);
+        if (kernel_is_multi(&v.kp, ln)) {
+            /* in two pieces, rows [0, 1) and [1, n), as a range of ops that
+             * leaves a frozen parameter out runs them: each finds its rows */
+            const KRows piece[2] = {{0, 1}, {1, ln->list_n}};
+            for (int p = 0; p < 2; p++) {
+                a = cuda_multi_args(&v.kp, ln, piece[p], v.ptr, (CuDevicePtr)(uintptr_t)tab, (CuDevicePtr)(uintptr_t)lens);
+                cr_assert_eq(a.list_n, piece[p].hi - piece[p].lo);
+                for (int r = 0; r < a.list_n; r++) {
+                    block_y((unsigned)a.list_n, (unsigned)r);
+                    run_grid(h, call_yk, sym(h, k->name), &a, grid, block);
+                }
+            }
+            block_y(1, 0);
+            multi++;
+            count[k->skel]++;
+            expect_launch_outputs(&v, i, ln, k, &failed, &compared, &worst_rel, &worst_ulp);
+            continue;
+        }
         units += k->skel == KS_COPY && a.vec > 1;
         map_units += k->skel == KS_MAP && a.vec > 1;
         bool view = false;
@@ -67,6 +92,9 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
                 precision, count[KS_MAP], count[KS_COPY], compared, strided, map_units, units, 2, skipped[KS_CHANNEL_REDUCE], skipped[KS_LIST_NORM], skipped_kernels, worst_rel,
                 worst_ulp);
     cr_expect_gt(count[KS_MAP], 0);
+    /* the optimizer's updates: one multi-tensor launch per parameter group */
+    cr_expect_eq(multi, 3, "%d multi-tensor launches", multi);
+    free(tab), free(lens);
     /* both layouts' maps take several elements a thread (8-channel multiples, planes of 64 pixels and
      * more); channels last concatenates and splits channel runs, which move in units */
     cr_expect_gt(map_units, 0, "%d of %d maps took several elements a thread", map_units, count[KS_MAP]);

@@ -30,7 +30,7 @@ static void tables_open(Tables *tb, const Env *v, int64_t max_split) {
     cr_assert(tb->list && tb->list_len);
     for (int j = 0; j < kp->n_list; j++) {
         tb->list[j] = v->ptr[kp->list[j]];
-        tb->list_len[j] = (long long)shape_numel(&v->p.g.tensors[kp->list[j]].shape);
+        tb->list_len[j] = (long long)kp->list_len[j];
     }
     int64_t counters = 1, bytes = 0;
     for (int l = 0; l < kp->n_launches; l++) {
@@ -96,7 +96,7 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
             if (!again) fill(&v, ln->args[s], 0, &seed);
         }
         fill_list(&v, ln, &seed);
-        gen_cpu_launch(&gc, lc, v.host);
+        gen_cpu_launch(&gc, lc, kernel_all_rows(&gc.kp, lc), v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
         a.arrived = (unsigned *)tb.part, a.part = tb.part + tb.counters;
         CudaGeom g = cuda_launch_geometry(k->skel, ln, a.vec, 132);

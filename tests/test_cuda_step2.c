@@ -497,7 +497,7 @@ static void check_hook_runs(CudaStep *cs, int lo, int hi, const bool *at, int ma
         HK.executed0 = executed, HK.afters = HK.waits = 0, HK.reported = lo - 1;
         long syncs0 = syncs;
         cr_assert(cuda_step_run(cs, lo, hi, err, sizeof err), "ops [%d, %d) run %d: %s", lo, hi, run, err);
-        cr_expect_eq(HK.afters, marked, "ops [%d, %d) run %d: once per marked op", lo, hi, run);
+        cr_expect_eq(HK.afters, marked, "ops [%d, %d) run %d: once per marked op (%d, not %d)", lo, hi, run, HK.afters, marked);
         cr_expect_eq(HK.waits, 1);
         cr_expect(HK.syncs_at_wait == syncs0 && syncs > syncs0, "run %d: before_wait comes before the host waits", run);
         cr_expect_eq(captures - captures0, graphs && run == 0 ? marked : 0, "ops [%d, %d) run %d: one graph per marked op, captured once", lo, hi, run);
@@ -507,7 +507,8 @@ static void check_hook_runs(CudaStep *cs, int lo, int hi, const bool *at, int ma
 }
 
 /* On the tiny plan: the clip and the optimizer updates with a hook at the
- * clip, every 12th update and the last; and the first op with several
+ * clip, every 12th update and the last (once a launch: the updates of a
+ * parameter group are one multi-tensor launch); and the first op with several
  * launches (a reduction's passes) off cuDNN's and the loss's routes, marked
  * once: the hook comes after its last launch. A failing hook fails the run
  * with its message, and before_wait does not run. */
@@ -539,11 +540,19 @@ static void hook_on_stand_in(bool graphs) {
     at[multi_lo] = true;
     check_hook_runs(cs, multi_lo, multi_hi, at, 1, graphs);
     memset(at, 0, sizeof *at * (size_t)g->n_ops);
-    int marked = 0;
+    int marked = 0, points = 0;
     for (int o = cs->clip_op; o < g->n_ops; o += 12) at[o] = true, marked++;
     if (!at[g->n_ops - 1]) at[g->n_ops - 1] = true, marked++;
-    check_hook_runs(cs, cs->clip_op, g->n_ops, at, marked, graphs);
-    cr_log_info("ops [%d, %d) with several launches, marked once; clip and updates with %d hook points; %s", multi_lo, multi_hi, marked, graphs ? "graphs" : "eager");
+    /* the updates run as multi-tensor launches: one hook point a launch with a marked op */
+    for (int l = 0; l < kp->n_launches; l++) {
+        bool any = false;
+        for (int o = kp->launches[l].op_lo; o <= kp->launches[l].op_hi && kp->launches[l].op_lo >= cs->clip_op; o++) any |= at[o];
+        points += any;
+    }
+    cr_expect(points >= 3 && points < marked, "%d marked ops, %d launches with one", marked, points);
+    check_hook_runs(cs, cs->clip_op, g->n_ops, at, points, graphs);
+    cr_log_info("ops [%d, %d) with several launches, marked once; clip and updates with %d hook points (%d ops marked); %s", multi_lo, multi_hi, points, marked,
+                graphs ? "graphs" : "eager");
     CudaRunHook hook = {at, hk_after, hk_wait, NULL};
     cs->hook = &hook;
     HK.executed0 = executed, HK.afters = HK.waits = 0, HK.reported = cs->clip_op - 1, HK.fail_at = 2;

@@ -269,10 +269,11 @@ static inline void call_yl(void *fn, const void *args) { ((YlFn)fn)(*(const YlAr
  * Returns this launch's worst. */
 static inline double expect_launch_outputs(const Env *v, int i, const KLaunch *ln, const Kernel *k, int *failed, int *compared, double *worst_rel, double *worst_ulp) {
     double worst = 0;
-    for (int s = 0; s < ln->n_args; s++) {
-        const Buf *b = &v->b[ln->args[s]];
+    for (int rs = 0; rs < kernel_n_rows(&v->kp, ln) * ln->n_args; rs++) {
+        const int s = rs % ln->n_args, t = kernel_row_args(&v->kp, ln, rs / ln->n_args)[s];
+        const Buf *b = &v->b[t];
         int64_t bad = damaged(b, true);
-        cr_expect_eq(bad, -1 - RZ, "launch %d %s slot %d (tensor %d): element %lld outside the view or its span changed", i, k->name, s, ln->args[s], (long long)bad);
+        cr_expect_eq(bad, -1 - RZ, "launch %d %s slot %d (tensor %d): element %lld outside the view or its span changed", i, k->name, s, t, (long long)bad);
         if (!k->buf_written[s]) continue;
         bool wide = b->dt == DT_BF16 || b->dt == DT_F16;
         double tol = wide ? 1 : b->dt == DT_I64 ? 0 : 1e-5, w = 0;
@@ -282,7 +283,7 @@ static inline double expect_launch_outputs(const Env *v, int i, const KLaunch *l
             double d = diff(b, e, want, true);
             if (d > w) w = d;
             if (d > tol && (*failed)++ < 20)
-                cr_log_error("launch %d %s (%s) slot %d tensor %d (%s) element %lld: emulated %.9g, CPU %.9g", i, k->name, kernel_skel_name(k->skel), s, ln->args[s],
+                cr_log_error("launch %d %s (%s) slot %d tensor %d (%s) element %lld: emulated %.9g, CPU %.9g", i, k->name, kernel_skel_name(k->skel), s, t,
                              dt_name(b->dt), (long long)e, emu_value(b, e), want);
             cr_expect_leq(d, tol, "launch %d %s slot %d element %lld: %.3g over %.3g", i, k->name, s, (long long)e, d, tol);
             if (d > tol) break;

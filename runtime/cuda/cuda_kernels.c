@@ -159,6 +159,40 @@ YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *p
     return a;
 }
 
+/* Row r of a multi-tensor launch as a launch of its own: its tensors over [1, 1, len]. */
+static KLaunch row_launch(const KProgram *kp, const KLaunch *ln, int r) {
+    KLaunch row = *ln;
+    memcpy(row.args, kernel_row_args(kp, ln, r), sizeof(int) * (size_t)ln->n_args);
+    row.n = row.c = 1, row.inner = kernel_row_len(kp, ln, r), row.list_n = 0;
+    return row;
+}
+
+YkArgs cuda_multi_args(const KProgram *kp, const KLaunch *ln, KRows rows, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len) {
+    const Kernel *k = &kp->kernels[ln->kernel];
+    KLaunch first = row_launch(kp, ln, rows.lo);
+    YkArgs a = cuda_launch_args(k, &first, ptr, 0, 0);
+    /* one vec for every row: the kernel's widest where all rows allow it */
+    for (int r = rows.lo + 1; r < rows.hi && a.vec > 1; r++) {
+        KLaunch row = row_launch(kp, ln, r);
+        if (cuda_elem_vec(k, &row, ptr) != a.vec) a.vec = 1;
+    }
+    const size_t at = (size_t)ln->list_first + (size_t)rows.lo * (size_t)ln->n_args;
+    a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)at * sizeof(CuDevicePtr));
+    a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)at * sizeof(long long));
+    a.list_n = rows.hi - rows.lo;
+    return a;
+}
+
+CudaGeom cuda_multi_geometry(const KProgram *kp, const KLaunch *ln, KRows rows, int64_t vec, int sm_count) {
+    int64_t longest = 1, n = rows.hi - rows.lo;
+    for (int r = rows.lo; r < rows.hi; r++)
+        if (kernel_row_len(kp, ln, r) > longest) longest = kernel_row_len(kp, ln, r);
+    /* blocks enough for the longest row, within the 32 per multiprocessor a map takes in all */
+    int64_t need = (longest / (vec > 0 ? vec : 1) + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32 / (n > 0 ? n : 1);
+    if (cap < 1) cap = 1;
+    return (CudaGeom){(unsigned)(need < cap ? need : cap), (unsigned)(n > 0 ? n : 1), CUDA_BLOCK};
+}
+
 /* Kernel k's images in the index: cubin architectures and offsets, and the PTX. */
 typedef struct Images {
     const char *cubin_arch[CODEGEN_MAX_ARCHS];
@@ -309,7 +343,7 @@ static bool bind_part(CudaKernels *ck, const CudaDevice *d, char *err, int errca
            CUDA_CALL(L, cuStreamSynchronize, (d->main), "zeroing the reductions' counters", err, errcap);
 }
 
-bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap) {
+bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const CuDevicePtr *ptr, char *err, int errcap) {
     int n = ck->kp.n_list;
     if (!bind_part(ck, d, err, errcap)) return false;
     if (n == 0) return true;
@@ -321,25 +355,28 @@ bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph 
     for (int j = 0; ok && j < n; j++) {
         int t = ck->kp.list[j];
         host_ptr[j] = ptr[t];
-        host_len[j] = (long long)shape_numel(&g->tensors[t].shape);
+        host_len[j] = (long long)ck->kp.list_len[j];
     }
     /* the tables are uploaded once, before any step, so they are allocated outside the step's memory */
-    ok = ok && (ck->list || CUDA_CALL(L, cuMemAlloc, (&ck->list, sizeof *host_ptr * (size_t)n), "allocating the gradient-norm pointer table", err, errcap)) &&
-         (ck->list_len || CUDA_CALL(L, cuMemAlloc, (&ck->list_len, sizeof *host_len * (size_t)n), "allocating the gradient-norm length table", err, errcap)) &&
-         cuda_copy_to_device(d, ck->list, host_ptr, sizeof *host_ptr * (size_t)n, "uploading the gradient-norm pointer table", err, errcap) &&
-         cuda_copy_to_device(d, ck->list_len, host_len, sizeof *host_len * (size_t)n, "uploading the gradient-norm length table", err, errcap);
+    ok = ok && (ck->list || CUDA_CALL(L, cuMemAlloc, (&ck->list, sizeof *host_ptr * (size_t)n), "allocating the tensor-list pointer table", err, errcap)) &&
+         (ck->list_len || CUDA_CALL(L, cuMemAlloc, (&ck->list_len, sizeof *host_len * (size_t)n), "allocating the tensor-list length table", err, errcap)) &&
+         cuda_copy_to_device(d, ck->list, host_ptr, sizeof *host_ptr * (size_t)n, "uploading the tensor-list pointer table", err, errcap) &&
+         cuda_copy_to_device(d, ck->list_len, host_len, sizeof *host_len * (size_t)n, "uploading the tensor-list length table", err, errcap);
     free(host_ptr);
     free(host_len);
     return ok;
 }
 
-bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap) {
+bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, KRows rows, const CuDevicePtr *ptr, CuStream s, char *err, int errcap) {
     if (ln->kernel < 0 || ln->kernel >= ck->kp.n_kernels) return errf(err, errcap, "launch of ops %d..%d is a library op, not a generated kernel", ln->op_lo, ln->op_hi);
     const Kernel *k = &ck->kp.kernels[ln->kernel];
-    if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the gradient-norm tables: call cuda_kernels_bind_tables first", k->name);
+    const bool multi = kernel_is_multi(&ck->kp, ln);
+    if (ln->list_n && !ck->list) return errf(err, errcap, "kernel %s needs the tensor-list tables: call cuda_kernels_bind_tables first", k->name);
     if (splits_blocks(&ck->kp, ln) && !ck->part) return errf(err, errcap, "kernel %s needs the reductions' partial sums: call cuda_kernels_bind_tables first", k->name);
-    YkArgs a = cuda_launch_args(k, ln, ptr, ck->list, ck->list_len);
-    CudaGeom g = cuda_launch_geometry(k->skel, ln, a.vec, ck->sm_count);
+    if (multi && (rows.lo < 0 || rows.hi > ln->list_n || rows.lo >= rows.hi))
+        return errf(err, errcap, "rows [%d, %d) of kernel %s's launch of %d rows", rows.lo, rows.hi, k->name, ln->list_n);
+    YkArgs a = multi ? cuda_multi_args(&ck->kp, ln, rows, ptr, ck->list, ck->list_len) : cuda_launch_args(k, ln, ptr, ck->list, ck->list_len);
+    CudaGeom g = multi ? cuda_multi_geometry(&ck->kp, ln, rows, a.vec, ck->sm_count) : cuda_launch_geometry(k->skel, ln, a.vec, ck->sm_count);
     void *params[] = {&a};
     char doing[160];
     a.arrived = (unsigned *)(uintptr_t)ck->part, a.part = (void *)(uintptr_t)(ck->part + (CuDevicePtr)ck->part_counters);

@@ -77,12 +77,20 @@ int64_t cuda_reduce_counters(const KLaunch *ln);
  * LIST_NORM tensors. */
 YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len);
 
+/* Pure: a multi-tensor MAP launch's rows [rows.lo, rows.hi) (kernel_is_multi):
+ * the argument block with a.list / a.list_len at row lo of the tables
+ * (list, list_len: the program's, as bound), list_n the rows, and one vec
+ * that every row's length and addresses allow (else 1); and its grid, a
+ * row of blocks each (grid_y) enough for the longest row. */
+YkArgs cuda_multi_args(const KProgram *kp, const KLaunch *ln, KRows rows, const CuDevicePtr *ptr, CuDevicePtr list, CuDevicePtr list_len);
+CudaGeom cuda_multi_geometry(const KProgram *kp, const KLaunch *ln, KRows rows, int64_t vec, int sm_count);
+
 typedef struct CudaKernels {
     KProgram kp;            /* the plan's program, lowered again here */
     CuModule *mod;          /* per kernel */
     CuFunction *fn;
     char (*image)[24];      /* per kernel: what was loaded ("cubin sm_90", "ptx sm_90") */
-    CuDevicePtr list, list_len;     /* LIST_NORM tables: pointers, element counts */
+    CuDevicePtr list, list_len;     /* KProgram.list as device pointers, and KProgram.list_len */
     CuDevicePtr part;               /* CHANNEL_REDUCE, LIST_NORM: YkArgs.arrived (the counters, at its start) and YkArgs.part */
     int64_t part_counters;          /* bytes of the counters before YkArgs.part (they run in order on one stream) */
     LibProgram lp;          /* the library kernels of the program's library launches, derived again here */
@@ -107,13 +115,15 @@ YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevic
  * caller must bind to scratch before a launch that needs it. */
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
-/* Once, before any launch: uploads the LIST_NORM tables (ptr[t] for each
- * listed tensor, the persistent gradients, and its element count) and
+/* Once, before any launch: uploads the tensor-list tables (ptr[t] for each
+ * KProgram.list entry, the gradients and optimizer tensors, and its
+ * KProgram.list_len) and
  * allocates the CHANNEL_REDUCE and LIST_NORM launches' part, its counters zeroed. Both
  * live outside the step's memory (a few hundred KB at most). */
-bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const Graph *g, const CuDevicePtr *ptr, char *err, int errcap);
-/* Launches generated launch ln on stream s. */
-bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
+bool cuda_kernels_bind_tables(CudaKernels *ck, const CudaDevice *d, const CuDevicePtr *ptr, char *err, int errcap);
+/* Launches generated launch ln on stream s: of a multi-tensor launch the
+ * rows given (kernel_run_range's), of any other all of it. */
+bool cuda_kernels_launch(const CudaKernels *ck, const CudaDevice *d, const KLaunch *ln, KRows rows, const CuDevicePtr *ptr, CuStream s, char *err, int errcap);
 /* Launches library launch l of the program (ck->lp.launch_kernel[l] >= 0:
  * its op of graph g, whose views are v) on stream s: attention_bwd as its
  * statistics kernel, then its own, both on ck->scratch. */

@@ -223,7 +223,7 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
     }
     snprintf(doing, sizeof doing, "finishing the set-up of the plan on %s (zeroing state, uploading tables)", cs->dev.name);
     /* everything the set-up queued went on the main stream: a failure of it is reported here, named */
-    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_tables(&cs->kern, &cs->dev, g, cs->ptr, err, errcap) && sync_main(cs, doing, err, errcap);
+    ok = ok && check_routes(cs, err, errcap) && cuda_kernels_bind_tables(&cs->kern, &cs->dev, cs->ptr, err, errcap) && sync_main(cs, doing, err, errcap);
     if (!ok) cuda_step_close(cs);
     return ok;
 }
@@ -392,9 +392,11 @@ bool cuda_step_run_conv(CudaStep *cs, const Op *op, CuDevicePtr out, char *err, 
 }
 
 /* Parameters that ops [lo, hi] update in place: their compute copies go stale. */
-static void mark_updates(CudaStep *cs, int lo, int hi) {
+/* the parameters that ops of launch ln (its rows when multi-tensor) update */
+static void mark_updates(CudaStep *cs, const KLaunch *ln, KRows rows) {
     const Graph *g = &cs->plan->g;
-    for (int o = lo; o <= hi; o++) {
+    const bool multi = kernel_is_multi(&cs->kern.kp, ln);
+    for (int o = multi ? ln->op_lo + rows.lo : ln->op_lo; o <= (multi ? ln->op_lo + rows.hi - 1 : ln->op_hi); o++) {
         const Op *op = &g->ops[o];
         unsigned m = op_def(op->kind)->mutates;
         for (int i = 0; i < op->n_in && i < 32; i++)
@@ -403,7 +405,7 @@ static void mark_updates(CudaStep *cs, int lo, int hi) {
 }
 
 /* One launch of a step, routed (kernel_run_range's visitor). */
-static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
+static bool run_launch(void *ctx, int l, int gi, KRows rows, char *err, int errcap) {
     CudaStep *cs = ctx;
     const Graph *g = &cs->plan->g;
     const KProgram *kp = &cs->kern.kp;
@@ -411,8 +413,8 @@ static bool run_launch(void *ctx, int l, int gi, char *err, int errcap) {
     const Op *op = &g->ops[ln->op_lo];
     char why[WHY];
     CudaRoute r = cuda_step_route_for(cs, g, ln);
-    mark_updates(cs, ln->op_lo, ln->op_hi);
-    bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, cs->ptr, cs->dev.main, why, sizeof why)
+    mark_updates(cs, ln, rows);
+    bool ok = r == CUDA_ROUTE_KERNEL    ? cuda_kernels_launch(&cs->kern, &cs->dev, ln, rows, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_LIBRARY ? cuda_kernels_launch_lib(&cs->kern, &cs->dev, g, &cs->plan->fusion.views, l, cs->ptr, cs->dev.main, why, sizeof why)
               : r == CUDA_ROUTE_CUDNN   ? cuda_step_run_conv(cs, op, cs->ptr[op->out[0]], why, sizeof why)
               : r == CUDA_ROUTE_CUBLASLT ? (cuda_step_conv_gemm_routed(cs, ln->op_lo) ? cuda_step_conv_gemm_run(cs, ln->op_lo, why, sizeof why)
@@ -448,11 +450,11 @@ static bool hook_point(const CudaStep *cs, int l) {
 static bool hook_after(CudaStep *cs, int l, char *err, int errcap) { return cs->hook->after(cs->hook->ctx, cuda_step_ops_done(&cs->kern.kp, l), err, errcap); }
 
 /* kernel_run_range's visitor for eager runs: the launch, then the hook where it wants to run. */
-static bool run_launch_eager(void *ctx, int l, int gi, char *err, int errcap) {
+static bool run_launch_eager(void *ctx, int l, int gi, KRows rows, char *err, int errcap) {
     CudaStep *cs = ctx;
     const CudaLibs *L = &cs->dev.L;
     if (cs->prof_ev && !CUDA_CALL(L, cuEventRecord, (cs->prof_ev[2 * l], cs->dev.main), "timing a launch (profile)", err, errcap)) return false;
-    if (!run_launch(cs, l, gi, err, errcap)) return false;
+    if (!run_launch(cs, l, gi, rows, err, errcap)) return false;
     if (cs->prof_ev && !CUDA_CALL(L, cuEventRecord, (cs->prof_ev[2 * l + 1], cs->dev.main), "timing a launch (profile)", err, errcap)) return false;
     if (cs->prof_group) cs->prof_group[l] = gi;
     return !hook_point(cs, l) || hook_after(cs, l, err, errcap);
@@ -470,18 +472,21 @@ int cuda_graph_segments(const CudaRoute *routes, const bool *cut_after, int n, C
     return k;
 }
 
-/* The launches of an op range in the order kernel_run_range visits them, with their groups. */
+/* The launches of an op range in the order kernel_run_range visits them, with their groups and rows. */
 typedef struct LaunchList {
     int *l, *g;
+    KRows *rows;
     int n;
 } LaunchList;
 
-static bool collect_launch(void *ctx, int l, int gi, char *err, int errcap) {
+static bool collect_launch(void *ctx, int l, int gi, KRows rows, char *err, int errcap) {
     (void)err, (void)errcap;
     LaunchList *ll = ctx;
-    ll->l[ll->n] = l, ll->g[ll->n++] = gi;
+    ll->l[ll->n] = l, ll->g[ll->n] = gi, ll->rows[ll->n++] = rows;
     return true;
 }
+
+static bool same_rows(KRows a, KRows b) { return a.lo == b.lo && a.hi == b.hi; }
 
 /* Divides every gradient (the clip op's inputs) by the scale in grad_seed's device memory, on the main stream. */
 static bool unscale_grads(CudaStep *cs, char *err, int errcap) {
@@ -507,7 +512,9 @@ static bool run_graph(CudaStep *cs, const LaunchList *ll, int lo, int hi, bool u
     const KProgram *kp = &cs->kern.kp;
     CudaGraphSeg *gs = NULL;
     for (int i = 0; i < cs->n_graphs && !gs; i++)
-        if (cs->graphs[i].first_launch == ll->l[lo] && cs->graphs[i].n == hi - lo && cs->graphs[i].unscale == unscale) gs = &cs->graphs[i];
+        if (cs->graphs[i].first_launch == ll->l[lo] && cs->graphs[i].n == hi - lo && cs->graphs[i].unscale == unscale &&
+            same_rows(cs->graphs[i].first_rows, ll->rows[lo]) && same_rows(cs->graphs[i].last_rows, ll->rows[hi - 1]))
+            gs = &cs->graphs[i];
     char doing[192];
     snprintf(doing, sizeof doing, "capturing launches %d-%d of the step as a CUDA graph", ll->l[lo], ll->l[hi - 1]);
     if (!gs) {
@@ -517,11 +524,11 @@ static bool run_graph(CudaStep *cs, const LaunchList *ll, int lo, int hi, bool u
             if (!q) return errf(err, errcap, "out of memory");
             cs->graphs = q, cs->cap_graphs = c;
         }
-        CudaGraphSeg fresh = {ll->l[lo], hi - lo, unscale, NULL, NULL};
+        CudaGraphSeg fresh = {ll->l[lo], hi - lo, ll->rows[lo], ll->rows[hi - 1], unscale, NULL, NULL};
         /* thread-local mode: a synchronising or allocating call on this thread fails the capture */
         if (!CUDA_CALL(L, cuStreamBeginCapture, (cs->dev.main, 1), doing, err, errcap)) return false;
         bool ok = !unscale || unscale_grads(cs, err, errcap);
-        for (int i = lo; ok && i < hi; i++) ok = run_launch(cs, ll->l[i], ll->g[i], err, errcap);
+        for (int i = lo; ok && i < hi; i++) ok = run_launch(cs, ll->l[i], ll->g[i], ll->rows[i], err, errcap);
         /* the capture always ends, so a failure leaves the stream usable; its error is the one reported */
         char why[WHY];
         bool ended = CUDA_CALL(L, cuStreamEndCapture, (cs->dev.main, &fresh.graph), doing, why, sizeof why);
@@ -534,7 +541,7 @@ static bool run_graph(CudaStep *cs, const LaunchList *ll, int lo, int hi, bool u
         gs = &cs->graphs[cs->n_graphs++];
         *gs = fresh;
     } else {
-        for (int i = lo; i < hi; i++) mark_updates(cs, kp->launches[ll->l[i]].op_lo, kp->launches[ll->l[i]].op_hi);
+        for (int i = lo; i < hi; i++) mark_updates(cs, &kp->launches[ll->l[i]], ll->rows[i]);
     }
     snprintf(doing, sizeof doing, "replaying the CUDA graph of launches %d-%d of the step", ll->l[lo], ll->l[hi - 1]);
     if (!CUDA_CALL(L, cuGraphLaunch, (gs->exec, cs->dev.main), doing, err, errcap)) return false;
@@ -554,11 +561,11 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
             return false;
     } else {
         int n = cs->kern.kp.n_launches;
-        LaunchList ll = {malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)n + 1)), 0};
+        LaunchList ll = {malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(int) * ((size_t)n + 1)), malloc(sizeof(KRows) * ((size_t)n + 1)), 0};
         CudaRoute *routes = malloc(sizeof *routes * ((size_t)n + 1));
         CudaSegment *seg = malloc(sizeof *seg * ((size_t)n + 1));
         bool *cut = malloc(sizeof *cut * ((size_t)n + 1));
-        bool ok = ll.l && ll.g && routes && seg && cut;
+        bool ok = ll.l && ll.g && ll.rows && routes && seg && cut;
         if (!ok) errf(err, errcap, "out of memory");
         ok = ok && kernel_run_range(&cs->kern.kp, &cs->plan->fusion, first_op, last_op, collect_launch, NULL, &ll, err, errcap);
         for (int i = 0; ok && i < ll.n; i++) {
@@ -571,7 +578,7 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
         if (ok && pending && (n_seg == 0 || seg[0].host)) ok = unscale_grads(cs, err, errcap), pending = false;
         for (int k = 0; ok && k < n_seg; k++) {
             if (seg[k].host) {
-                ok = run_launch(cs, ll.l[seg[k].lo], ll.g[seg[k].lo], err, errcap);
+                ok = run_launch(cs, ll.l[seg[k].lo], ll.g[seg[k].lo], ll.rows[seg[k].lo], err, errcap);
                 cs->eager_host_ops += ok;
             } else {
                 ok = run_graph(cs, &ll, seg[k].lo, seg[k].hi, pending, err, errcap);
@@ -580,7 +587,7 @@ static bool run_ops(CudaStep *cs, int first_op, int last_op, bool unscale, char 
             /* a segment ends at a hook point: its work is enqueued, the capture (if any) over */
             if (ok && cut[seg[k].hi - 1]) ok = hook_after(cs, ll.l[seg[k].hi - 1], err, errcap);
         }
-        free(ll.l), free(ll.g), free(routes), free(seg), free(cut);
+        free(ll.l), free(ll.g), free(ll.rows), free(routes), free(seg), free(cut);
         if (!ok) return false;
     }
     if (cs->hook && cs->hook->before_wait && !cs->hook->before_wait(cs->hook->ctx, err, errcap)) return false;

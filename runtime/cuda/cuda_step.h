@@ -33,6 +33,7 @@ typedef struct CudaSegment {
  * of the program, after the gradients' unscale when `unscale`. */
 typedef struct CudaGraphSeg {
     int first_launch, n;
+    KRows first_rows, last_rows;    /* of its first and last launch: a multi-tensor launch a range cuts (frozen parameters) */
     bool unscale;
     CuGraph graph;
     CuGraphExec exec;
@@ -43,7 +44,8 @@ typedef struct CudaGraphSeg {
  * produced it. `after` runs once the last launch of an op o with at_op[o]
  * is enqueued on the main stream (eager, or its graph launched: graphs end
  * after such a launch, so `after` never runs inside a capture, and runs on
- * every replay), with done_through = cuda_step_ops_done of that launch;
+ * every replay), with done_through = cuda_step_ops_done of that launch
+ * (once for a multi-tensor launch however many of its rows' ops are marked);
  * before_wait runs at the end of the run, before the host waits for the
  * main stream (make main wait for the side work, and watch it there, so a
  * stuck collective fails instead of hanging the wait). */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
+#include "../../passes/optimizer.h"
 #include "cuda_step.h"
 
 enum { WHY = 1536 };
@@ -72,13 +73,8 @@ bool cuda_step_optimize(CudaStep *cs, CudaStepOutcome *out, char *err, int errca
     out->skipped = !cuda_step_decide(&cs->ls, out->grad_norm, cs->clip_op, g->n_ops, &lo, &hi);
     out->next_scale = cs->ls.scale;
     /* frozen parameters: their update ops do not run at all (weight decay and momentum would still move them) */
-    for (int o = lo; o < hi; o++) {
-        int end = o + 1;
-        if (cs->frozen && cs->frozen[g->ops[o].in[0]]) continue;
-        while (end < hi && !(cs->frozen && cs->frozen[g->ops[end].in[0]])) end++;
+    for (int o = lo, end; optimizer_next_run(g, cs->frozen, &o, hi, &end); o = end)
         if (!cuda_step_run(cs, o, end, why, sizeof why)) return errf(err, errcap, "optimizer updates: %s", why);
-        o = end - 1;
-    }
     return true;
 }
 

@@ -39,6 +39,6 @@ template <int V> __device__ __forceinline__ void @NAME@_run(const YkArgs &a) {
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
-    if (a.vec == @VEC@) @NAME@_run<@VEC@>(a);
+@ROWS@    if (a.vec == @VEC@) @NAME@_run<@VEC@>(a);
     else @NAME@_run<1>(a);
 }

@@ -783,6 +783,41 @@ void yk_list_norm_06c3052a(const YkArgs *ap) {
         ((float *)a.t[1])[0] = (float)f2;
 }
 
+/* yk_map_9917710c: elementwise over [n, c, inner] */
+void yk_map_9917710c(const YkArgs *ap) {
+    const YkArgs a = *ap;
+    const long long c_ = a.c, inner_ = a.inner;
+    const yk_real count_ = (yk_real)(a.n * a.inner);
+    (void)count_;
+#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+    for (long long n = 0; n < a.n; n++)
+        for (long long c = 0; c < c_; c++) {
+            const long long base_ = (n * c_ + c) * inner_;
+            const yk_real r3 = (yk_real)((const float *)a.t[3])[0];
+            const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
+            const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
+            for (long long k = 0; k < inner_; k++) {
+                const long long i = base_ + k;
+                (void)i;
+                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                const yk_real r2 = (yk_real)((const float *)a.t[2])[i];
+                const yk_real r6 = r1 * r5;
+                const yk_real r7 = (yk_real)(float)r6;
+                const yk_real r8 = r4 * r2;
+                const yk_real r9 = r8 + r7;
+                const yk_real r10 = (yk_real)(float)r9;
+                ((float *)a.t[2])[i] = (float)r10;
+                const yk_real r12 = r4 * r10;
+                const yk_real r13 = r7 + r12;
+                const yk_real r14 = (yk_real)(float)r13;
+                const yk_real r15 = r3 * r14;
+                const yk_real r16 = r0 - r15;
+                ((float *)a.t[0])[i] = (float)r16;
+            }
+        }
+}
+
 /* yk_map_75c6984e: elementwise over [n, c, inner] */
 void yk_map_75c6984e(const YkArgs *ap) {
     const YkArgs a = *ap;
@@ -833,41 +868,6 @@ void yk_map_1380fdcc(const YkArgs *ap) {
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
             const yk_real r3 = (yk_real)((const float *)a.t[3])[2];
-            const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
-            const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
-            for (long long k = 0; k < inner_; k++) {
-                const long long i = base_ + k;
-                (void)i;
-                const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                const yk_real r2 = (yk_real)((const float *)a.t[2])[i];
-                const yk_real r6 = r1 * r5;
-                const yk_real r7 = (yk_real)(float)r6;
-                const yk_real r8 = r4 * r2;
-                const yk_real r9 = r8 + r7;
-                const yk_real r10 = (yk_real)(float)r9;
-                ((float *)a.t[2])[i] = (float)r10;
-                const yk_real r12 = r4 * r10;
-                const yk_real r13 = r7 + r12;
-                const yk_real r14 = (yk_real)(float)r13;
-                const yk_real r15 = r3 * r14;
-                const yk_real r16 = r0 - r15;
-                ((float *)a.t[0])[i] = (float)r16;
-            }
-        }
-}
-
-/* yk_map_9917710c: elementwise over [n, c, inner] */
-void yk_map_9917710c(const YkArgs *ap) {
-    const YkArgs a = *ap;
-    const long long c_ = a.c, inner_ = a.inner;
-    const yk_real count_ = (yk_real)(a.n * a.inner);
-    (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
-    for (long long n = 0; n < a.n; n++)
-        for (long long c = 0; c < c_; c++) {
-            const long long base_ = (n * c_ + c) * inner_;
-            const yk_real r3 = (yk_real)((const float *)a.t[3])[0];
             const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
             const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
             for (long long k = 0; k < inner_; k++) {

@@ -189,6 +189,20 @@ template <int V> __device__ __forceinline__ void yk_map_9917710c_run(const YkArg
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_9917710c(YkArgs a) {
+    if (a.list_n) { /* a multi-tensor launch: row blockIdx.y of a.list, 6 tensors a row */
+        const long long row_ = blockIdx.y * 6LL;
+        YkArgs r = a;
+        r.t[0] = a.list[row_ + 0];
+        r.t[1] = a.list[row_ + 1];
+        r.t[2] = a.list[row_ + 2];
+        r.t[3] = a.list[row_ + 3];
+        r.t[4] = a.list[row_ + 4];
+        r.t[5] = a.list[row_ + 5];
+        r.n = r.c = 1, r.inner = a.list_len[row_];
+        if (r.vec == 4) yk_map_9917710c_run<4>(r);
+        else yk_map_9917710c_run<1>(r);
+        return;
+    }
     if (a.vec == 4) yk_map_9917710c_run<4>(a);
     else yk_map_9917710c_run<1>(a);
 }
