@@ -145,6 +145,19 @@ static void compile_tiny(Arena *a, TrainCompiled *tc, FusePolicy fuse) {
     cr_assert(model_cfg_load(a, "models/tiny.yaml", &mo, &cfg, &d) && compile_training(a, &cfg, &to, tc, &d), "%s", d.msg);
 }
 
+/* The tiny training step compiled (compile_tiny) and its kernels lowered in fp32. */
+static void lower_tiny(Arena *a, TrainCompiled *tc, FusePolicy fuse, KProgram *kp) {
+    char err[256];
+    compile_tiny(a, tc, fuse);
+    cr_assert(kernel_lower(&tc->m.g, &tc->fu, PREC_FP32, kp, err, sizeof err), "%s", err);
+}
+
+static void lowered_tiny_free(Arena *a, TrainCompiled *tc, KProgram *kp) {
+    kernel_program_free(kp);
+    train_compiled_free(tc);
+    arena_free(a);
+}
+
 static int distinct_kernels(const KProgram *kp, int group) {
     int seen[64], n = 0;
     for (int l = kp->group_first[group]; l < kp->group_first[group + 1]; l++) {
@@ -262,10 +275,9 @@ static bool note_visit(void *ctx, int l, int group, KRows rows, char *err, int e
 Test(codegen, ranges_run_the_rows_of_multi_tensor_launches_inside_them) {
     Arena a;
     TrainCompiled tc = {0};
-    compile_tiny(&a, &tc, FUSE_FULL);
     KProgram kp;
     char err[256];
-    cr_assert(kernel_lower(&tc.m.g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+    lower_tiny(&a, &tc, FUSE_FULL, &kp);
     int m = -1;
     for (int l = 0; l < kp.n_launches && m < 0; l++)
         if (kernel_is_multi(&kp, &kp.launches[l]) && kp.launches[l].list_n >= 3) m = l;
@@ -287,9 +299,7 @@ Test(codegen, ranges_run_the_rows_of_multi_tensor_launches_inside_them) {
         cr_expect_eq(kernel_n_rows(&kp, o), 1);
         break;
     }
-    kernel_program_free(&kp);
-    train_compiled_free(&tc);
-    arena_free(&a);
+    lowered_tiny_free(&a, &tc, &kp);
 }
 
 /* Without fusion every generated launch carries out one op, and no register
@@ -297,14 +307,10 @@ Test(codegen, ranges_run_the_rows_of_multi_tensor_launches_inside_them) {
 Test(codegen, fuse_none_launches_one_op_each) {
     Arena a;
     TrainCompiled tc = {0};
-    compile_tiny(&a, &tc, FUSE_NONE);
     KProgram kp;
-    char err[256];
-    cr_assert(kernel_lower(&tc.m.g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+    lower_tiny(&a, &tc, FUSE_NONE, &kp);
     for (int l = 0; l < kp.n_launches; l++) cr_expect_eq(kp.launches[l].op_lo, kp.launches[l].op_hi);
-    kernel_program_free(&kp);
-    train_compiled_free(&tc);
-    arena_free(&a);
+    lowered_tiny_free(&a, &tc, &kp);
 }
 
 static const char *fast_bin(void) {
