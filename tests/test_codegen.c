@@ -40,6 +40,8 @@ static void check_cpu_target(const char *model_args) {
 Test(codegen, cpu_target_equals_reference_yolov8_style) { check_cpu_target("models/tiny.yaml"); }
 Test(codegen, cpu_target_equals_reference_yolo11_style) { check_cpu_target("tests/parity/v11tiny.yaml --scale n"); }
 Test(codegen, cpu_target_equals_reference_yolov5_style) { check_cpu_target("models/yolov5.yaml --scale n"); }
+/* AdamW's updates: multi-tensor launches of their own kernel (two state tensors a row) */
+Test(codegen, cpu_target_equals_reference_adamw) { check_cpu_target("models/tiny.yaml --optimizer adamw"); }
 
 /* The generated kernels do the work: with the BN-statistics kernels (one
  * phase of two sums) replaced by ones that do nothing, the step's results
