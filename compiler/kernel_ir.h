@@ -77,7 +77,7 @@ typedef struct Kernel {
     /* a view inside a wider buffer (passes/views.h): its elements of image n
      * start at n * YkArgs.bs[slot], not n * c * inner */
     bool buf_strided[KIR_MAX_BUFS];
-    bool multi;                         /* a multi-tensor launch runs it: its CUDA entry takes rows (kernel_is_multi) */
+    bool multi;                         /* a multi-tensor launch runs it: its CUDA entry takes rows (kernel_is_multi), and it is named yk_rows_<hash> */
 } Kernel;
 
 /* One step of a group: a generated kernel over given tensors and extents, or

@@ -346,7 +346,15 @@ static bool kernel_lower_multi(Lower *L, int from) {
             int nb = merged.n_args;
             if (!grow_list(kp, (hi - lo) * nb)) return fail(L, "out of memory (ops %d-%d)", merged.op_lo, kp->launches[hi - 1].op_hi);
             merged.list_first = kp->n_list, merged.list_n = hi - lo, merged.op_hi = kp->launches[hi - 1].op_hi;
-            kp->kernels[merged.kernel].multi = true;
+            Kernel *k = &kp->kernels[merged.kernel];
+            if (!k->multi) {
+                /* its own name: a plan compiled before the kernel took rows
+                 * fails the runtime's name check instead of updating row 0 alone */
+                char name[KIR_NAME];
+                snprintf(name, sizeof name, "yk_rows%s", k->name + strlen("yk_map"));
+                memcpy(k->name, name, sizeof name);
+                k->multi = true;
+            }
             for (int r = lo; r < hi; r++) {
                 const KLaunch *ln = &kp->launches[r];
                 for (int s = 0; s < nb; s++) {

@@ -783,8 +783,8 @@ void yk_list_norm_06c3052a(const YkArgs *ap) {
         ((float *)a.t[1])[0] = (float)f2;
 }
 
-/* yk_map_9917710c: elementwise over [n, c, inner] */
-void yk_map_9917710c(const YkArgs *ap) {
+/* yk_rows_9917710c: elementwise over [n, c, inner] */
+void yk_rows_9917710c(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -818,8 +818,8 @@ void yk_map_9917710c(const YkArgs *ap) {
         }
 }
 
-/* yk_map_75c6984e: elementwise over [n, c, inner] */
-void yk_map_75c6984e(const YkArgs *ap) {
+/* yk_rows_75c6984e: elementwise over [n, c, inner] */
+void yk_rows_75c6984e(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -857,8 +857,8 @@ void yk_map_75c6984e(const YkArgs *ap) {
         }
 }
 
-/* yk_map_1380fdcc: elementwise over [n, c, inner] */
-void yk_map_1380fdcc(const YkArgs *ap) {
+/* yk_rows_1380fdcc: elementwise over [n, c, inner] */
+void yk_rows_1380fdcc(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);

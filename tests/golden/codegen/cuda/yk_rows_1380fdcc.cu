@@ -120,7 +120,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_map_1380fdcc: elementwise over [n, c, inner], grid-stride, V consecutive
+/* yk_rows_1380fdcc: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
  * element buffer. The launch takes V = 4 where the shape and addresses
  * allow it (cuda_elem_vec), else 1: V divides inner, or c when inner is 1,
@@ -128,7 +128,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
  * for a 64-bit division. */
-template <int V> __device__ __forceinline__ void yk_map_1380fdcc_run(const YkArgs &a) {
+template <int V> __device__ __forceinline__ void yk_rows_1380fdcc_run(const YkArgs &a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
     const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
     (void)cstep_;
@@ -188,7 +188,7 @@ template <int V> __device__ __forceinline__ void yk_map_1380fdcc_run(const YkArg
     }
 }
 
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_1380fdcc(YkArgs a) {
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_rows_1380fdcc(YkArgs a) {
     if (a.list_n) { /* a multi-tensor launch: row blockIdx.y of a.list, 6 tensors a row */
         const long long row_ = blockIdx.y * 6LL;
         YkArgs r = a;
@@ -199,10 +199,10 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_1380fdcc(YkArgs a)
         r.t[4] = a.list[row_ + 4];
         r.t[5] = a.list[row_ + 5];
         r.n = r.c = 1, r.inner = a.list_len[row_];
-        if (r.vec == 4) yk_map_1380fdcc_run<4>(r);
-        else yk_map_1380fdcc_run<1>(r);
+        if (r.vec == 4) yk_rows_1380fdcc_run<4>(r);
+        else yk_rows_1380fdcc_run<1>(r);
         return;
     }
-    if (a.vec == 4) yk_map_1380fdcc_run<4>(a);
-    else yk_map_1380fdcc_run<1>(a);
+    if (a.vec == 4) yk_rows_1380fdcc_run<4>(a);
+    else yk_rows_1380fdcc_run<1>(a);
 }

@@ -120,7 +120,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_map_75c6984e: elementwise over [n, c, inner], grid-stride, V consecutive
+/* yk_rows_9917710c: elementwise over [n, c, inner], grid-stride, V consecutive
  * elements a thread at a time: one load or store of up to 16 bytes per
  * element buffer. The launch takes V = 4 where the shape and addresses
  * allow it (cuda_elem_vec), else 1: V divides inner, or c when inner is 1,
@@ -128,7 +128,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
  * for a 64-bit division. */
-template <int V> __device__ __forceinline__ void yk_map_75c6984e_run(const YkArgs &a) {
+template <int V> __device__ __forceinline__ void yk_rows_9917710c_run(const YkArgs &a) {
     const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
     const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
     (void)cstep_;
@@ -141,15 +141,14 @@ template <int V> __device__ __forceinline__ void yk_map_75c6984e_run(const YkArg
     /* what depends on the channel alone (its statistics, scale and shift), computed
      * again only when the channel changes: channels last, never (cuda_launch_geometry) */
     long long held_ = -1;
-    yk_real r3[V], r4[V], r5[V], r8[V];
+    yk_real r3[V], r4[V], r5[V];
     for (; i < total_; i += step_) {
         (void)n;
         if (c != held_) {
             held_ = c;
-            for (int v = 0; v < V; v++) r3[v] = (yk_real)yk_ld_f32(a.t[3], 1);
+            for (int v = 0; v < V; v++) r3[v] = (yk_real)yk_ld_f32(a.t[3], 0);
             for (int v = 0; v < V; v++) r4[v] = (yk_real)yk_ld_f32(a.t[4], 0);
             for (int v = 0; v < V; v++) r5[v] = (yk_real)yk_ld_f32(a.t[5], 0);
-            for (int v = 0; v < V; v++) r8[v] = (yk_real)0.00050000000000000001;
         }
         yk_real r0[V];
         yk_ldv<yk_f32_t, V>(a.t[0], i, r0);
@@ -161,30 +160,24 @@ template <int V> __device__ __forceinline__ void yk_map_75c6984e_run(const YkArg
         for (int v = 0; v < V; v++) r6[v] = r1[v] * r5[v];
         yk_real r7[V];
         for (int v = 0; v < V; v++) r7[v] = (yk_real)(float)r6[v];
+        yk_real r8[V];
+        for (int v = 0; v < V; v++) r8[v] = r4[v] * r2[v];
         yk_real r9[V];
-        for (int v = 0; v < V; v++) r9[v] = r8[v] * r0[v];
+        for (int v = 0; v < V; v++) r9[v] = r8[v] + r7[v];
         yk_real r10[V];
-        for (int v = 0; v < V; v++) r10[v] = r7[v] + r9[v];
-        yk_real r11[V];
-        for (int v = 0; v < V; v++) r11[v] = (yk_real)(float)r10[v];
+        for (int v = 0; v < V; v++) r10[v] = (yk_real)(float)r9[v];
+        yk_stv<yk_f32_t, V>(a.t[2], i, r10);
         yk_real r12[V];
-        for (int v = 0; v < V; v++) r12[v] = r4[v] * r2[v];
+        for (int v = 0; v < V; v++) r12[v] = r4[v] * r10[v];
         yk_real r13[V];
-        for (int v = 0; v < V; v++) r13[v] = r12[v] + r11[v];
+        for (int v = 0; v < V; v++) r13[v] = r7[v] + r12[v];
         yk_real r14[V];
         for (int v = 0; v < V; v++) r14[v] = (yk_real)(float)r13[v];
-        yk_stv<yk_f32_t, V>(a.t[2], i, r14);
+        yk_real r15[V];
+        for (int v = 0; v < V; v++) r15[v] = r3[v] * r14[v];
         yk_real r16[V];
-        for (int v = 0; v < V; v++) r16[v] = r4[v] * r14[v];
-        yk_real r17[V];
-        for (int v = 0; v < V; v++) r17[v] = r11[v] + r16[v];
-        yk_real r18[V];
-        for (int v = 0; v < V; v++) r18[v] = (yk_real)(float)r17[v];
-        yk_real r19[V];
-        for (int v = 0; v < V; v++) r19[v] = r3[v] * r18[v];
-        yk_real r20[V];
-        for (int v = 0; v < V; v++) r20[v] = r0[v] - r19[v];
-        yk_stv<yk_f32_t, V>(a.t[0], i, r20);
+        for (int v = 0; v < V; v++) r16[v] = r0[v] - r15[v];
+        yk_stv<yk_f32_t, V>(a.t[0], i, r16);
         k += dk_;
         const long long kc_ = k >= inner_;
         k -= kc_ * inner_;
@@ -195,7 +188,7 @@ template <int V> __device__ __forceinline__ void yk_map_75c6984e_run(const YkArg
     }
 }
 
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_75c6984e(YkArgs a) {
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_rows_9917710c(YkArgs a) {
     if (a.list_n) { /* a multi-tensor launch: row blockIdx.y of a.list, 6 tensors a row */
         const long long row_ = blockIdx.y * 6LL;
         YkArgs r = a;
@@ -206,10 +199,10 @@ extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_75c6984e(YkArgs a)
         r.t[4] = a.list[row_ + 4];
         r.t[5] = a.list[row_ + 5];
         r.n = r.c = 1, r.inner = a.list_len[row_];
-        if (r.vec == 4) yk_map_75c6984e_run<4>(r);
-        else yk_map_75c6984e_run<1>(r);
+        if (r.vec == 4) yk_rows_9917710c_run<4>(r);
+        else yk_rows_9917710c_run<1>(r);
         return;
     }
-    if (a.vec == 4) yk_map_75c6984e_run<4>(a);
-    else yk_map_75c6984e_run<1>(a);
+    if (a.vec == 4) yk_rows_9917710c_run<4>(a);
+    else yk_rows_9917710c_run<1>(a);
 }
