@@ -297,14 +297,13 @@ static bool lower_norm(Lower *L, int o) {
 }
 
 /* Whether launch j can be row j - lo of a multi-tensor launch with rows
- * [lo, j): the same flat kernel, one op each, the ops consecutive, and no
- * tensor that one row writes named by another (rows run side by side). */
+ * [lo, j) (lo: a single-op launch of a flat kernel): the same kernel, one op,
+ * the next one, and no tensor that one row writes named by another (rows run
+ * side by side). */
 static bool joins_rows(Lower *L, int lo, int j) {
     const KProgram *kp = L->kp;
-    const KLaunch *a = &kp->launches[lo], *b = &kp->launches[j];
-    if (j - lo >= KIR_MAX_ROWS || b->kernel != a->kernel || a->kernel < 0 || b->op_lo != b->op_hi || b->op_lo != kp->launches[j - 1].op_hi + 1 ||
-        !kernel_map_is_flat(&kp->kernels[b->kernel]))
-        return false;
+    const KLaunch *b = &kp->launches[j];
+    if (j - lo >= KIR_MAX_ROWS || b->kernel != kp->launches[lo].kernel || b->op_lo != b->op_hi || b->op_lo != kp->launches[j - 1].op_hi + 1) return false;
     const Kernel *k = &kp->kernels[b->kernel];
     for (int s = 0; s < b->n_args; s++) {
         int t = b->args[s];
@@ -335,8 +334,7 @@ static bool kernel_lower_multi(Lower *L, int from) {
         for (int s = 0; s < kp->launches[l].n_args; s++) L->row_of[kp->launches[l].args[s]] = -1;
     for (int lo = from; lo < kp->n_launches;) {
         int hi = lo + 1;
-        bool single = kp->launches[lo].kernel >= 0 && kp->launches[lo].op_lo == kp->launches[lo].op_hi && kp->launches[lo].list_n == 0 &&
-                      kernel_map_is_flat(&kp->kernels[kp->launches[lo].kernel]);
+        bool single = kp->launches[lo].kernel >= 0 && kp->launches[lo].op_lo == kp->launches[lo].op_hi && kernel_map_is_flat(&kp->kernels[kp->launches[lo].kernel]);
         if (single) {
             mark_row(L, lo);
             while (hi < kp->n_launches && joins_rows(L, lo, hi)) mark_row(L, hi++);

@@ -185,8 +185,10 @@ YkArgs cuda_multi_args(const KProgram *kp, const KLaunch *ln, KRows rows, const 
 
 CudaGeom cuda_multi_geometry(const KProgram *kp, const KLaunch *ln, KRows rows, int64_t vec, int sm_count) {
     int64_t longest = 1, n = rows.hi - rows.lo;
-    for (int r = rows.lo; r < rows.hi; r++)
-        if (kernel_row_len(kp, ln, r) > longest) longest = kernel_row_len(kp, ln, r);
+    for (int r = rows.lo; r < rows.hi; r++) {
+        const int64_t len = kernel_row_len(kp, ln, r);
+        if (len > longest) longest = len;
+    }
     /* blocks enough for the longest row, within the 32 per multiprocessor a map takes in all */
     int64_t need = (longest / (vec > 0 ? vec : 1) + CUDA_BLOCK - 1) / CUDA_BLOCK, cap = (int64_t)(sm_count > 0 ? sm_count : 1) * 32 / (n > 0 ? n : 1);
     if (cap < 1) cap = 1;

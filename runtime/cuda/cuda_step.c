@@ -391,8 +391,8 @@ bool cuda_step_run_conv(CudaStep *cs, const Op *op, CuDevicePtr out, char *err, 
            (widen.n == 0 || cuda_kernels_widen(&cs->kern, &cs->dev, widen.src, out, widen.n, cs->dev.main, err, errcap));
 }
 
-/* Parameters that ops [lo, hi] update in place: their compute copies go stale. */
-/* the parameters that ops of launch ln (its rows when multi-tensor) update */
+/* Parameters that the ops of launch ln (of a multi-tensor launch, those of
+ * rows) update in place: their compute copies go stale. */
 static void mark_updates(CudaStep *cs, const KLaunch *ln, KRows rows) {
     const Graph *g = &cs->plan->g;
     const bool multi = kernel_is_multi(&cs->kern.kp, ln);
