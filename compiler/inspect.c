@@ -21,12 +21,25 @@ static cJSON *shape_array(const Shape *s) {
     return a;
 }
 
+/* by_kernel's row of one generated kernel: its launches a step and the bytes they move */
+static void add_launch(cJSON *by_kernel, const char *name, int64_t bytes) {
+    cJSON *row = cJSON_GetObjectItemCaseSensitive(by_kernel, name);
+    if (!row) {
+        row = cJSON_AddObjectToObject(by_kernel, name);
+        cJSON_AddNumberToObject(row, "launches", 0);
+        cJSON_AddNumberToObject(row, "bytes", 0);
+    }
+    cJSON *n = cJSON_GetObjectItemCaseSensitive(row, "launches"), *b = cJSON_GetObjectItemCaseSensitive(row, "bytes");
+    cJSON_SetNumberHelper(n, n->valuedouble + 1);
+    cJSON_SetNumberHelper(b, b->valuedouble + (double)bytes);
+}
+
 /* The bytes a step's launches move (kernel_launch_bytes): the library ops'
  * inputs and outputs, the generated kernels' by skeleton and by fusion pattern;
  * a step cannot take less than "total" over the device's bandwidth. */
 static cJSON *traffic_report(const KProgram *kp, const Graph *g, const Fusion *f) {
     int64_t library = 0, skel[KS_COUNT] = {0}, pattern[PATTERN_COUNT] = {0};
-    cJSON *r = cJSON_CreateObject(), *by_op = cJSON_CreateObject();
+    cJSON *r = cJSON_CreateObject(), *by_op = cJSON_CreateObject(), *by_kernel = cJSON_CreateObject();
     for (int gi = 0; gi < kp->n_groups; gi++)
         for (int l = kp->group_first[gi]; l < kp->group_first[gi + 1]; l++) {
             const KLaunch *ln = &kp->launches[l];
@@ -39,6 +52,7 @@ static cJSON *traffic_report(const KProgram *kp, const Graph *g, const Fusion *f
                 pattern[f->groups[gi].pattern] += ln->bytes;
                 snprintf(what, sizeof what, "%s %s (%s ...)", kernel_skel_name(kp->kernels[ln->kernel].skel), group_pattern_name(f->groups[gi].pattern),
                          op_def(g->ops[ln->op_lo].kind)->name);
+                add_launch(by_kernel, kp->kernels[ln->kernel].name, ln->bytes);
             }
             cJSON *row = cJSON_GetObjectItemCaseSensitive(by_op, what);
             if (row) cJSON_SetNumberHelper(row, row->valuedouble + (double)ln->bytes);
@@ -55,6 +69,7 @@ static cJSON *traffic_report(const KProgram *kp, const Graph *g, const Fusion *f
     for (int i = 0; i < PATTERN_COUNT; i++)
         if (pattern[i]) cJSON_AddNumberToObject(by, group_pattern_name((GroupPattern)i), (double)pattern[i]);
     cJSON_AddItemToObject(r, "by_launch_kind", by_op);
+    cJSON_AddItemToObject(r, "by_kernel", by_kernel);
     return r;
 }
 

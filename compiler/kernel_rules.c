@@ -197,8 +197,11 @@ static bool red_batchnorm_bwd(KBuild *kb, const Graph *g, const Op *op, const KV
     int invstd = kb_load(kb, op->in[4], KA_CHAN, 0), grad = dy;
     if (op->a.training) {
         xhat = MUL(SUB(IN(1), kb_load(kb, op->in[3], KA_CHAN, 0)), invstd);
-        int sums = ADD(kb_emit(kb, (KInstr){.op = KI_VAR, .b = 0}), MUL(xhat, kb_emit(kb, (KInstr){.op = KI_VAR, .b = 1})));
-        grad = SUB(dy, DIV(sums, kb_emit(kb, (KInstr){.op = KI_COUNT})));
+        /* the sums' means depend on the channel alone, so the kernel divides
+         * once per channel instead of once per element */
+        int count = kb_emit(kb, (KInstr){.op = KI_COUNT});
+        int mean_dy = DIV(kb_emit(kb, (KInstr){.op = KI_VAR, .b = 0}), count), mean_dyx = DIV(kb_emit(kb, (KInstr){.op = KI_VAR, .b = 1}), count);
+        grad = SUB(dy, ADD(mean_dy, MUL(xhat, mean_dyx)));
     }
     kb_store(kb, op->out[0], KA_ELEM, 0, MUL(MUL(kb_load(kb, op->in[2], KA_CHAN, 0), invstd), grad));
     kb_end_body(kb, 1);

@@ -132,6 +132,10 @@ static inline unsigned int __float_as_uint(float f) {
     memcpy(&u, &f, 4);
     return u;
 }
+/* the fast intrinsics of templates/cuda/prelude.cu's sigmoid: exact on the
+ * host (a macro: glibc's math.h declares a __expf of its own) */
+#define __expf(x) expf(x)
+static inline float __fdividef(float x, float y) { return x / y; }
 /* the high 32 bits of the 64-bit product */
 static inline unsigned int __umulhi(unsigned int x, unsigned int y) { return (unsigned int)(((unsigned long long)x * y) >> 32); }
 

@@ -181,7 +181,21 @@ Test(plan, cli_compile_and_inspect) {
     const char *mem_keys[] = {"arena_bytes", "lower_bound_bytes", "naive_bytes", "persistent_bytes", "saved_activation_bytes", "recompute_flops", "step_flops"};
     for (int k = 0; k < 7; k++) cr_expect(cJSON_IsNumber(cJSON_GetObjectItem(j, mem_keys[k])), "inspect --json lacks %s", mem_keys[k]);
     cr_expect_leq(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "lower_bound_bytes")), cJSON_GetNumberValue(cJSON_GetObjectItem(j, "arena_bytes")));
-    cr_expect(cJSON_IsObject(cJSON_GetObjectItem(j, "groups")));
+    cJSON *groups = cJSON_GetObjectItem(j, "groups");
+    cr_assert(cJSON_IsObject(groups));
+    /* by_kernel splits the generated launches and their bytes by kernel: the sums are the totals */
+    cJSON *traffic = cJSON_GetObjectItem(groups, "traffic_bytes"), *by_kernel = cJSON_GetObjectItem(traffic, "by_kernel"), *row;
+    double launches = 0, bytes = 0;
+    int named = 0;
+    cJSON_ArrayForEach(row, by_kernel) {
+        named += strncmp(row->string, "yk_", 3) == 0;
+        launches += cJSON_GetNumberValue(cJSON_GetObjectItem(row, "launches"));
+        bytes += cJSON_GetNumberValue(cJSON_GetObjectItem(row, "bytes"));
+    }
+    cr_expect_gt(named, 3);
+    cr_expect_eq(named, cJSON_GetArraySize(by_kernel));
+    cr_expect_eq(launches, cJSON_GetNumberValue(cJSON_GetObjectItem(groups, "generated_launches")));
+    cr_expect_eq(bytes, cJSON_GetNumberValue(cJSON_GetObjectItem(traffic, "generated")));
     cJSON_Delete(j);
     tu_free(&r);
     r = tu_run("inspect /tmp/yolocc-cli.plan --memory-svg /tmp/yolocc-cli.svg");

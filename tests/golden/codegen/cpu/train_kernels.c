@@ -233,9 +233,9 @@ void yk_channel_reduce_0358efb2(const YkArgs *ap) {
     }
 }
 
-/* yk_channel_reduce_6b8fddaa: per-channel sums over [n, inner] in a fixed order, then a
+/* yk_channel_reduce_5812a37f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_6b8fddaa(const YkArgs *ap) {
+void yk_channel_reduce_5812a37f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -298,11 +298,13 @@ void yk_channel_reduce_6b8fddaa(const YkArgs *ap) {
             const yk_real r15 = (yk_real)1;
             const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r25 = (yk_real)var_[1];
-            const yk_real r27 = (yk_real)var_[0];
-            const yk_real r29 = (yk_real)count_;
-            const yk_real r32 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r33 = r32 * r20;
+            const yk_real r25 = (yk_real)count_;
+            const yk_real r26 = (yk_real)var_[0];
+            const yk_real r27 = r26 / r25;
+            const yk_real r28 = (yk_real)var_[1];
+            const yk_real r29 = r28 / r25;
+            const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r34 = r33 * r20;
             for (long long n = 0; n < a.n; n++)
                 for (long long k = 0; k < inner_; k++) {
                     const long long i = (n * c_ + c) * inner_ + k;
@@ -324,21 +326,20 @@ void yk_channel_reduce_6b8fddaa(const YkArgs *ap) {
                     const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
                     const yk_real r23 = r22 - r21;
                     const yk_real r24 = r23 * r20;
-                    const yk_real r26 = r24 * r25;
-                    const yk_real r28 = r27 + r26;
-                    const yk_real r30 = r28 / r29;
-                    const yk_real r31 = r19 - r30;
-                    const yk_real r34 = r33 * r31;
-                    ((float *)a.t[8])[i] = (float)r34;
+                    const yk_real r30 = r24 * r29;
+                    const yk_real r31 = r27 + r30;
+                    const yk_real r32 = r19 - r31;
+                    const yk_real r35 = r34 * r32;
+                    ((float *)a.t[8])[i] = (float)r35;
                 }
 
         }
     }
 }
 
-/* yk_channel_reduce_ca5935a8: per-channel sums over [n, inner] in a fixed order, then a
+/* yk_channel_reduce_750ef01f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_ca5935a8(const YkArgs *ap) {
+void yk_channel_reduce_750ef01f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -404,11 +405,13 @@ void yk_channel_reduce_ca5935a8(const YkArgs *ap) {
             const yk_real r18 = (yk_real)1;
             const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r28 = (yk_real)var_[1];
-            const yk_real r30 = (yk_real)var_[0];
-            const yk_real r32 = (yk_real)count_;
-            const yk_real r35 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r36 = r35 * r23;
+            const yk_real r28 = (yk_real)count_;
+            const yk_real r29 = (yk_real)var_[0];
+            const yk_real r30 = r29 / r28;
+            const yk_real r31 = (yk_real)var_[1];
+            const yk_real r32 = r31 / r28;
+            const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r37 = r36 * r23;
             for (long long n = 0; n < a.n; n++)
                 for (long long k = 0; k < inner_; k++) {
                     const long long i = (n * c_ + c) * inner_ + k;
@@ -433,21 +436,20 @@ void yk_channel_reduce_ca5935a8(const YkArgs *ap) {
                     const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
                     const yk_real r26 = r25 - r24;
                     const yk_real r27 = r26 * r23;
-                    const yk_real r29 = r27 * r28;
-                    const yk_real r31 = r30 + r29;
-                    const yk_real r33 = r31 / r32;
-                    const yk_real r34 = r22 - r33;
-                    const yk_real r37 = r36 * r34;
-                    ((float *)a.t[9])[i] = (float)r37;
+                    const yk_real r33 = r27 * r32;
+                    const yk_real r34 = r30 + r33;
+                    const yk_real r35 = r22 - r34;
+                    const yk_real r38 = r37 * r35;
+                    ((float *)a.t[9])[i] = (float)r38;
                 }
 
         }
     }
 }
 
-/* yk_channel_reduce_76d519a0: per-channel sums over [n, inner] in a fixed order, then a
+/* yk_channel_reduce_cccde98d: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_76d519a0(const YkArgs *ap) {
+void yk_channel_reduce_cccde98d(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -510,11 +512,13 @@ void yk_channel_reduce_76d519a0(const YkArgs *ap) {
             const yk_real r15 = (yk_real)1;
             const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r25 = (yk_real)var_[1];
-            const yk_real r27 = (yk_real)var_[0];
-            const yk_real r29 = (yk_real)count_;
-            const yk_real r32 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r33 = r32 * r20;
+            const yk_real r25 = (yk_real)count_;
+            const yk_real r26 = (yk_real)var_[0];
+            const yk_real r27 = r26 / r25;
+            const yk_real r28 = (yk_real)var_[1];
+            const yk_real r29 = r28 / r25;
+            const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r34 = r33 * r20;
             for (long long n = 0; n < a.n; n++)
                 for (long long k = 0; k < inner_; k++) {
                     const long long i = (n * c_ + c) * inner_ + k;
@@ -536,12 +540,11 @@ void yk_channel_reduce_76d519a0(const YkArgs *ap) {
                     const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
                     const yk_real r23 = r22 - r21;
                     const yk_real r24 = r23 * r20;
-                    const yk_real r26 = r24 * r25;
-                    const yk_real r28 = r27 + r26;
-                    const yk_real r30 = r28 / r29;
-                    const yk_real r31 = r19 - r30;
-                    const yk_real r34 = r33 * r31;
-                    ((float *)a.t[8])[i] = (float)r34;
+                    const yk_real r30 = r24 * r29;
+                    const yk_real r31 = r27 + r30;
+                    const yk_real r32 = r19 - r31;
+                    const yk_real r35 = r34 * r32;
+                    ((float *)a.t[8])[i] = (float)r35;
                 }
 
         }
@@ -597,9 +600,9 @@ void yk_map_0006b475(const YkArgs *ap) {
         }
 }
 
-/* yk_channel_reduce_75eb2f96: per-channel sums over [n, inner] in a fixed order, then a
+/* yk_channel_reduce_b4e6287f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_75eb2f96(const YkArgs *ap) {
+void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
@@ -665,11 +668,13 @@ void yk_channel_reduce_75eb2f96(const YkArgs *ap) {
             const yk_real r18 = (yk_real)1;
             const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r28 = (yk_real)var_[1];
-            const yk_real r30 = (yk_real)var_[0];
-            const yk_real r32 = (yk_real)count_;
-            const yk_real r35 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r36 = r35 * r23;
+            const yk_real r28 = (yk_real)count_;
+            const yk_real r29 = (yk_real)var_[0];
+            const yk_real r30 = r29 / r28;
+            const yk_real r31 = (yk_real)var_[1];
+            const yk_real r32 = r31 / r28;
+            const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r37 = r36 * r23;
             for (long long n = 0; n < a.n; n++)
                 for (long long k = 0; k < inner_; k++) {
                     const long long i = (n * c_ + c) * inner_ + k;
@@ -694,12 +699,11 @@ void yk_channel_reduce_75eb2f96(const YkArgs *ap) {
                     const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
                     const yk_real r26 = r25 - r24;
                     const yk_real r27 = r26 * r23;
-                    const yk_real r29 = r27 * r28;
-                    const yk_real r31 = r30 + r29;
-                    const yk_real r33 = r31 / r32;
-                    const yk_real r34 = r22 - r33;
-                    const yk_real r37 = r36 * r34;
-                    ((float *)a.t[9])[i] = (float)r37;
+                    const yk_real r33 = r27 * r32;
+                    const yk_real r34 = r30 + r33;
+                    const yk_real r35 = r22 - r34;
+                    const yk_real r38 = r37 * r35;
+                    ((float *)a.t[9])[i] = (float)r38;
                 }
 
         }

@@ -32,7 +32,14 @@ typedef float yk_real;
 #endif
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
-__device__ __forceinline__ float yk_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* The activations' sigmoid through the special-function unit: exp2 and a
+ * reciprocal, 4 instructions where expf and an IEEE division take about 20
+ * and a slow-path branch, which made the fused BN-SiLU kernels
+ * instruction-bound. Relative error about 4 + 1.2|x| ulp of fp32 (4e-6 at
+ * |x| = 20: __expf's 2 + 1.173|x|, the reciprocal's 2), far below a bf16
+ * rounding (2^-9); for x < -87 it gives 0 where the exact value is below
+ * 1.7e-38. */
+__device__ __forceinline__ float yk_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -120,7 +127,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
     return r;
 }
 
-/* yk_channel_reduce_8bbec30e: blockIdx.x a group of a.lanes x V consecutive channels, each
+/* yk_channel_reduce_f6c58d1f: blockIdx.x a group of a.lanes x V consecutive channels, each
  * thread V adjacent ones (V = a.vec, > 1 channels last only: one load of up
  * to 16 bytes per element buffer and row) at lane threadIdx.x % lanes, and
  * one row of every blockDim.x / lanes (a row: an image's k-th pixel when
@@ -133,7 +140,7 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * each channel of its threads, whose variables later phases read from
  * a.part: deterministic for a given split, lane count and V, which depend on
  * the shape and the plan's buffer offsets alone. */
-template <int V> __device__ __forceinline__ void yk_channel_reduce_8bbec30e_run(const YkArgs &a, double *red_, int &last_) {
+template <int V> __device__ __forceinline__ void yk_channel_reduce_f6c58d1f_run(const YkArgs &a, double *red_, int &last_) {
     const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
     /* c: the thread's first channel; channel c + v of its V is c + v * cstep_ */
     const long long c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
@@ -158,63 +165,69 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_8bbec30e_run(
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
-            yk_real r1[V];
-            for (int v = 0; v < V; v++) r1[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
-            yk_real r2[V];
-            for (int v = 0; v < V; v++) r2[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
             yk_real r5[V];
             for (int v = 0; v < V; v++) r5[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
             yk_real r6[V];
             for (int v = 0; v < V; v++) r6[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
-            yk_real r12[V];
-            for (int v = 0; v < V; v++) r12[v] = (yk_real)1;
+            yk_real r9[V];
+            for (int v = 0; v < V; v++) r9[v] = (yk_real)yk_ld_f32(a.t[5], c + v * cstep_);
+            yk_real r10[V];
+            for (int v = 0; v < V; v++) r10[v] = (yk_real)yk_ld_f32(a.t[6], c + v * cstep_);
             yk_real r15[V];
             for (int v = 0; v < V; v++) r15[v] = (yk_real)1;
-            yk_real r20[V];
-            for (int v = 0; v < V; v++) r20[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
-            yk_real r21[V];
-            for (int v = 0; v < V; v++) r21[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
+            yk_real r18[V];
+            for (int v = 0; v < V; v++) r18[v] = (yk_real)1;
+            yk_real r23[V];
+            for (int v = 0; v < V; v++) r23[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
+            yk_real r24[V];
+            for (int v = 0; v < V; v++) r24[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
             for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
                 const long long i = (n * c_ + c) * inner_ + k;
                 (void)i;
                 yk_real r0[V];
                 yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
+                yk_real r1[V];
+                yk_ldv<yk_bf16_t, V>(a.t[1], i, r1);
+                yk_real r2[V];
+                for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
                 yk_real r3[V];
-                for (int v = 0; v < V; v++) r3[v] = r0[v] - r2[v];
+                for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
                 yk_real r4[V];
-                for (int v = 0; v < V; v++) r4[v] = r3[v] * r1[v];
+                yk_ldv<yk_bf16_t, V>(a.t[2], i, r4);
                 yk_real r7[V];
-                for (int v = 0; v < V; v++) r7[v] = r4[v] * r6[v];
+                for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
                 yk_real r8[V];
-                for (int v = 0; v < V; v++) r8[v] = r7[v] + r5[v];
-                yk_real r9[V];
-                for (int v = 0; v < V; v++) r9[v] = (yk_real)(float)r8[v];
-                yk_real r10[V];
-                yk_ldv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r10);
+                for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
                 yk_real r11[V];
-                for (int v = 0; v < V; v++) r11[v] = yk_sigmoid(r9[v]);
+                for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
+                yk_real r12[V];
+                for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
                 yk_real r13[V];
-                for (int v = 0; v < V; v++) r13[v] = r12[v] - r11[v];
+                for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
                 yk_real r14[V];
-                for (int v = 0; v < V; v++) r14[v] = r9[v] * r13[v];
+                for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
                 yk_real r16[V];
-                for (int v = 0; v < V; v++) r16[v] = r15[v] + r14[v];
+                for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
                 yk_real r17[V];
-                for (int v = 0; v < V; v++) r17[v] = r11[v] * r16[v];
-                yk_real r18[V];
-                for (int v = 0; v < V; v++) r18[v] = r10[v] * r17[v];
+                for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
                 yk_real r19[V];
-                for (int v = 0; v < V; v++) r19[v] = (yk_real)(float)r18[v];
+                for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
+                yk_real r20[V];
+                for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
+                yk_real r21[V];
+                for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
                 yk_real r22[V];
-                yk_ldv<yk_bf16_t, V>(a.t[0], i, r22);
-                yk_real r23[V];
-                for (int v = 0; v < V; v++) r23[v] = r22[v] - r21[v];
-                yk_real r24[V];
-                for (int v = 0; v < V; v++) r24[v] = r23[v] * r20[v];
-                for (int v = 0; v < V; v++) acc_[0][v] += (double)r19[v];
+                for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
+                yk_real r25[V];
+                yk_ldv<yk_bf16_t, V>(a.t[2], i, r25);
                 yk_real r26[V];
-                for (int v = 0; v < V; v++) r26[v] = r19[v] * r24[v];
-                for (int v = 0; v < V; v++) acc_[1][v] += (double)r26[v];
+                for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
+                yk_real r27[V];
+                for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
+                for (int v = 0; v < V; v++) acc_[0][v] += (double)r22[v];
+                yk_real r29[V];
+                for (int v = 0; v < V; v++) r29[v] = r22[v] * r27[v];
+                for (int v = 0; v < V; v++) acc_[1][v] += (double)r29[v];
                 k += dk_;
                 const long long kn_ = k >= inner_;
                 k -= kn_ * inner_;
@@ -250,8 +263,8 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_8bbec30e_run(
                 const long long c = c0_ + v;
                 const double f0 = acc_[0][v];
                 const double f1 = acc_[1][v];
-                yk_st_f32(a.t[6], c, (float)f0);
-                yk_st_f32(a.t[7], c, (float)f1);
+                yk_st_f32(a.t[7], c, (float)f0);
+                yk_st_f32(a.t[8], c, (float)f1);
                 vars_[c * YK_RED_VARS + 0] = var_[0][v] = f0;
                 vars_[c * YK_RED_VARS + 1] = var_[1][v] = f1;
             }
@@ -266,80 +279,88 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_8bbec30e_run(
         long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
-            yk_real r1[V];
-            for (int v = 0; v < V; v++) r1[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
-            yk_real r2[V];
-            for (int v = 0; v < V; v++) r2[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
             yk_real r5[V];
             for (int v = 0; v < V; v++) r5[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
             yk_real r6[V];
             for (int v = 0; v < V; v++) r6[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
-            yk_real r12[V];
-            for (int v = 0; v < V; v++) r12[v] = (yk_real)1;
+            yk_real r9[V];
+            for (int v = 0; v < V; v++) r9[v] = (yk_real)yk_ld_f32(a.t[5], c + v * cstep_);
+            yk_real r10[V];
+            for (int v = 0; v < V; v++) r10[v] = (yk_real)yk_ld_f32(a.t[6], c + v * cstep_);
             yk_real r15[V];
             for (int v = 0; v < V; v++) r15[v] = (yk_real)1;
-            yk_real r20[V];
-            for (int v = 0; v < V; v++) r20[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
-            yk_real r21[V];
-            for (int v = 0; v < V; v++) r21[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
-            yk_real r25[V];
-            for (int v = 0; v < V; v++) r25[v] = (yk_real)var_[1][v];
-            yk_real r27[V];
-            for (int v = 0; v < V; v++) r27[v] = (yk_real)var_[0][v];
+            yk_real r18[V];
+            for (int v = 0; v < V; v++) r18[v] = (yk_real)1;
+            yk_real r23[V];
+            for (int v = 0; v < V; v++) r23[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
+            yk_real r24[V];
+            for (int v = 0; v < V; v++) r24[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
+            yk_real r28[V];
+            for (int v = 0; v < V; v++) r28[v] = (yk_real)count_;
             yk_real r29[V];
-            for (int v = 0; v < V; v++) r29[v] = (yk_real)count_;
+            for (int v = 0; v < V; v++) r29[v] = (yk_real)var_[0][v];
+            yk_real r30[V];
+            for (int v = 0; v < V; v++) r30[v] = r29[v] / r28[v];
+            yk_real r31[V];
+            for (int v = 0; v < V; v++) r31[v] = (yk_real)var_[1][v];
             yk_real r32[V];
-            for (int v = 0; v < V; v++) r32[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
-            yk_real r33[V];
-            for (int v = 0; v < V; v++) r33[v] = r32[v] * r20[v];
+            for (int v = 0; v < V; v++) r32[v] = r31[v] / r28[v];
+            yk_real r36[V];
+            for (int v = 0; v < V; v++) r36[v] = (yk_real)yk_ld_f32(a.t[6], c + v * cstep_);
+            yk_real r37[V];
+            for (int v = 0; v < V; v++) r37[v] = r36[v] * r23[v];
             for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
                 const long long i = (n * c_ + c) * inner_ + k;
                 (void)i;
                 yk_real r0[V];
                 yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
+                yk_real r1[V];
+                yk_ldv<yk_bf16_t, V>(a.t[1], i, r1);
+                yk_real r2[V];
+                for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
                 yk_real r3[V];
-                for (int v = 0; v < V; v++) r3[v] = r0[v] - r2[v];
+                for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
                 yk_real r4[V];
-                for (int v = 0; v < V; v++) r4[v] = r3[v] * r1[v];
+                yk_ldv<yk_bf16_t, V>(a.t[2], i, r4);
                 yk_real r7[V];
-                for (int v = 0; v < V; v++) r7[v] = r4[v] * r6[v];
+                for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
                 yk_real r8[V];
-                for (int v = 0; v < V; v++) r8[v] = r7[v] + r5[v];
-                yk_real r9[V];
-                for (int v = 0; v < V; v++) r9[v] = (yk_real)(float)r8[v];
-                yk_real r10[V];
-                yk_ldv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r10);
+                for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
                 yk_real r11[V];
-                for (int v = 0; v < V; v++) r11[v] = yk_sigmoid(r9[v]);
+                for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
+                yk_real r12[V];
+                for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
                 yk_real r13[V];
-                for (int v = 0; v < V; v++) r13[v] = r12[v] - r11[v];
+                for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
                 yk_real r14[V];
-                for (int v = 0; v < V; v++) r14[v] = r9[v] * r13[v];
+                for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
                 yk_real r16[V];
-                for (int v = 0; v < V; v++) r16[v] = r15[v] + r14[v];
+                for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
                 yk_real r17[V];
-                for (int v = 0; v < V; v++) r17[v] = r11[v] * r16[v];
-                yk_real r18[V];
-                for (int v = 0; v < V; v++) r18[v] = r10[v] * r17[v];
+                for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
                 yk_real r19[V];
-                for (int v = 0; v < V; v++) r19[v] = (yk_real)(float)r18[v];
+                for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
+                yk_real r20[V];
+                for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
+                yk_real r21[V];
+                for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
                 yk_real r22[V];
-                yk_ldv<yk_bf16_t, V>(a.t[0], i, r22);
-                yk_real r23[V];
-                for (int v = 0; v < V; v++) r23[v] = r22[v] - r21[v];
-                yk_real r24[V];
-                for (int v = 0; v < V; v++) r24[v] = r23[v] * r20[v];
+                for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
+                yk_real r25[V];
+                yk_ldv<yk_bf16_t, V>(a.t[2], i, r25);
                 yk_real r26[V];
-                for (int v = 0; v < V; v++) r26[v] = r24[v] * r25[v];
-                yk_real r28[V];
-                for (int v = 0; v < V; v++) r28[v] = r27[v] + r26[v];
-                yk_real r30[V];
-                for (int v = 0; v < V; v++) r30[v] = r28[v] / r29[v];
-                yk_real r31[V];
-                for (int v = 0; v < V; v++) r31[v] = r19[v] - r30[v];
+                for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
+                yk_real r27[V];
+                for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
+                yk_real r33[V];
+                for (int v = 0; v < V; v++) r33[v] = r27[v] * r32[v];
                 yk_real r34[V];
-                for (int v = 0; v < V; v++) r34[v] = r33[v] * r31[v];
-                yk_stv<yk_bf16_t, V>(a.t[8], i, r34);
+                for (int v = 0; v < V; v++) r34[v] = r30[v] + r33[v];
+                yk_real r35[V];
+                for (int v = 0; v < V; v++) r35[v] = r22[v] - r34[v];
+                yk_real r38[V];
+                for (int v = 0; v < V; v++) r38[v] = r37[v] * r35[v];
+                yk_stv<yk_bf16_t, V>(a.t[9], i, r38);
                 k += dk_;
                 const long long kn_ = k >= inner_;
                 k -= kn_ * inner_;
@@ -379,9 +400,9 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_8bbec30e_run(
     }
 }
 
-extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_8bbec30e(YkArgs a) {
+extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_f6c58d1f(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
     __shared__ int last_;
-    if (a.vec == 4) yk_channel_reduce_8bbec30e_run<4>(a, red_, last_);
-    else yk_channel_reduce_8bbec30e_run<1>(a, red_, last_);
+    if (a.vec == 4) yk_channel_reduce_f6c58d1f_run<4>(a, red_, last_);
+    else yk_channel_reduce_f6c58d1f_run<1>(a, red_, last_);
 }
