@@ -48,8 +48,9 @@ static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F
  * k in hand. The CUDA map's array form takes V elements from there as a
  * whole (yk_ldv / yk_stv), packed or strided: the launch takes V > 1 only
  * where a view's row stride keeps its rows on V-element boundaries. */
-static const char *elem_text(const Kernel *k, const KInstr *in, char *buf, size_t cap) {
-    if (k->buf_strided[in->buf]) snprintf(buf, cap, "n * a.bs[%d] + c * inner_ + k", in->buf);
+static const char *elem_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
+    /* CUDA: in the skeleton's index type I (32-bit where the launch allows: YkArgs.idx32) */
+    if (k->buf_strided[in->buf]) snprintf(buf, cap, tg == KT_CUDA ? "n * (I)a.bs[%d] + c * inner_ + k" : "n * a.bs[%d] + c * inner_ + k", in->buf);
     else snprintf(buf, cap, "i");
     return buf;
 }
@@ -57,8 +58,8 @@ static const char *elem_text(const Kernel *k, const KInstr *in, char *buf, size_
 /* Index of a load or store: an element's (elem_text), a channel vector's
  * entry at the element's channel (array form: element v's), the channel's
  * first element (n = k = 0: the same place packed or strided), or fixed. */
-static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, size_t cap) {
-    if (in->at == KA_ELEM) elem_text(k, in, buf, cap);
+static void index_text(const Kernel *k, KTarget tg, const KInstr *in, bool arr, char *buf, size_t cap) {
+    if (in->at == KA_ELEM) elem_text(k, tg, in, buf, cap);
     else if (in->at == KA_CHAN) snprintf(buf, cap, arr ? "c + v * cstep_" : "c");
     else if (in->at == KA_FIRST) snprintf(buf, cap, arr ? "(c + v * cstep_) * inner_" : "c * inner_");
     else snprintf(buf, cap, "%lld", (long long)in->imm);
@@ -66,7 +67,7 @@ static void index_text(const Kernel *k, const KInstr *in, bool arr, char *buf, s
 
 static void load_text(const Kernel *k, KTarget tg, const KInstr *in, bool arr, char *buf, size_t cap) {
     char idx[96];
-    index_text(k, in, arr, idx, sizeof idx);
+    index_text(k, tg, in, arr, idx, sizeof idx);
     if (tg == KT_CUDA) snprintf(buf, cap, "yk_ld_%s(a.t[%d], %s)", dtype_tag(k->buf_dtype[in->buf]), in->buf, idx);
     else snprintf(buf, cap, "((const float *)a.t[%d])[%s]", in->buf, idx);
 }
@@ -134,7 +135,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         switch (in->op) {
         case KI_LOAD:
             if (whole) {
-                fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, in, idx, sizeof idx), p, r);
+                fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, tg, in, idx, sizeof idx), p, r);
                 break;
             }
             load_text(k, tg, in, arr, a, sizeof a);
@@ -142,10 +143,10 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             break;
         case KI_STORE:
             if (whole) {
-                fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, in, idx, sizeof idx), p, in->a);
+                fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, tg, in, idx, sizeof idx), p, in->a);
                 break;
             }
-            index_text(k, in, arr, idx, sizeof idx);
+            index_text(k, tg, in, arr, idx, sizeof idx);
             if (tg == KT_CUDA) fprintf(o->f, "%syk_st_%s(a.t[%d], %s, (float)%s);\n", vloop, dtype_tag(k->buf_dtype[in->buf]), in->buf, idx, x[0]);
             else fprintf(o->f, "((float *)a.t[%d])[%s] = (float)%s;\n", in->buf, idx, x[0]);
             break;
@@ -202,7 +203,7 @@ static char *multi_rows_text(const Kernel *k) {
     fprintf(f, "        const long long row_ = blockIdx.y * %dLL;\n        YkArgs r = a;\n", k->n_bufs);
     for (int s = 0; s < k->n_bufs; s++) fprintf(f, "        r.t[%d] = a.list[row_ + %d];\n", s, s);
     fprintf(f, "        r.n = r.c = 1, r.inner = a.list_len[row_];\n");
-    fprintf(f, "        if (r.vec == %d) %s_run<%d>(r);\n        else %s_run<1>(r);\n        return;\n    }\n", v, k->name, v, k->name);
+    fprintf(f, "        if (r.vec == %d && r.idx32) %s_run<%d, int>(r);\n        else %s_run<1, long long>(r);\n        return;\n    }\n", v, k->name, v, k->name);
     fclose(f);
     return buf;
 }

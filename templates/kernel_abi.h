@@ -17,6 +17,7 @@ typedef struct YkArgs {
     unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
     long long vec;                      /* map, slice copy: consecutive elements a thread takes at a time, in one access of up to 16 bytes (CUDA) */
+    long long idx32;                    /* map, channel reduce: every element index the launch forms is below 2^31, so a thread counts in 32-bit integers (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4

@@ -330,6 +330,35 @@ Test(cuda, map_units_need_the_shape_and_every_element_address) {
     cr_expect_eq(kernel_elem_vec(&k), 1, "a map's sum is not elementwise");
 }
 
+/* Maps and reductions count in 32 bits while every index they form, a
+ * grid-stride step past the end included, stays below 2^31; past that they
+ * take their 64-bit path, one element a thread. */
+Test(cuda, launches_count_in_32_bits_where_every_index_fits) {
+    KInstr code[2] = {{.op = KI_LOAD, .buf = 0, .at = KA_ELEM}, {.op = KI_STORE, .a = 0, .buf = 1, .at = KA_ELEM}};
+    Kernel k = {.skel = KS_MAP, .code = code, .n_code = 2, .n_phases = 1, .body = {{0, 2}}, .n_bufs = 2, .buf_dtype = {DT_BF16, DT_BF16}};
+    const int64_t most = INT32_MAX - CUDA_IDX32_SLACK;
+    KLaunch ln = {.n_args = 2, .args = {0, 1}, .n = 1, .c = 1, .inner = most};
+    CuDevicePtr ptr[2] = {0x10000, 0x20000};
+    cr_expect(cuda_launch_idx32(&k, &ln) && cuda_launch_args(&k, &ln, ptr, 0, 0).idx32 == 1, "2^31 - 2^26 - 1 elements");
+    cr_expect_eq(CUDA_IDX32_SLACK, 32 * 1024 * CUDA_BLOCK * 8, "the slack: 32 blocks of 8-element threads on 1024 multiprocessors");
+    ln.inner = most + 1;
+    cr_expect(!cuda_launch_idx32(&k, &ln) && cuda_launch_args(&k, &ln, ptr, 0, 0).idx32 == 0, "one more");
+    /* the largest activation of YOLOv8x at 640, batch 64: 80 channels of 320 x 320 */
+    ln = (KLaunch){.n_args = 2, .args = {0, 1}, .n = 64 * 320 * 320, .c = 80, .inner = 1};
+    cr_expect(cuda_launch_idx32(&k, &ln) && cuda_elem_vec(&k, &ln, ptr) == 8, "YOLOv8x's stem output at batch 64: 32 bits, 8 channels a thread");
+    ln.n *= 4;
+    cr_expect(!cuda_launch_idx32(&k, &ln) && cuda_elem_vec(&k, &ln, ptr) == 1, "at 1280 it counts in 64 bits, one element a thread");
+    /* a view's rows are its base's apart: its last row ends past n * c * inner */
+    k.buf_strided[1] = true;
+    ln = (KLaunch){.n_args = 2, .args = {0, 1}, .n = 1 << 20, .c = 64, .inner = 1, .bs = {0, 64}};
+    cr_expect(cuda_launch_idx32(&k, &ln), "a view of 64 channels of 64-channel pixels");
+    ln.bs[1] = 2048;
+    cr_expect(!cuda_launch_idx32(&k, &ln), "64 channels of 2048-channel pixels reach 2^31");
+    k.skel = KS_COPY;
+    ln.bs[1] = 64;
+    cr_expect(!cuda_launch_idx32(&k, &ln), "copies have one path");
+}
+
 /* ---- convolution keys (no GPU) ---- */
 
 typedef struct ConvCase {

@@ -24,13 +24,19 @@
  * rounding of its terms: the SGD steps show 3e-8 on results near 1e-3).
  * bf16 / fp16 storage: both results rounded to the storage type, at most 1
  * ulp apart. Gaps of views and red zones must keep their poison. */
-static void generated_vs_cpu(const char *precision, const char *layout, unsigned grid, unsigned block) {
+/* The maps' 64-bit path (what launches of 2^31 elements and more take,
+ * cuda_launch_idx32): YkArgs.idx32 cleared, one element a thread. */
+static void take_64bit_path(YkArgs *a, const Kernel *k) {
+    if (k->skel == KS_MAP) a->idx32 = 0, a->vec = 1;
+}
+
+static void generated_vs_cpu(const char *precision, const char *layout, unsigned grid, unsigned block, bool idx64) {
     Env v;
     GenCpu gc;
     int skipped_kernels;
     void *h = emul_generated_open(&v, &gc, precision, layout, 1u << KS_MAP | 1u << KS_COPY, 0, &skipped_kernels);
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0, view_units = 0;
+    int count[KS_COUNT] = {0}, skipped[KS_COUNT] = {0}, compared = 0, failed = 0, strided = 0, units = 0, map_units = 0, view_units = 0, narrow = 0;
     double worst_rel = 0, worst_ulp = 0;
     /* the tensor-list tables (cuda_kernels_bind_tables), in host memory */
     CuDevicePtr *tab = calloc((size_t)v.kp.n_list + 1, sizeof *tab);
@@ -58,12 +64,15 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
         }
         gen_cpu_launch(&gc, lc, kernel_all_rows(&gc.kp, lc), v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, 0, 0);
+        if (idx64) take_64bit_path(&a, k);
+        narrow += k->skel == KS_MAP && a.idx32;
         if (kernel_is_multi(&v.kp, ln)) {
             /* in two pieces, rows [0, 1) and [1, n), as a range of ops that
              * leaves a frozen parameter out runs them: each finds its rows */
             const KRows piece[2] = {{0, 1}, {1, ln->list_n}};
             for (int p = 0; p < 2; p++) {
                 a = cuda_multi_args(&v.kp, ln, piece[p], v.ptr, (CuDevicePtr)(uintptr_t)tab, (CuDevicePtr)(uintptr_t)lens);
+                if (idx64) take_64bit_path(&a, k);
                 cr_assert_eq(a.list_n, piece[p].hi - piece[p].lo);
                 for (int r = 0; r < a.list_n; r++) {
                     block_y((unsigned)a.list_n, (unsigned)r);
@@ -95,27 +104,32 @@ static void generated_vs_cpu(const char *precision, const char *layout, unsigned
     /* the optimizer's updates: one multi-tensor launch per parameter group */
     cr_expect_eq(multi, 3, "%d multi-tensor launches", multi);
     free(tab), free(lens);
+    /* every map of the tiny plan counts in 32 bits, unless told not to */
+    cr_expect_eq(narrow, idx64 ? 0 : count[KS_MAP], "%d of %d maps in 32 bits", narrow, count[KS_MAP]);
     /* both layouts' maps take several elements a thread (8-channel multiples, planes of 64 pixels and
      * more); channels last concatenates and splits channel runs, which move in units */
-    cr_expect_gt(map_units, 0, "%d of %d maps took several elements a thread", map_units, count[KS_MAP]);
+    if (!idx64) cr_expect_gt(map_units, 0, "%d of %d maps took several elements a thread", map_units, count[KS_MAP]);
     if (strcmp(layout, "nhwc") == 0) cr_expect_gt(units, 0, "%d of %d copies moved units of several elements", units, count[KS_COPY]);
     /* channels-last channel slices: rows of 8-channel multiples in wider ones */
-    if (strcmp(layout, "nhwc") == 0) cr_expect_gt(view_units, 0, "no map took several elements of a view a thread");
+    if (strcmp(layout, "nhwc") == 0 && !idx64) cr_expect_gt(view_units, 0, "no map took several elements of a view a thread");
     cr_expect_gt(compared, 0);
     dlclose(h);
     gen_cpu_close(&gc);
     env_close(&v);
 }
 
-Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32", "nchw", EMU_GRID, EMU_BLOCK); }
-Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16", "nchw", EMU_GRID, EMU_BLOCK); }
-Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16", "nchw", EMU_GRID, EMU_BLOCK); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp32) { generated_vs_cpu("fp32", "nchw", EMU_GRID, EMU_BLOCK, false); }
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16) { generated_vs_cpu("bf16", "nchw", EMU_GRID, EMU_BLOCK, false); }
+Test(cuda_emul, generated_kernels_match_the_cpu_fp16) { generated_vs_cpu("fp16", "nchw", EMU_GRID, EMU_BLOCK, false); }
 /* channels last: rows of channels, per-channel loads strided by C */
-Test(cuda_emul, generated_kernels_match_the_cpu_bf16_nhwc) { generated_vs_cpu("bf16", "nhwc", EMU_GRID, EMU_BLOCK); }
+Test(cuda_emul, generated_kernels_match_the_cpu_bf16_nhwc) { generated_vs_cpu("bf16", "nhwc", EMU_GRID, EMU_BLOCK, false); }
 /* a stride of 35 elements: wider than some images and channels, so the
  * position's channel and image digits carry too */
-Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid) { generated_vs_cpu("bf16", "nchw", 5, 7); }
-Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid_nhwc) { generated_vs_cpu("bf16", "nhwc", 5, 7); }
+Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid) { generated_vs_cpu("bf16", "nchw", 5, 7, false); }
+Test(cuda_emul, generated_kernels_match_the_cpu_on_a_wide_grid_nhwc) { generated_vs_cpu("bf16", "nhwc", 5, 7, false); }
+/* the 64-bit path of launches too large for 32-bit indices */
+Test(cuda_emul, generated_kernels_match_the_cpu_in_64bit_indices) { generated_vs_cpu("fp32", "nchw", 5, 7, true); }
+Test(cuda_emul, generated_kernels_match_the_cpu_in_64bit_indices_nhwc) { generated_vs_cpu("bf16", "nhwc", 5, 7, true); }
 
 /* ---- library kernels against the reference ---- */
 

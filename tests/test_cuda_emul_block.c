@@ -72,7 +72,9 @@ static void fill_list(Env *v, const KLaunch *ln, uint64_t *seed) {
  * max(the shape's split, min_split) blocks per channel. Tolerances as
  * generated_vs_cpu's: the sums are fp64 on both sides in different orders,
  * so fp32 results agree to 1e-5 relative, 16-bit ones to 1 ulp. */
-static void block_kernels_vs_cpu(const char *precision, const char *layout, unsigned min_split) {
+/* idx64: the reductions' 64-bit path (launches of 2^31 elements and more,
+ * cuda_launch_idx32), one channel a thread */
+static void block_kernels_vs_cpu(const char *precision, const char *layout, unsigned min_split, bool idx64) {
     Env v;
     GenCpu gc;
     int others;
@@ -81,7 +83,7 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
     Tables tb;
     tables_open(&tb, &v, min_split);
     uint64_t seed = 0x2545f4914f6cdd1dULL;
-    int count[KS_COUNT] = {0}, failed = 0, split = 0, compared = 0, wide = 0;
+    int count[KS_COUNT] = {0}, failed = 0, split = 0, compared = 0, wide = 0, narrow = 0;
     double worst_rel = 0, worst_ulp = 0;
     for (int i = 0; i < v.kp.n_launches; i++) {
         const KLaunch *ln = &v.kp.launches[i], *lc = &gc.kp.launches[i];
@@ -99,6 +101,8 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
         gen_cpu_launch(&gc, lc, kernel_all_rows(&gc.kp, lc), v.host);
         YkArgs a = cuda_launch_args(k, ln, v.ptr, (CuDevicePtr)(uintptr_t)tb.list, (CuDevicePtr)(uintptr_t)tb.list_len);
         a.arrived = (unsigned *)tb.part, a.part = tb.part + tb.counters;
+        if (idx64 && k->skel == KS_CHANNEL_REDUCE) a.idx32 = 0, a.vec = 1, a.lanes = cuda_reduce_lanes(ln, 1);
+        narrow += k->skel == KS_CHANNEL_REDUCE && a.idx32;
         CudaGeom g = cuda_launch_geometry(k->skel, ln, a.vec, 132);
         wide += a.vec > 1;
         cr_assert_eq(g.block, CUDA_BLOCK);
@@ -116,7 +120,9 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
     cr_log_info("%s %s: %d CHANNEL_REDUCE launches (%d split over blocks, %d with several channels a thread) and %d LIST_NORM launches emulated (%d "
                 "grid-stride kernels left to cuda_emul); worst relative difference (fp32 storage) %.3g, worst 16-bit ulps %.3g",
                 precision, layout, count[KS_CHANNEL_REDUCE], split, wide, count[KS_LIST_NORM], others, worst_rel, worst_ulp);
-    if (strcmp(layout, "nhwc") == 0) cr_expect_gt(wide, count[KS_CHANNEL_REDUCE] / 2, "channels-last reductions take several channels a thread");
+    cr_expect_eq(narrow, idx64 ? 0 : count[KS_CHANNEL_REDUCE], "%d of %d reductions in 32 bits", narrow, count[KS_CHANNEL_REDUCE]);
+    if (idx64) cr_expect_eq(wide, 0, "the 64-bit path takes one channel a thread");
+    else if (strcmp(layout, "nhwc") == 0) cr_expect_gt(wide, count[KS_CHANNEL_REDUCE] / 2, "channels-last reductions take several channels a thread");
     else cr_expect_eq(wide, 0, "NCHW reductions take one channel a thread");
     cr_expect_gt(count[KS_CHANNEL_REDUCE], 0, "the tiny plan has batch norms");
     cr_expect_gt(compared, 0, "outputs compared");
@@ -128,8 +134,9 @@ static void block_kernels_vs_cpu(const char *precision, const char *layout, unsi
     env_close(&v);
 }
 
-Test(cuda_emul_block, reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 1); }
-Test(cuda_emul_block, reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 1); }
+Test(cuda_emul_block, reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 1, false); }
+Test(cuda_emul_block, reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 1, false); }
 /* three blocks per channel: partial sums combined by the last to arrive */
-Test(cuda_emul_block, split_reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 3); }
-Test(cuda_emul_block, split_reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 3); }
+Test(cuda_emul_block, split_reductions_match_the_cpu_fp32, .timeout = 600) { block_kernels_vs_cpu("fp32", "nchw", 3, false); }
+Test(cuda_emul_block, split_reductions_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 3, false); }
+Test(cuda_emul_block, split_reductions_in_64bit_indices_match_the_cpu_bf16_nhwc, .timeout = 600) { block_kernels_vs_cpu("bf16", "nhwc", 3, true); }

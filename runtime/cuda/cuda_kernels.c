@@ -129,8 +129,17 @@ int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDev
     return vec;
 }
 
+bool cuda_launch_idx32(const Kernel *k, const KLaunch *ln) {
+    if (k->skel != KS_MAP && k->skel != KS_CHANNEL_REDUCE) return false;
+    int64_t extent = ln->n * ln->c * ln->inner;
+    for (int s = 0; s < k->n_bufs; s++)
+        if (k->buf_strided[s] && ln->n * ln->bs[s] + ln->c * ln->inner > extent) extent = ln->n * ln->bs[s] + ln->c * ln->inner;
+    return extent <= INT32_MAX - CUDA_IDX32_SLACK;
+}
+
 int64_t cuda_elem_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr) {
-    const int64_t vec = kernel_elem_vec(k);
+    /* a vectorized launch counts in 32 bits (the kernel's other path is V = 1, 64-bit) */
+    const int64_t vec = cuda_launch_idx32(k, ln) ? kernel_elem_vec(k) : 1;
     /* a thread's V elements: V adjacent channels of a pixel (channels last), or for a map V of one plane */
     const bool fits = ln->inner == 1 ? ln->c % vec == 0 : k->skel == KS_MAP && ln->inner % vec == 0;
     if (vec == 1 || !fits) return 1;
@@ -151,6 +160,7 @@ YkArgs cuda_launch_args(const Kernel *k, const KLaunch *ln, const CuDevicePtr *p
     /* each is 1 for the other skeletons */
     a.vec = k->skel == KS_COPY ? cuda_copy_vec(k, ln, ptr[ln->args[0]], ptr[ln->args[1]]) : cuda_elem_vec(k, ln, ptr);
     a.lanes = cuda_reduce_lanes(ln, a.vec);
+    a.idx32 = cuda_launch_idx32(k, ln);
     if (ln->list_n) {
         a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)ln->list_first * sizeof(CuDevicePtr));
         a.list_len = (const long long *)(uintptr_t)(list_len + (CuDevicePtr)ln->list_first * sizeof(long long));
@@ -175,6 +185,11 @@ YkArgs cuda_multi_args(const KProgram *kp, const KLaunch *ln, KRows rows, const 
     for (int r = rows.lo + 1; r < rows.hi && a.vec > 1; r++) {
         KLaunch row = row_launch(kp, ln, r);
         if (cuda_elem_vec(k, &row, ptr) != a.vec) a.vec = 1;
+    }
+    for (int r = rows.lo + 1; r < rows.hi && a.idx32; r++) {
+        KLaunch row = row_launch(kp, ln, r);
+        a.idx32 = cuda_launch_idx32(k, &row);
+        if (!a.idx32) a.vec = 1;
     }
     const size_t at = (size_t)ln->list_first + (size_t)rows.lo * (size_t)ln->n_args;
     a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)at * sizeof(CuDevicePtr));

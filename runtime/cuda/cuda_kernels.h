@@ -40,11 +40,20 @@ CudaGeom cuda_launch_geometry(KSkel skel, const KLaunch *ln, int64_t vec, int sm
  * of a channels-last concat (16 bf16 channels) then moves in two 16-byte
  * loads instead of sixteen 2-byte ones. */
 int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDevicePtr dst);
+/* Pure: whether every element index that MAP or CHANNEL_REDUCE launch ln
+ * of kernel k forms, a view's rows (n * bs) included, stays below 2^31 with
+ * CUDA_IDX32_SLACK to spare for a grid-stride loop's last step past the end
+ * (at most 32 blocks a multiprocessor x CUDA_BLOCK x 8 elements: 2^26 on
+ * 1024 multiprocessors): YkArgs.idx32, the kernels' 32-bit path. 64-bit
+ * integer arithmetic was a third of the instructions of their loops. */
+enum { CUDA_IDX32_SLACK = 1 << 26 };
+bool cuda_launch_idx32(const Kernel *k, const KLaunch *ln);
 /* Pure: the elements each thread of MAP or CHANNEL_REDUCE launch ln of
  * kernel k takes at a time: kernel_elem_vec(k) when it divides the launch's
  * inner extent (its channels when inner is 1; a reduction's channels only,
  * channels last) and every element buffer's address (ptr[t]: tensor t's)
- * is aligned to that many elements; else 1. */
+ * is aligned to that many elements, and the launch counts in 32 bits
+ * (cuda_launch_idx32); else 1. */
 enum { CUDA_REDUCE_MAX_VEC = 4 }; /* kernel_elem_vec's widest reduction: 8 bytes of 16-bit elements */
 int64_t cuda_elem_vec(const Kernel *k, const KLaunch *ln, const CuDevicePtr *ptr);
 

@@ -7,19 +7,19 @@
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
  * for a 64-bit division. */
-template <int V> __device__ __forceinline__ void @NAME@_run(const YkArgs &a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
-    const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
+template <int V, typename I> __device__ __forceinline__ void @NAME@_run(const YkArgs &a) {
+    const I c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (I)gridDim.x * blockDim.x * V;
+    const I cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
     (void)cstep_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * V;
+    I i = (blockIdx.x * (I)blockDim.x + threadIdx.x) * V;
     if (i >= total_) return;
-    long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
-    const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    I k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
+    const I dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
     /* what depends on the channel alone (its statistics, scale and shift), computed
      * again only when the channel changes: channels last, never (cuda_launch_geometry) */
-    long long held_ = -1;
+    I held_ = -1;
 @DECL@
     for (; i < total_; i += step_) {
         (void)n;
@@ -29,16 +29,16 @@ template <int V> __device__ __forceinline__ void @NAME@_run(const YkArgs &a) {
         }
 @BODY@
         k += dk_;
-        const long long kc_ = k >= inner_;
+        const I kc_ = k >= inner_;
         k -= kc_ * inner_;
         c += dc_ + kc_;
-        const long long cc_ = c >= c_;
+        const I cc_ = c >= c_;
         c -= cc_ * c_;
         n += dn_ + cc_;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) @NAME@(YkArgs a) {
-@ROWS@    if (a.vec == @VEC@) @NAME@_run<@VEC@>(a);
-    else @NAME@_run<1>(a);
+@ROWS@    if (a.vec == @VEC@ && a.idx32) @NAME@_run<@VEC@, int>(a);
+    else @NAME@_run<1, long long>(a);
 }

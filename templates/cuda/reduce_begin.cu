@@ -12,10 +12,10 @@
  * each channel of its threads, whose variables later phases read from
  * a.part: deterministic for a given split, lane count and V, which depend on
  * the shape and the plan's buffer offsets alone. */
-template <int V> __device__ __forceinline__ void @NAME@_run(const YkArgs &a, double *red_, int &last_) {
-    const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
+template <int V, typename I> __device__ __forceinline__ void @NAME@_run(const YkArgs &a, double *red_, int &last_) {
+    const I lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
     /* c: the thread's first channel; channel c + v of its V is c + v * cstep_ */
-    const long long c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
+    const I c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
     const bool chan_ = c < c_;                             /* a lane past the last channel only meets the others */
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */

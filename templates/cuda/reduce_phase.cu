@@ -1,19 +1,19 @@
     if (a.phase == @PHASE@) {
         double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
-        const long long total_ = @LOOP_N@ * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
+        const I total_ = @LOOP_N@ * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
-        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        const I dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        I n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
 @CHAN@
-            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
-                const long long i = (n * c_ + c) * inner_ + k;
+            for (I e = lo_ + row_; e < hi_; e += rows_per_) {
+                const I i = (n * c_ + c) * inner_ + k;
                 (void)i;
 @BODY@
                 k += dk_;
-                const long long kn_ = k >= inner_;
+                const I kn_ = k >= inner_;
                 k -= kn_ * inner_;
                 n += dn_ + kn_;
             }
@@ -36,15 +36,15 @@
             for (int s = 0; s < @NACCS_USED@; s++)
                 for (int v = 0; v < V; v++) {
                     double t_ = 0;
-                    for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
+                    for (I q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
                     acc_[s][v] = yk_rows_sum(t_, red_, lanes_);
                 }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
-            const long long c0_ = c;
+            const I c0_ = c;
             for (int v = 0; v < V; v++) {
-                const long long c = c0_ + v;
+                const I c = c0_ + v;
 @FINALIZE@
             }
         }

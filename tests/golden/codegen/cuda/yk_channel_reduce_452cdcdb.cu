@@ -20,6 +20,7 @@ typedef struct YkArgs {
     unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
     long long vec;                      /* map, slice copy: consecutive elements a thread takes at a time, in one access of up to 16 bytes (CUDA) */
+    long long idx32;                    /* map, channel reduce: every element index the launch forms is below 2^31, so a thread counts in 32-bit integers (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
@@ -57,9 +58,16 @@ struct yk_bf16_t {
     typedef unsigned short bits;
     static __device__ __forceinline__ float from(bits b) { return __uint_as_float((unsigned int)b << 16); }
     static __device__ __forceinline__ bits to(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(YK_HOST_EMULATION)
+        /* one instruction (sm_80 on) where the bit arithmetic below takes eight; a NaN comes out 0x7fff */
+        bits h;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        return h;
+#else
         unsigned int u = __float_as_uint(v);
         u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u + 0x7fffu + ((u >> 16) & 1u);
         return (bits)(u >> 16);
+#endif
     }
 };
 struct yk_f16_t {
@@ -101,15 +109,20 @@ template <typename T, int V> union yk_pack_t {
     unit_type unit;
     typename T::bits el[V];
 };
-template <typename T, int V> __device__ __forceinline__ void yk_ldv(const void *p, long long i, float *out) {
+/* An element index (never negative) as unsigned, so that i / V is a shift */
+__device__ __forceinline__ unsigned yk_uidx(int i) { return (unsigned)i; }
+__device__ __forceinline__ unsigned yk_uidx(unsigned i) { return i; }
+__device__ __forceinline__ unsigned long long yk_uidx(long long i) { return (unsigned long long)i; }
+__device__ __forceinline__ unsigned long long yk_uidx(unsigned long long i) { return i; }
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
     yk_pack_t<T, V> w;
-    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[i / V];
+    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V];
     for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
 }
-template <typename T, int V> __device__ __forceinline__ void yk_stv(void *p, long long i, const float *in) {
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_stv(void *p, I i, const float *in) {
     yk_pack_t<T, V> w;
     for (int v = 0; v < V; v++) w.el[v] = T::to(in[v]);
-    ((typename yk_pack_t<T, V>::unit_type *)p)[i / V] = w.unit;
+    ((typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V] = w.unit;
 }
 /* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
  * block of lanes-wide rows) in a fixed tree over the rows, so the same
@@ -140,10 +153,10 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * each channel of its threads, whose variables later phases read from
  * a.part: deterministic for a given split, lane count and V, which depend on
  * the shape and the plan's buffer offsets alone. */
-template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(const YkArgs &a, double *red_, int &last_) {
-    const long long lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
+template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(const YkArgs &a, double *red_, int &last_) {
+    const I lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
     /* c: the thread's first channel; channel c + v of its V is c + v * cstep_ */
-    const long long c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
+    const I c = (blockIdx.x * lanes_ + lane_) * V, c_ = a.c, inner_ = a.inner, np_ = gridDim.y, p_ = blockIdx.y, cstep_ = 1;
     const bool chan_ = c < c_;                             /* a lane past the last channel only meets the others */
     double *part_ = (double *)a.part;                      /* [c_][np_][YK_RED_ACCS] the blocks' sums */
     double *vars_ = part_ + c_ * np_ * YK_RED_ACCS;        /* [c_][YK_RED_VARS] the finalizes' variables */
@@ -159,10 +172,10 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
     if (a.phase == 0) {
         double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
-        const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
+        const I total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
-        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        const I dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        I n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
             yk_real r1[V];
@@ -181,8 +194,8 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
             for (int v = 0; v < V; v++) r20[v] = (yk_real)yk_ld_f32(a.t[1], c + v * cstep_);
             yk_real r21[V];
             for (int v = 0; v < V; v++) r21[v] = (yk_real)yk_ld_f32(a.t[2], c + v * cstep_);
-            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
-                const long long i = (n * c_ + c) * inner_ + k;
+            for (I e = lo_ + row_; e < hi_; e += rows_per_) {
+                const I i = (n * c_ + c) * inner_ + k;
                 (void)i;
                 yk_real r0[V];
                 yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
@@ -197,7 +210,7 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
                 yk_real r9[V];
                 for (int v = 0; v < V; v++) r9[v] = (yk_real)(float)r8[v];
                 yk_real r10[V];
-                yk_ldv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r10);
+                yk_ldv<yk_bf16_t, V>(a.t[5], n * (I)a.bs[5] + c * inner_ + k, r10);
                 yk_real r11[V];
                 for (int v = 0; v < V; v++) r11[v] = yk_sigmoid(r9[v]);
                 yk_real r13[V];
@@ -223,7 +236,7 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
                 for (int v = 0; v < V; v++) r26[v] = r19[v] * r24[v];
                 for (int v = 0; v < V; v++) acc_[1][v] += (double)r26[v];
                 k += dk_;
-                const long long kn_ = k >= inner_;
+                const I kn_ = k >= inner_;
                 k -= kn_ * inner_;
                 n += dn_ + kn_;
             }
@@ -246,15 +259,15 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
             for (int s = 0; s < 2; s++)
                 for (int v = 0; v < V; v++) {
                     double t_ = 0;
-                    for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
+                    for (I q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
                     acc_[s][v] = yk_rows_sum(t_, red_, lanes_);
                 }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
-            const long long c0_ = c;
+            const I c0_ = c;
             for (int v = 0; v < V; v++) {
-                const long long c = c0_ + v;
+                const I c = c0_ + v;
                 const double f0 = acc_[0][v];
                 const double f1 = acc_[1][v];
                 yk_st_f32(a.t[6], c, (float)f0);
@@ -267,10 +280,10 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
     if (a.phase == 1) {
         double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
-        const long long total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
+        const I total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
         /* the row e is image n's k-th: both advance by the rows' stride without a division */
-        const long long dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        long long n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        const I dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
+        I n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
             yk_real r1[V];
@@ -303,8 +316,8 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
             for (int v = 0; v < V; v++) r33[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
             yk_real r34[V];
             for (int v = 0; v < V; v++) r34[v] = r33[v] * r20[v];
-            for (long long e = lo_ + row_; e < hi_; e += rows_per_) {
-                const long long i = (n * c_ + c) * inner_ + k;
+            for (I e = lo_ + row_; e < hi_; e += rows_per_) {
+                const I i = (n * c_ + c) * inner_ + k;
                 (void)i;
                 yk_real r0[V];
                 yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
@@ -319,7 +332,7 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
                 yk_real r9[V];
                 for (int v = 0; v < V; v++) r9[v] = (yk_real)(float)r8[v];
                 yk_real r10[V];
-                yk_ldv<yk_bf16_t, V>(a.t[5], n * a.bs[5] + c * inner_ + k, r10);
+                yk_ldv<yk_bf16_t, V>(a.t[5], n * (I)a.bs[5] + c * inner_ + k, r10);
                 yk_real r11[V];
                 for (int v = 0; v < V; v++) r11[v] = yk_sigmoid(r9[v]);
                 yk_real r13[V];
@@ -350,7 +363,7 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
                 for (int v = 0; v < V; v++) r35[v] = r34[v] * r32[v];
                 yk_stv<yk_bf16_t, V>(a.t[8], i, r35);
                 k += dk_;
-                const long long kn_ = k >= inner_;
+                const I kn_ = k >= inner_;
                 k -= kn_ * inner_;
                 n += dn_ + kn_;
             }
@@ -373,15 +386,15 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
             for (int s = 0; s < 0; s++)
                 for (int v = 0; v < V; v++) {
                     double t_ = 0;
-                    for (long long q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
+                    for (I q = row_; chan_ && q < np_; q += rows_per_) t_ += ((volatile double *)part_)[((c + v) * np_ + q) * YK_RED_ACCS + s];
                     acc_[s][v] = yk_rows_sum(t_, red_, lanes_);
                 }
             if (threadIdx.x == 0) arrived_[blockIdx.x] = 0;
         }
         if (row_ == 0 && chan_) {
-            const long long c0_ = c;
+            const I c0_ = c;
             for (int v = 0; v < V; v++) {
-                const long long c = c0_ + v;
+                const I c = c0_ + v;
 
             }
         }
@@ -391,6 +404,6 @@ template <int V> __device__ __forceinline__ void yk_channel_reduce_452cdcdb_run(
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_channel_reduce_452cdcdb(YkArgs a) {
     __shared__ double red_[YK_BLOCK];
     __shared__ int last_;
-    if (a.vec == 4) yk_channel_reduce_452cdcdb_run<4>(a, red_, last_);
-    else yk_channel_reduce_452cdcdb_run<1>(a, red_, last_);
+    if (a.vec == 4 && a.idx32) yk_channel_reduce_452cdcdb_run<4, int>(a, red_, last_);
+    else yk_channel_reduce_452cdcdb_run<1, long long>(a, red_, last_);
 }

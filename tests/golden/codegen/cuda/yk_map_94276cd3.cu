@@ -20,6 +20,7 @@ typedef struct YkArgs {
     unsigned *arrived;                  /* the same: per channel group (per tensor, then the list), the blocks done (zero between launches) */
     long long lanes;                    /* channel reduce: consecutive channels a block reduces side by side (CUDA) */
     long long vec;                      /* map, slice copy: consecutive elements a thread takes at a time, in one access of up to 16 bytes (CUDA) */
+    long long idx32;                    /* map, channel reduce: every element index the launch forms is below 2^31, so a thread counts in 32-bit integers (CUDA) */
 } YkArgs;
 /* channel reduce: sums and variables per channel in YkArgs.part (KIR_MAX_ACCS, KIR_MAX_VARS) */
 #define YK_RED_ACCS 4
@@ -57,9 +58,16 @@ struct yk_bf16_t {
     typedef unsigned short bits;
     static __device__ __forceinline__ float from(bits b) { return __uint_as_float((unsigned int)b << 16); }
     static __device__ __forceinline__ bits to(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(YK_HOST_EMULATION)
+        /* one instruction (sm_80 on) where the bit arithmetic below takes eight; a NaN comes out 0x7fff */
+        bits h;
+        asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+        return h;
+#else
         unsigned int u = __float_as_uint(v);
         u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u + 0x7fffu + ((u >> 16) & 1u);
         return (bits)(u >> 16);
+#endif
     }
 };
 struct yk_f16_t {
@@ -101,15 +109,20 @@ template <typename T, int V> union yk_pack_t {
     unit_type unit;
     typename T::bits el[V];
 };
-template <typename T, int V> __device__ __forceinline__ void yk_ldv(const void *p, long long i, float *out) {
+/* An element index (never negative) as unsigned, so that i / V is a shift */
+__device__ __forceinline__ unsigned yk_uidx(int i) { return (unsigned)i; }
+__device__ __forceinline__ unsigned yk_uidx(unsigned i) { return i; }
+__device__ __forceinline__ unsigned long long yk_uidx(long long i) { return (unsigned long long)i; }
+__device__ __forceinline__ unsigned long long yk_uidx(unsigned long long i) { return i; }
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
     yk_pack_t<T, V> w;
-    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[i / V];
+    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V];
     for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
 }
-template <typename T, int V> __device__ __forceinline__ void yk_stv(void *p, long long i, const float *in) {
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_stv(void *p, I i, const float *in) {
     yk_pack_t<T, V> w;
     for (int v = 0; v < V; v++) w.el[v] = T::to(in[v]);
-    ((typename yk_pack_t<T, V>::unit_type *)p)[i / V] = w.unit;
+    ((typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V] = w.unit;
 }
 /* The block's sums per lane (threads t, t + lanes, t + 2 lanes, ... of a
  * block of lanes-wide rows) in a fixed tree over the rows, so the same
@@ -135,19 +148,19 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
  * for a 64-bit division. */
-template <int V> __device__ __forceinline__ void yk_map_94276cd3_run(const YkArgs &a) {
-    const long long c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (long long)gridDim.x * blockDim.x * V;
-    const long long cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
+template <int V, typename I> __device__ __forceinline__ void yk_map_94276cd3_run(const YkArgs &a) {
+    const I c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (I)gridDim.x * blockDim.x * V;
+    const I cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
     (void)cstep_;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-    long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * V;
+    I i = (blockIdx.x * (I)blockDim.x + threadIdx.x) * V;
     if (i >= total_) return;
-    long long k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
-    const long long dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
+    I k = i % inner_, c = i / inner_ % c_, n = i / inner_ / c_;
+    const I dk_ = step_ % inner_, dc_ = step_ / inner_ % c_, dn_ = step_ / inner_ / c_;
     /* what depends on the channel alone (its statistics, scale and shift), computed
      * again only when the channel changes: channels last, never (cuda_launch_geometry) */
-    long long held_ = -1;
+    I held_ = -1;
 
     for (; i < total_; i += step_) {
         (void)n;
@@ -158,23 +171,23 @@ template <int V> __device__ __forceinline__ void yk_map_94276cd3_run(const YkArg
         yk_real r0[V];
         yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
         yk_real r1[V];
-        yk_ldv<yk_bf16_t, V>(a.t[1], n * a.bs[1] + c * inner_ + k, r1);
+        yk_ldv<yk_bf16_t, V>(a.t[1], n * (I)a.bs[1] + c * inner_ + k, r1);
         yk_real r2[V];
         for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
         yk_real r3[V];
         for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
-        yk_stv<yk_bf16_t, V>(a.t[2], n * a.bs[2] + c * inner_ + k, r3);
+        yk_stv<yk_bf16_t, V>(a.t[2], n * (I)a.bs[2] + c * inner_ + k, r3);
         k += dk_;
-        const long long kc_ = k >= inner_;
+        const I kc_ = k >= inner_;
         k -= kc_ * inner_;
         c += dc_ + kc_;
-        const long long cc_ = c >= c_;
+        const I cc_ = c >= c_;
         c -= cc_ * c_;
         n += dn_ + cc_;
     }
 }
 
 extern "C" __global__ void __launch_bounds__(YK_BLOCK) yk_map_94276cd3(YkArgs a) {
-    if (a.vec == 8) yk_map_94276cd3_run<8>(a);
-    else yk_map_94276cd3_run<1>(a);
+    if (a.vec == 8 && a.idx32) yk_map_94276cd3_run<8, int>(a);
+    else yk_map_94276cd3_run<1, long long>(a);
 }
