@@ -31,6 +31,13 @@ typedef float yk_real;
 #ifndef YK_BLOCK
 #define YK_BLOCK 256
 #endif
+/* Reductions stream device memory with one or two loads in flight a
+ * thread: at 4 blocks of YK_BLOCK a multiprocessor (at most 64 registers a
+ * thread) instead of the 3 their 76-80 registers allowed (the BN-SiLU
+ * backward's), a third more loads are in flight; the few spills that costs
+ * fall outside the element loops (bench/sass.sh counts the loops' spills).
+ * Maps fit in 64 already: a bound there only lets the small ones take more. */
+#define YK_MIN_BLOCKS 4
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
 /* The activations' sigmoid through the special-function unit: exp2 and a
