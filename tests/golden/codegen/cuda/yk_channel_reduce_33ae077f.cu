@@ -159,7 +159,8 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * arrive adds them in the same fixed way and runs the phase's finalize, for
  * each channel of its threads, whose variables later phases read from
  * a.part: deterministic for a given split, lane count and V, which depend on
- * the shape and the plan's buffer offsets alone. */
+ * the shape and the plan's buffer offsets alone. Indices are of type I, as
+ * in the map: int on the vectorized path (YkArgs.idx32), else long long. */
 template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_33ae077f_run(const YkArgs &a, double *red_, int &last_) {
     const I lanes_ = a.lanes, lane_ = threadIdx.x % lanes_, row_ = threadIdx.x / lanes_, rows_per_ = YK_BLOCK / lanes_;
     /* c: the thread's first channel; channel c + v of its V is c + v * cstep_ */

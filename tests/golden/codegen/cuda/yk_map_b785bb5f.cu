@@ -154,7 +154,8 @@ __device__ __forceinline__ double yk_rows_sum(double v, double *red, long long l
  * so a thread's V elements lie in one channel (NCHW) or in V adjacent ones
  * (channels last). The position (n, c, k) of its first element advances
  * by the stride's digits in that radix with carries, so no element pays
- * for a 64-bit division. */
+ * for a division. Indices are of type I: int where every one the launch
+ * forms fits (YkArgs.idx32, the vectorized path), else long long (V = 1). */
 template <int V, typename I> __device__ __forceinline__ void yk_map_b785bb5f_run(const YkArgs &a) {
     const I c_ = a.c, inner_ = a.inner, total_ = a.n * c_ * inner_, step_ = (I)gridDim.x * blockDim.x * V;
     const I cstep_ = inner_ == 1; /* channels between a thread's elements: 1 channels last, else 0 */
