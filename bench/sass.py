@@ -84,7 +84,7 @@ def main():
     for line in open(info):
         name, r = line.split()
         regs[name] = int(r)
-    rows, total_mem, total_issue, spills = [], 0.0, 0.0, {}
+    rows, total_mem, total_issue = [], 0.0, 0.0
     for name, row in sorted(by_kernel.items(), key=lambda kv: -kv[1]["bytes"]):
         src = open(f"{srcdir}/{name}.cu").read()
         m = re.search(r"a\.vec == (\d+)", src)
@@ -93,32 +93,31 @@ def main():
         mem_ms = row["bytes"] / BW * 1e3
         total_mem += mem_ms
         if not per_phase:
-            rows.append((name, row, regs.get(name, 0), vec, None, None, mem_ms, None))
+            rows.append((name, row, regs.get(name, 0), vec, None, None, mem_ms, None, None))
             total_issue += mem_ms
             continue
         # a launch moves its bytes over its phases, each phase every element once
         instr = sum(p[0] for p in per_phase)
         per_elem_bytes = sum(p[1] for p in per_phase)
-        spills[name] = sum(p[2] for p in per_phase)
         elements = row["bytes"] / per_elem_bytes if per_elem_bytes else 0
         issue_ms = elements * instr / (SMS * ISSUE * CLOCK) * 1e3
         total_issue += max(issue_ms, mem_ms)
-        rows.append((name, row, regs.get(name, 0), vec, instr, per_elem_bytes, mem_ms, issue_ms))
+        rows.append((name, row, regs.get(name, 0), vec, instr, per_elem_bytes, mem_ms, issue_ms, sum(p[2] for p in per_phase)))
     fmt = "%-28s %8s %8s %5s %6s %3s %10s %10s %8s %9s %9s %11s"
     print(fmt % ("kernel", "launches", "GB", "regs", "blk/SM", "V", "instr/elem", "bytes/elem", "mem_ms", "issue_ms", "issue/mem", "loop_spills"))
-    for name, row, r, vec, instr, bpe, mem_ms, issue_ms in rows:
+    for name, row, r, vec, instr, bpe, mem_ms, issue_ms, spills in rows:
         if instr is None:
             print(fmt % (name, row["launches"], "%.3f" % (row["bytes"] / 1e9), r, blocks_per_sm(r), vec, "-", "-", "%.3f" % mem_ms, "-", "-", "-"))
         else:
             print(fmt % (name, row["launches"], "%.3f" % (row["bytes"] / 1e9), r, blocks_per_sm(r), vec, "%.1f" % instr, "%.1f" % bpe, "%.3f" % mem_ms,
-                         "%.3f" % issue_ms, "%.2f" % (issue_ms / mem_ms if mem_ms else 0), spills[name]))
+                         "%.3f" % issue_ms, "%.2f" % (issue_ms / mem_ms if mem_ms else 0), spills))
     print("generated kernels: %.2f ms at the bandwidth floor, %.2f ms where the issue rate binds instead (%.2fx)" % (total_mem, total_issue, total_issue / total_mem))
     # the highest issue/mem of the kernels that move 1% of the bytes or more
     total_bytes = sum(r[1]["bytes"] for r in rows)
     big = [r for r in rows if r[7] is not None and r[6] > 0 and r[1]["bytes"] >= total_bytes / 100]
     worst = max(big, key=lambda r: r[7] / r[6]) if big else None
     text = "%s: issue/mem %.2f, %.2f GB" % (worst[0], worst[7] / worst[6], worst[1]["bytes"] / 1e9) if worst else "-"
-    json.dump({"floor_ms": total_mem, "bound_ms": total_issue, "worst": text, "loop_spills": sum(spills.values())}, open(info + ".json", "w"))
+    json.dump({"floor_ms": total_mem, "bound_ms": total_issue, "worst": text}, open(info + ".json", "w"))
 
 
 if __name__ == "__main__":

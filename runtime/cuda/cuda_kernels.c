@@ -132,8 +132,10 @@ int64_t cuda_copy_vec(const Kernel *k, const KLaunch *ln, CuDevicePtr src, CuDev
 bool cuda_launch_idx32(const Kernel *k, const KLaunch *ln) {
     if (k->skel != KS_MAP && k->skel != KS_CHANNEL_REDUCE) return false;
     int64_t extent = ln->n * ln->c * ln->inner;
-    for (int s = 0; s < k->n_bufs; s++)
-        if (k->buf_strided[s] && ln->n * ln->bs[s] + ln->c * ln->inner > extent) extent = ln->n * ln->bs[s] + ln->c * ln->inner;
+    for (int s = 0; s < k->n_bufs; s++) {
+        const int64_t view_end = ln->n * ln->bs[s] + ln->c * ln->inner;
+        if (k->buf_strided[s] && view_end > extent) extent = view_end;
+    }
     return extent <= INT32_MAX - CUDA_IDX32_SLACK;
 }
 
@@ -181,15 +183,12 @@ YkArgs cuda_multi_args(const KProgram *kp, const KLaunch *ln, KRows rows, const 
     const Kernel *k = &kp->kernels[ln->kernel];
     KLaunch first = row_launch(kp, ln, rows.lo);
     YkArgs a = cuda_launch_args(k, &first, ptr, 0, 0);
-    /* one vec for every row: the kernel's widest where all rows allow it */
-    for (int r = rows.lo + 1; r < rows.hi && a.vec > 1; r++) {
+    /* one vec and one index width for every row: the kernel's widest vec
+     * where all rows allow it (a row past 32 bits allows only 1) */
+    for (int r = rows.lo + 1; r < rows.hi; r++) {
         KLaunch row = row_launch(kp, ln, r);
-        if (cuda_elem_vec(k, &row, ptr) != a.vec) a.vec = 1;
-    }
-    for (int r = rows.lo + 1; r < rows.hi && a.idx32; r++) {
-        KLaunch row = row_launch(kp, ln, r);
-        a.idx32 = cuda_launch_idx32(k, &row);
-        if (!a.idx32) a.vec = 1;
+        a.idx32 = a.idx32 && cuda_launch_idx32(k, &row);
+        if (a.vec > 1 && cuda_elem_vec(k, &row, ptr) != a.vec) a.vec = 1;
     }
     const size_t at = (size_t)ln->list_first + (size_t)rows.lo * (size_t)ln->n_args;
     a.list = (void *const *)(uintptr_t)(list + (CuDevicePtr)at * sizeof(CuDevicePtr));
