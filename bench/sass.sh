@@ -20,7 +20,7 @@ nvcc=$cuda/bin/nvcc
 nvdisasm=${NVDISASM:-}
 [ -n "$nvdisasm" ] || [ ! -x "$cuda/bin/nvdisasm" ] || nvdisasm=$cuda/bin/nvdisasm
 if [ -z "$nvdisasm" ]; then
-  nvdisasm=$(find build/tools -name nvdisasm -type f 2>/dev/null | head -1)
+  nvdisasm=$(find build/tools -name nvdisasm -type f 2>/dev/null | head -1 || true)
   if [ -z "$nvdisasm" ]; then
     mkdir -p build/tools
     python3 -m pip download --no-deps -q -d build/tools nvidia-cuda-nvdisasm
