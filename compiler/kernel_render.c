@@ -48,12 +48,14 @@ static const char *dtype_tag(DType d) { return d == DT_BF16 ? "bf16" : d == DT_F
  * k in hand. The CUDA map's array form takes V elements from there as a
  * whole (yk_ldv / yk_stv), packed or strided: the launch takes V > 1 only
  * where a view's row stride keeps its rows on V-element boundaries. */
-static const char *elem_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) {
+static const char *elem_text_at(const Kernel *k, KTarget tg, const KInstr *in, const char *i, const char *n, const char *kk, char *buf, size_t cap) {
     /* CUDA: in the skeleton's index type I (32-bit where the launch allows: YkArgs.idx32) */
-    if (k->buf_strided[in->buf]) snprintf(buf, cap, tg == KT_CUDA ? "n * (I)a.bs[%d] + c * inner_ + k" : "n * a.bs[%d] + c * inner_ + k", in->buf);
-    else snprintf(buf, cap, "i");
+    if (k->buf_strided[in->buf]) snprintf(buf, cap, "%s * %sa.bs[%d] + c * inner_ + %s", n, tg == KT_CUDA ? "(I)" : "", in->buf, kk);
+    else snprintf(buf, cap, "%s", i);
     return buf;
 }
+
+static const char *elem_text(const Kernel *k, KTarget tg, const KInstr *in, char *buf, size_t cap) { return elem_text_at(k, tg, in, "i", "n", "k", buf, cap); }
 
 /* Index of a load or store: an element's (elem_text), a channel vector's
  * entry at the element's channel (array form: element v's), the channel's
@@ -95,8 +97,30 @@ static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
 /* Which part of a section to write: all of it, or the channel-invariant
  * part and the per-element part separately; the CUDA map assigns the
  * invariant part to registers declared before its loop (PART_DECLARE),
- * again only when the thread's channel changes (PART_CHANNEL_ASSIGN). */
-typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN } Part;
+ * again only when the thread's channel changes (PART_CHANNEL_ASSIGN). The
+ * CUDA reduction takes U_ rows at once (reduce_unroll): their element
+ * loads first, raw, into w<buf>[u_] (PART_ELEM_LOADS), so that all are in
+ * flight before any is waited on; then each row's per-element part in row
+ * order, as one row at a time did: it unpacks them, adds to the fp64 sums
+ * and stores only where the row is in range (PART_ELEM_AFTER_LOADS). */
+typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN, PART_ELEM_LOADS, PART_ELEM_AFTER_LOADS } Part;
+
+/* Whether PART_ELEM_LOADS takes element load r of section s ahead: the
+ * first of its buffer's (later ones read the same raw w<buf>), and none
+ * of the section's stores writes that buffer, which would have to land
+ * first. */
+static bool load_hoisted(const Kernel *k, KSection s, int r, bool *first) {
+    const KInstr *in = &k->code[s.first + r];
+    if (in->op != KI_LOAD || in->at != KA_ELEM) return false;
+    *first = true;
+    for (int q = 0; q < s.n; q++) {
+        const KInstr *o = &k->code[s.first + q];
+        if (o->buf != in->buf || o->at != KA_ELEM) continue;
+        if (o->op == KI_STORE) return false;
+        if (o->op == KI_LOAD && q < r) *first = false;
+    }
+    return true;
+}
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
  * f<N> of type double. arr: the CUDA form, each register an array of its V
@@ -114,9 +138,21 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
     }
     channel_invariant(k, s, inv);
     bool channel = part == PART_CHANNEL || part == PART_DECLARE || part == PART_CHANNEL_ASSIGN, declared = false;
+    const bool element = part == PART_ELEMENT || part == PART_ELEM_LOADS || part == PART_ELEM_AFTER_LOADS;
     for (int r = 0; r < s.n; r++) {
         const KInstr *in = &k->code[s.first + r];
-        if ((channel && !inv[r]) || (part == PART_ELEMENT && inv[r])) continue;
+        if ((channel && !inv[r]) || (element && inv[r])) continue;
+        const bool whole = arr && in->at == KA_ELEM && (in->op == KI_LOAD || in->op == KI_STORE); /* V elements in one access */
+        bool first = false;
+        const bool hoisted = whole && load_hoisted(k, s, r, &first);
+        if (part == PART_ELEM_LOADS) {
+            if (!hoisted || !first) continue;
+            const char *t = dtype_tag(k->buf_dtype[in->buf]);
+            fprintf(o->f, "%syk_pack_t<yk_%s_t, V> w%d[U_];\n", indent, t, in->buf);
+            fprintf(o->f, "%sfor (int u_ = 0; u_ < U_; u_++) w%d[u_] = yk_ldraw<yk_%s_t, V>(a.t[%d], ok_[u_], %s);\n", indent, in->buf, t, in->buf,
+                    elem_text_at(k, tg, in, "iu_[u_]", "nu_[u_]", "ku_[u_]", idx, sizeof idx));
+            continue;
+        }
         if (part == PART_DECLARE) {
             if (declared) fputs(", ", o->f);
             else fprintf(o->f, "%s%s ", indent, type);
@@ -130,10 +166,17 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         else snprintf(head, sizeof head, "const %s %c%d = ", in->op == KI_ACC ? "double" : type, p, r);
         const int ops[4] = {in->a, in->b, in->c, in->d};
         for (int j = 0; j < 4; j++) snprintf(x[j], sizeof x[j], "%c%d%s", p, ops[j], el);
-        const bool whole = arr && in->at == KA_ELEM; /* V elements in one access */
         fputs(indent, o->f);
         switch (in->op) {
         case KI_LOAD:
+            if (whole && part == PART_ELEM_AFTER_LOADS) {
+                const char *t = dtype_tag(k->buf_dtype[in->buf]);
+                if (hoisted) fprintf(o->f, "%s %c%d[V];\n%syk_unpackv<yk_%s_t, V>(w%d[u_], %c%d);\n", type, p, r, indent, t, in->buf, p, r);
+                else
+                    fprintf(o->f, "%s %c%d[V];\n%syk_unpackv<yk_%s_t, V>(yk_ldraw<yk_%s_t, V>(a.t[%d], ok_[u_], %s), %c%d);\n", type, p, r, indent, t, t, in->buf,
+                            elem_text(k, tg, in, idx, sizeof idx), p, r);
+                break;
+            }
             if (whole) {
                 fprintf(o->f, "%s %c%d[V];\n%syk_ldv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, tg, in, idx, sizeof idx), p, r);
                 break;
@@ -143,6 +186,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             break;
         case KI_STORE:
             if (whole) {
+                if (part == PART_ELEM_AFTER_LOADS) fputs("if (ok_[u_]) ", o->f);
                 fprintf(o->f, "yk_stv<yk_%s_t, V>(a.t[%d], %s, %c%d);\n", dtype_tag(k->buf_dtype[in->buf]), in->buf, elem_text(k, tg, in, idx, sizeof idx), p, in->a);
                 break;
             }
@@ -159,7 +203,11 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
             if (lane) fprintf(o->f, "vars_[c * YK_RED_VARS + %d] = var_[%d][v] = %s;\n", in->b, in->b, x[0]);
             else fprintf(o->f, "var_[%d] = %s;\n", in->b, x[0]);
             break;
-        case KI_ACCUM: fprintf(o->f, "%sacc_[%d]%s += (double)%s;\n", vloop, in->b, lv, x[0]); break;
+        case KI_ACCUM:
+            /* a row past the end adds +0 (without a branch): the sums start at +0, so are never -0, and stay as they were */
+            if (part == PART_ELEM_AFTER_LOADS) fprintf(o->f, "%sacc_[%d]%s += (double)(ok_[u_] ? %s : (yk_real)0);\n", vloop, in->b, lv, x[0]);
+            else fprintf(o->f, "%sacc_[%d]%s += (double)%s;\n", vloop, in->b, lv, x[0]);
+            break;
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
         case KI_NEG: fprintf(o->f, "%s-%s;\n", head, x[0]); break;
         case KI_F32: fprintf(o->f, "%s(%s)(float)%s;\n", head, type, x[0]); break;
@@ -172,6 +220,25 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
     }
     if (declared) fputs(";\n", o->f);
     free(inv);
+}
+
+/* Rows a CUDA reduction's thread loads at once in a phase: enough that
+ * about REDUCE_ROW_BYTES are in flight a thread (BN statistics read 8 bytes
+ * a row, so 4 rows; BN backward 16, so 2), at most 4, since the loaded rows
+ * stay in registers next to the fp64 sums and variables. */
+enum { REDUCE_ROW_BYTES = 32 };
+static int reduce_unroll(const Kernel *k, KSection s) {
+    int bytes = 0;
+    bool seen[KIR_MAX_BUFS] = {false};
+    for (int r = s.first; r < s.first + s.n; r++) {
+        const KInstr *in = &k->code[r];
+        if (in->op != KI_LOAD || in->at != KA_ELEM || seen[in->buf]) continue;
+        seen[in->buf] = true;
+        bytes += kernel_elem_vec(k) * kernel_storage_bytes(k->buf_dtype[in->buf]);
+    }
+    int u = 1;
+    while (u < 4 && (u * 2) * bytes <= REDUCE_ROW_BYTES) u *= 2;
+    return u;
 }
 
 /* Renders a section into a malloc'd string (a template value). */
@@ -245,18 +312,21 @@ static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
         emit_template(o, path, kv, 3);
         for (int ph = 0; ph < k->n_phases; ph++) {
             /* each thread keeps its channels, so both targets compute their invariant part once */
-            char *body = section_text(k, tg, k->body[ph], false, body_indent, PART_ELEMENT, arr, arr),
+            char *body = section_text(k, tg, k->body[ph], false, arr ? "                    " : body_indent, arr ? PART_ELEM_AFTER_LOADS : PART_ELEMENT, arr, arr),
                  *fin = section_text(k, tg, k->finalize[ph], true, arr ? "                " : fin_indent, PART_ALL, false, arr);
             char *chan = section_text(k, tg, k->body[ph], false, chan_indent, PART_CHANNEL, arr, arr);
-            char naccs[16], used[16], phase[16];
+            char *loads = arr ? section_text(k, tg, k->body[ph], false, body_indent, PART_ELEM_LOADS, arr, arr) : strdup("");
+            char naccs[16], used[16], phase[16], unroll[16];
+            snprintf(unroll, sizeof unroll, "%d", reduce_unroll(k, k->body[ph]));
             snprintf(naccs, sizeof naccs, "%d", k->n_accs[ph] > 0 ? k->n_accs[ph] : 1);
             snprintf(used, sizeof used, "%d", k->n_accs[ph]);
             snprintf(phase, sizeof phase, "%d", ph);
             const char *pv[] = {"NACCS", naccs, "NACCS_USED", used, "LOOP_N", k->body[ph].n ? "a.n" : "0", "BODY", body ? body : "", "FINALIZE", fin ? fin : "",
-                                "CHAN", chan ? chan : "", "PHASE", phase};
+                                "CHAN", chan ? chan : "", "PHASE", phase, "LOADS", loads ? loads : "", "UNROLL", unroll};
             snprintf(path, sizeof path, "%s/reduce_phase.%s", dir, ext);
-            emit_template(o, path, pv, 7);
-            o->ok &= body && fin && chan;
+            emit_template(o, path, pv, 9);
+            o->ok &= body && fin && chan && loads;
+            free(loads);
             free(body);
             free(fin);
             free(chan);

@@ -31,12 +31,13 @@ typedef float yk_real;
 #ifndef YK_BLOCK
 #define YK_BLOCK 256
 #endif
-/* Reductions stream device memory with one or two loads in flight a
- * thread: at 4 blocks of YK_BLOCK a multiprocessor (at most 64 registers a
- * thread) instead of the 3 their 76-80 registers allowed (the BN-SiLU
- * backward's), a third more loads are in flight; the few spills that costs
- * fall outside the element loops (bench/sass.sh counts the loops' spills).
- * Maps fit in 64 already: a bound there only lets the small ones take more. */
+/* The bytes a multiprocessor has in flight are its blocks' threads' loads
+ * not yet used (a reduction's U_ rows, reduce_phase.cu): at 4 blocks of
+ * YK_BLOCK (at most 64 registers a thread) instead of the 3 the BN-SiLU
+ * backward's 76-80 registers allowed, a third more; the few spills that
+ * costs fall outside the element loops (bench/sass.sh counts the loops'
+ * spills and models the loads in flight). Maps fit in 64 already: a bound
+ * there only lets the small ones take more. */
 #define YK_MIN_BLOCKS 4
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
@@ -47,7 +48,19 @@ __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
  * |x| = 20: __expf's 2 + 1.173|x|, the reciprocal's 2), far below a bf16
  * rounding (2^-9); for x < -87 it gives 0 where the exact value is below
  * 1.7e-38. */
-__device__ __forceinline__ float yk_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+#if defined(__CUDA_ARCH__) && !defined(YK_HOST_EMULATION)
+/* exp(-x) as ex2.approx.ftz: __expf's ex2 without ftz spends three more
+ * instructions scaling results below 2^-126, which only decide whether
+ * 1 + exp(-x) is 1 (x > 87) and so never change the sigmoid */
+__device__ __forceinline__ float yk_exp_neg_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * -1.44269504f));
+    return y;
+}
+#else
+__device__ __forceinline__ float yk_exp_neg_fast(float x) { return __expf(-x); }
+#endif
+__device__ __forceinline__ float yk_sigmoid(float x) { return __fdividef(1.0f, 1.0f + yk_exp_neg_fast(x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -121,10 +134,19 @@ __device__ __forceinline__ unsigned yk_uidx(int i) { return (unsigned)i; }
 __device__ __forceinline__ unsigned yk_uidx(unsigned i) { return i; }
 __device__ __forceinline__ unsigned long long yk_uidx(long long i) { return (unsigned long long)i; }
 __device__ __forceinline__ unsigned long long yk_uidx(unsigned long long i) { return i; }
-template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
+/* In two steps, so that many loads can be in flight before the first is
+ * used: the raw V elements (zeros where !ok, nothing read), then their
+ * values. */
+template <typename T, int V, typename I> __device__ __forceinline__ yk_pack_t<T, V> yk_ldraw(const void *p, bool ok, I i) {
     yk_pack_t<T, V> w;
-    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V];
+    w.unit = ok ? ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V] : typename yk_pack_t<T, V>::unit_type();
+    return w;
+}
+template <typename T, int V> __device__ __forceinline__ void yk_unpackv(const yk_pack_t<T, V> &w, float *out) {
     for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
+}
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
+    yk_unpackv<T, V>(yk_ldraw<T, V>(p, true, i), out);
 }
 template <typename T, int V, typename I> __device__ __forceinline__ void yk_stv(void *p, I i, const float *in) {
     yk_pack_t<T, V> w;
@@ -181,9 +203,9 @@ template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_f
         double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
         const I total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        /* the row e is image n's k-th: both advance by the rows' stride without a division */
+        /* the row e is image rn_'s rk_-th: both advance by the rows' stride without a division */
         const I dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        I n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        I rn_ = (lo_ + row_) / inner_, rk_ = lo_ + row_ - rn_ * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
             yk_real r5[V];
@@ -202,57 +224,78 @@ template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_f
             for (int v = 0; v < V; v++) r23[v] = (yk_real)yk_ld_f32(a.t[3], c + v * cstep_);
             yk_real r24[V];
             for (int v = 0; v < V; v++) r24[v] = (yk_real)yk_ld_f32(a.t[4], c + v * cstep_);
-            for (I e = lo_ + row_; e < hi_; e += rows_per_) {
-                const I i = (n * c_ + c) * inner_ + k;
-                (void)i;
-                yk_real r0[V];
-                yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
-                yk_real r1[V];
-                yk_ldv<yk_bf16_t, V>(a.t[1], i, r1);
-                yk_real r2[V];
-                for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
-                yk_real r3[V];
-                for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
-                yk_real r4[V];
-                yk_ldv<yk_bf16_t, V>(a.t[2], i, r4);
-                yk_real r7[V];
-                for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
-                yk_real r8[V];
-                for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
-                yk_real r11[V];
-                for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
-                yk_real r12[V];
-                for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
-                yk_real r13[V];
-                for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
-                yk_real r14[V];
-                for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
-                yk_real r16[V];
-                for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
-                yk_real r17[V];
-                for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
-                yk_real r19[V];
-                for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
-                yk_real r20[V];
-                for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
-                yk_real r21[V];
-                for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
-                yk_real r22[V];
-                for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
-                yk_real r25[V];
-                yk_ldv<yk_bf16_t, V>(a.t[2], i, r25);
-                yk_real r26[V];
-                for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
-                yk_real r27[V];
-                for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
-                for (int v = 0; v < V; v++) acc_[0][v] += (double)r22[v];
-                yk_real r29[V];
-                for (int v = 0; v < V; v++) r29[v] = r22[v] * r27[v];
-                for (int v = 0; v < V; v++) acc_[1][v] += (double)r29[v];
-                k += dk_;
-                const I kn_ = k >= inner_;
-                k -= kn_ * inner_;
-                n += dn_ + kn_;
+            /* U_ of the thread's rows at a time, their loads all issued before
+             * the first is used: one row's loads alone (8 or 16 bytes) kept too
+             * few bytes in flight to cover the memory's latency. The rows then
+             * add to the sums in the order one at a time did, so the sums are
+             * the same to the bit; a row past the end loads nothing (zeros),
+             * adds nothing and stores nothing */
+            const int U_ = 1;
+            for (I e = lo_ + row_; e < hi_; e += rows_per_ * U_) {
+                I iu_[U_], nu_[U_], ku_[U_];
+                bool ok_[U_];
+                for (int u_ = 0; u_ < U_; u_++) {
+                    ok_[u_] = e + u_ * rows_per_ < hi_;
+                    nu_[u_] = rn_, ku_[u_] = rk_, iu_[u_] = (rn_ * c_ + c) * inner_ + rk_;
+                    rk_ += dk_;
+                    const I kn_ = rk_ >= inner_;
+                    rk_ -= kn_ * inner_;
+                    rn_ += dn_ + kn_;
+                }
+                yk_pack_t<yk_bf16_t, V> w0[U_];
+                for (int u_ = 0; u_ < U_; u_++) w0[u_] = yk_ldraw<yk_bf16_t, V>(a.t[0], ok_[u_], iu_[u_]);
+                yk_pack_t<yk_bf16_t, V> w1[U_];
+                for (int u_ = 0; u_ < U_; u_++) w1[u_] = yk_ldraw<yk_bf16_t, V>(a.t[1], ok_[u_], iu_[u_]);
+                yk_pack_t<yk_bf16_t, V> w2[U_];
+                for (int u_ = 0; u_ < U_; u_++) w2[u_] = yk_ldraw<yk_bf16_t, V>(a.t[2], ok_[u_], iu_[u_]);
+                for (int u_ = 0; u_ < U_; u_++) {
+                    const I i = iu_[u_], n = nu_[u_], k = ku_[u_];
+                    (void)i, (void)n, (void)k;
+                    yk_real r0[V];
+                    yk_unpackv<yk_bf16_t, V>(w0[u_], r0);
+                    yk_real r1[V];
+                    yk_unpackv<yk_bf16_t, V>(w1[u_], r1);
+                    yk_real r2[V];
+                    for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
+                    yk_real r3[V];
+                    for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
+                    yk_real r4[V];
+                    yk_unpackv<yk_bf16_t, V>(w2[u_], r4);
+                    yk_real r7[V];
+                    for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
+                    yk_real r8[V];
+                    for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
+                    yk_real r11[V];
+                    for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
+                    yk_real r12[V];
+                    for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
+                    yk_real r13[V];
+                    for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
+                    yk_real r14[V];
+                    for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
+                    yk_real r16[V];
+                    for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
+                    yk_real r17[V];
+                    for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
+                    yk_real r19[V];
+                    for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
+                    yk_real r20[V];
+                    for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
+                    yk_real r21[V];
+                    for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
+                    yk_real r22[V];
+                    for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
+                    yk_real r25[V];
+                    yk_unpackv<yk_bf16_t, V>(w2[u_], r25);
+                    yk_real r26[V];
+                    for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
+                    yk_real r27[V];
+                    for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
+                    for (int v = 0; v < V; v++) acc_[0][v] += (double)(ok_[u_] ? r22[v] : (yk_real)0);
+                    yk_real r29[V];
+                    for (int v = 0; v < V; v++) r29[v] = r22[v] * r27[v];
+                    for (int v = 0; v < V; v++) acc_[1][v] += (double)(ok_[u_] ? r29[v] : (yk_real)0);
+                }
             }
         }
         for (int s = 0; s < 2; s++)
@@ -295,9 +338,9 @@ template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_f
         double acc_[YK_RED_ACCS][V] = {};
         (void)acc_;
         const I total_ = a.n * inner_, chunk_ = (total_ + np_ - 1) / np_, lo_ = p_ * chunk_, hi_ = lo_ + chunk_ < total_ ? lo_ + chunk_ : total_;
-        /* the row e is image n's k-th: both advance by the rows' stride without a division */
+        /* the row e is image rn_'s rk_-th: both advance by the rows' stride without a division */
         const I dn_ = rows_per_ / inner_, dk_ = rows_per_ - dn_ * inner_;
-        I n = (lo_ + row_) / inner_, k = lo_ + row_ - n * inner_;
+        I rn_ = (lo_ + row_) / inner_, rk_ = lo_ + row_ - rn_ * inner_;
         if (chan_) {
             /* the thread's channels are fixed: what depends on them alone is computed once */
             yk_real r5[V];
@@ -330,62 +373,83 @@ template <int V, typename I> __device__ __forceinline__ void yk_channel_reduce_f
             for (int v = 0; v < V; v++) r36[v] = (yk_real)yk_ld_f32(a.t[6], c + v * cstep_);
             yk_real r37[V];
             for (int v = 0; v < V; v++) r37[v] = r36[v] * r23[v];
-            for (I e = lo_ + row_; e < hi_; e += rows_per_) {
-                const I i = (n * c_ + c) * inner_ + k;
-                (void)i;
-                yk_real r0[V];
-                yk_ldv<yk_bf16_t, V>(a.t[0], i, r0);
-                yk_real r1[V];
-                yk_ldv<yk_bf16_t, V>(a.t[1], i, r1);
-                yk_real r2[V];
-                for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
-                yk_real r3[V];
-                for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
-                yk_real r4[V];
-                yk_ldv<yk_bf16_t, V>(a.t[2], i, r4);
-                yk_real r7[V];
-                for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
-                yk_real r8[V];
-                for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
-                yk_real r11[V];
-                for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
-                yk_real r12[V];
-                for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
-                yk_real r13[V];
-                for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
-                yk_real r14[V];
-                for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
-                yk_real r16[V];
-                for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
-                yk_real r17[V];
-                for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
-                yk_real r19[V];
-                for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
-                yk_real r20[V];
-                for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
-                yk_real r21[V];
-                for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
-                yk_real r22[V];
-                for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
-                yk_real r25[V];
-                yk_ldv<yk_bf16_t, V>(a.t[2], i, r25);
-                yk_real r26[V];
-                for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
-                yk_real r27[V];
-                for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
-                yk_real r33[V];
-                for (int v = 0; v < V; v++) r33[v] = r27[v] * r32[v];
-                yk_real r34[V];
-                for (int v = 0; v < V; v++) r34[v] = r30[v] + r33[v];
-                yk_real r35[V];
-                for (int v = 0; v < V; v++) r35[v] = r22[v] - r34[v];
-                yk_real r38[V];
-                for (int v = 0; v < V; v++) r38[v] = r37[v] * r35[v];
-                yk_stv<yk_bf16_t, V>(a.t[9], i, r38);
-                k += dk_;
-                const I kn_ = k >= inner_;
-                k -= kn_ * inner_;
-                n += dn_ + kn_;
+            /* U_ of the thread's rows at a time, their loads all issued before
+             * the first is used: one row's loads alone (8 or 16 bytes) kept too
+             * few bytes in flight to cover the memory's latency. The rows then
+             * add to the sums in the order one at a time did, so the sums are
+             * the same to the bit; a row past the end loads nothing (zeros),
+             * adds nothing and stores nothing */
+            const int U_ = 1;
+            for (I e = lo_ + row_; e < hi_; e += rows_per_ * U_) {
+                I iu_[U_], nu_[U_], ku_[U_];
+                bool ok_[U_];
+                for (int u_ = 0; u_ < U_; u_++) {
+                    ok_[u_] = e + u_ * rows_per_ < hi_;
+                    nu_[u_] = rn_, ku_[u_] = rk_, iu_[u_] = (rn_ * c_ + c) * inner_ + rk_;
+                    rk_ += dk_;
+                    const I kn_ = rk_ >= inner_;
+                    rk_ -= kn_ * inner_;
+                    rn_ += dn_ + kn_;
+                }
+                yk_pack_t<yk_bf16_t, V> w0[U_];
+                for (int u_ = 0; u_ < U_; u_++) w0[u_] = yk_ldraw<yk_bf16_t, V>(a.t[0], ok_[u_], iu_[u_]);
+                yk_pack_t<yk_bf16_t, V> w1[U_];
+                for (int u_ = 0; u_ < U_; u_++) w1[u_] = yk_ldraw<yk_bf16_t, V>(a.t[1], ok_[u_], iu_[u_]);
+                yk_pack_t<yk_bf16_t, V> w2[U_];
+                for (int u_ = 0; u_ < U_; u_++) w2[u_] = yk_ldraw<yk_bf16_t, V>(a.t[2], ok_[u_], iu_[u_]);
+                for (int u_ = 0; u_ < U_; u_++) {
+                    const I i = iu_[u_], n = nu_[u_], k = ku_[u_];
+                    (void)i, (void)n, (void)k;
+                    yk_real r0[V];
+                    yk_unpackv<yk_bf16_t, V>(w0[u_], r0);
+                    yk_real r1[V];
+                    yk_unpackv<yk_bf16_t, V>(w1[u_], r1);
+                    yk_real r2[V];
+                    for (int v = 0; v < V; v++) r2[v] = r1[v] + r0[v];
+                    yk_real r3[V];
+                    for (int v = 0; v < V; v++) r3[v] = (yk_real)(float)r2[v];
+                    yk_real r4[V];
+                    yk_unpackv<yk_bf16_t, V>(w2[u_], r4);
+                    yk_real r7[V];
+                    for (int v = 0; v < V; v++) r7[v] = r4[v] - r6[v];
+                    yk_real r8[V];
+                    for (int v = 0; v < V; v++) r8[v] = r7[v] * r5[v];
+                    yk_real r11[V];
+                    for (int v = 0; v < V; v++) r11[v] = r8[v] * r10[v];
+                    yk_real r12[V];
+                    for (int v = 0; v < V; v++) r12[v] = r11[v] + r9[v];
+                    yk_real r13[V];
+                    for (int v = 0; v < V; v++) r13[v] = (yk_real)(float)r12[v];
+                    yk_real r14[V];
+                    for (int v = 0; v < V; v++) r14[v] = yk_sigmoid(r13[v]);
+                    yk_real r16[V];
+                    for (int v = 0; v < V; v++) r16[v] = r15[v] - r14[v];
+                    yk_real r17[V];
+                    for (int v = 0; v < V; v++) r17[v] = r13[v] * r16[v];
+                    yk_real r19[V];
+                    for (int v = 0; v < V; v++) r19[v] = r18[v] + r17[v];
+                    yk_real r20[V];
+                    for (int v = 0; v < V; v++) r20[v] = r14[v] * r19[v];
+                    yk_real r21[V];
+                    for (int v = 0; v < V; v++) r21[v] = r3[v] * r20[v];
+                    yk_real r22[V];
+                    for (int v = 0; v < V; v++) r22[v] = (yk_real)(float)r21[v];
+                    yk_real r25[V];
+                    yk_unpackv<yk_bf16_t, V>(w2[u_], r25);
+                    yk_real r26[V];
+                    for (int v = 0; v < V; v++) r26[v] = r25[v] - r24[v];
+                    yk_real r27[V];
+                    for (int v = 0; v < V; v++) r27[v] = r26[v] * r23[v];
+                    yk_real r33[V];
+                    for (int v = 0; v < V; v++) r33[v] = r27[v] * r32[v];
+                    yk_real r34[V];
+                    for (int v = 0; v < V; v++) r34[v] = r30[v] + r33[v];
+                    yk_real r35[V];
+                    for (int v = 0; v < V; v++) r35[v] = r22[v] - r34[v];
+                    yk_real r38[V];
+                    for (int v = 0; v < V; v++) r38[v] = r37[v] * r35[v];
+                    if (ok_[u_]) yk_stv<yk_bf16_t, V>(a.t[9], i, r38);
+                }
             }
         }
         for (int s = 0; s < 0; s++)

@@ -31,12 +31,13 @@ typedef float yk_real;
 #ifndef YK_BLOCK
 #define YK_BLOCK 256
 #endif
-/* Reductions stream device memory with one or two loads in flight a
- * thread: at 4 blocks of YK_BLOCK a multiprocessor (at most 64 registers a
- * thread) instead of the 3 their 76-80 registers allowed (the BN-SiLU
- * backward's), a third more loads are in flight; the few spills that costs
- * fall outside the element loops (bench/sass.sh counts the loops' spills).
- * Maps fit in 64 already: a bound there only lets the small ones take more. */
+/* The bytes a multiprocessor has in flight are its blocks' threads' loads
+ * not yet used (a reduction's U_ rows, reduce_phase.cu): at 4 blocks of
+ * YK_BLOCK (at most 64 registers a thread) instead of the 3 the BN-SiLU
+ * backward's 76-80 registers allowed, a third more; the few spills that
+ * costs fall outside the element loops (bench/sass.sh counts the loops'
+ * spills and models the loads in flight). Maps fit in 64 already: a bound
+ * there only lets the small ones take more. */
 #define YK_MIN_BLOCKS 4
 __device__ __forceinline__ float yk_exp(float x) { return expf(x); }
 __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
@@ -47,7 +48,19 @@ __device__ __forceinline__ double yk_exp(double x) { return exp(x); }
  * |x| = 20: __expf's 2 + 1.173|x|, the reciprocal's 2), far below a bf16
  * rounding (2^-9); for x < -87 it gives 0 where the exact value is below
  * 1.7e-38. */
-__device__ __forceinline__ float yk_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+#if defined(__CUDA_ARCH__) && !defined(YK_HOST_EMULATION)
+/* exp(-x) as ex2.approx.ftz: __expf's ex2 without ftz spends three more
+ * instructions scaling results below 2^-126, which only decide whether
+ * 1 + exp(-x) is 1 (x > 87) and so never change the sigmoid */
+__device__ __forceinline__ float yk_exp_neg_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * -1.44269504f));
+    return y;
+}
+#else
+__device__ __forceinline__ float yk_exp_neg_fast(float x) { return __expf(-x); }
+#endif
+__device__ __forceinline__ float yk_sigmoid(float x) { return __fdividef(1.0f, 1.0f + yk_exp_neg_fast(x)); }
 __device__ __forceinline__ float yk_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double yk_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float yk_erf(float x) { return erff(x); }
@@ -121,10 +134,19 @@ __device__ __forceinline__ unsigned yk_uidx(int i) { return (unsigned)i; }
 __device__ __forceinline__ unsigned yk_uidx(unsigned i) { return i; }
 __device__ __forceinline__ unsigned long long yk_uidx(long long i) { return (unsigned long long)i; }
 __device__ __forceinline__ unsigned long long yk_uidx(unsigned long long i) { return i; }
-template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
+/* In two steps, so that many loads can be in flight before the first is
+ * used: the raw V elements (zeros where !ok, nothing read), then their
+ * values. */
+template <typename T, int V, typename I> __device__ __forceinline__ yk_pack_t<T, V> yk_ldraw(const void *p, bool ok, I i) {
     yk_pack_t<T, V> w;
-    w.unit = ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V];
+    w.unit = ok ? ((const typename yk_pack_t<T, V>::unit_type *)p)[yk_uidx(i) / V] : typename yk_pack_t<T, V>::unit_type();
+    return w;
+}
+template <typename T, int V> __device__ __forceinline__ void yk_unpackv(const yk_pack_t<T, V> &w, float *out) {
     for (int v = 0; v < V; v++) out[v] = T::from(w.el[v]);
+}
+template <typename T, int V, typename I> __device__ __forceinline__ void yk_ldv(const void *p, I i, float *out) {
+    yk_unpackv<T, V>(yk_ldraw<T, V>(p, true, i), out);
 }
 template <typename T, int V, typename I> __device__ __forceinline__ void yk_stv(void *p, I i, const float *in) {
     yk_pack_t<T, V> w;
