@@ -5,9 +5,10 @@
 # element loop's instructions against the bytes it moves (H100 SXM: 128
 # instructions a cycle a multiprocessor, 3.35 TB/s). A kernel whose
 # issue/mem is above 1 cannot reach the bandwidth floor (bench/traffic.sh)
-# however well its loads are spread; the registers give the blocks each
-# multiprocessor holds. A static model: the profile of a GPU run
-# (bench/gpu.sh, profile.txt) is the measurement.
+# however well its loads are spread; one whose lat_ms is above its mem_ms
+# has too few loads in flight (flight_B a thread, at the blocks its
+# registers allow) to cover the memory's latency. A static model: the
+# profile of a GPU run (bench/gpu.sh, profile.txt) is the measurement.
 # Needs nvcc (CUDA_HOME, else /usr/local/cuda) and nvdisasm: NVDISASM, the
 # toolkit's, or the nvidia-cuda-nvdisasm wheel fetched once into build/tools.
 # Usage: bench/sass.sh [--append]   (--append adds dated rows to bench/RESULTS.md)
@@ -49,11 +50,10 @@ for scale in n s; do
   done
   echo "== yolov8$scale 640 b64 bf16 nhwc (sm_90 SASS)"
   python3 bench/sass.py "$tmp/inspect-$scale.json" "$one" "$tmp/regs-$scale"
-  read -r floor bound worst <<<"$(python3 -c '
+  cells=$(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
-print("%.2f %.2f %s" % (d["floor_ms"], d["bound_ms"], d["worst"]))' "$tmp/regs-$scale.json")"
-  ratio=$(python3 -c "print('%.2f' % ($bound / $floor))")
-  rows+="| $(date -u +%F) | $(git rev-parse --short HEAD) | CPU compile (no device) | yolov8$scale | 640 | 64 | bf16 | nhwc | $floor | $bound | $ratio | $worst |"$'\n'
+print("%.2f | %.2f | %.2f | %.2f | %.2f | %s" % (d["floor_ms"], d["issue_ms"], d["latency_ms"], d["bound_ms"], d["bound_ms"] / d["floor_ms"], d["worst"]))' "$tmp/regs-$scale.json")
+  rows+="| $(date -u +%F) | $(git rev-parse --short HEAD) | CPU compile (no device) | yolov8$scale | 640 | 64 | bf16 | nhwc | $cells |"$'\n'
 done
-if [ "$append" = "--append" ]; then bench_append_rows "issue-bound ms" "$rows"; fi
+if [ "$append" = "--append" ]; then bench_append_rows "latency-bound ms" "$rows"; fi
