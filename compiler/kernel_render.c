@@ -105,21 +105,22 @@ static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
  * and stores only where the row is in range (PART_ELEM_AFTER_LOADS). */
 typedef enum { PART_ALL, PART_CHANNEL, PART_ELEMENT, PART_DECLARE, PART_CHANNEL_ASSIGN, PART_ELEM_LOADS, PART_ELEM_AFTER_LOADS } Part;
 
-/* Whether PART_ELEM_LOADS takes element load r of section s ahead: the
- * first of its buffer's (later ones read the same raw w<buf>), and none
- * of the section's stores writes that buffer, which would have to land
- * first. */
-static bool load_hoisted(const Kernel *k, KSection s, int r, bool *first) {
+/* Whether element load r of section s is the first of its buffer's there:
+ * PART_ELEM_LOADS loads each buffer once a row, into w<buf>, ahead of the
+ * rows' work. Right because a section's loads of a buffer come before its
+ * stores to it (a row reads its elements before writing them back, as the
+ * optimizer's in-place updates do); *stale is set where a load follows a
+ * store, which would read what the row wrote, and the kernel is refused. */
+static bool first_elem_load(const Kernel *k, KSection s, int r, bool *stale) {
     const KInstr *in = &k->code[s.first + r];
-    if (in->op != KI_LOAD || in->at != KA_ELEM) return false;
-    *first = true;
-    for (int q = 0; q < s.n; q++) {
+    bool first = true;
+    for (int q = 0; q < r; q++) {
         const KInstr *o = &k->code[s.first + q];
         if (o->buf != in->buf || o->at != KA_ELEM) continue;
-        if (o->op == KI_STORE) return false;
-        if (o->op == KI_LOAD && q < r) *first = false;
+        if (o->op == KI_STORE) *stale = true;
+        if (o->op == KI_LOAD) first = false;
     }
-    return true;
+    return first;
 }
 
 /* One section; body registers are r<N> of type yk_real, finalize registers
@@ -143,14 +144,15 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         const KInstr *in = &k->code[s.first + r];
         if ((channel && !inv[r]) || (element && inv[r])) continue;
         const bool whole = arr && in->at == KA_ELEM && (in->op == KI_LOAD || in->op == KI_STORE); /* V elements in one access */
-        bool first = false;
-        const bool hoisted = whole && load_hoisted(k, s, r, &first);
         if (part == PART_ELEM_LOADS) {
-            if (!hoisted || !first) continue;
-            const char *t = dtype_tag(k->buf_dtype[in->buf]);
-            fprintf(o->f, "%syk_pack_t<yk_%s_t, V> w%d[U_];\n", indent, t, in->buf);
-            fprintf(o->f, "%sfor (int u_ = 0; u_ < U_; u_++) w%d[u_] = yk_ldraw<yk_%s_t, V>(a.t[%d], ok_[u_], %s);\n", indent, in->buf, t, in->buf,
-                    elem_text_at(k, tg, in, "iu_[u_]", "nu_[u_]", "ku_[u_]", idx, sizeof idx));
+            bool stale = false;
+            if (whole && in->op == KI_LOAD && first_elem_load(k, s, r, &stale)) {
+                const char *t = dtype_tag(k->buf_dtype[in->buf]);
+                fprintf(o->f, "%syk_pack_t<yk_%s_t, V> w%d[U_];\n", indent, t, in->buf);
+                fprintf(o->f, "%sfor (int u_ = 0; u_ < U_; u_++) w%d[u_] = yk_ldraw<yk_%s_t, V>(a.t[%d], ok_[u_], %s);\n", indent, in->buf, t, in->buf,
+                        elem_text_at(k, tg, in, "iu_[u_]", "nu_[u_]", "ku_[u_]", idx, sizeof idx));
+            }
+            o->ok &= !stale;
             continue;
         }
         if (part == PART_DECLARE) {
@@ -170,11 +172,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         switch (in->op) {
         case KI_LOAD:
             if (whole && part == PART_ELEM_AFTER_LOADS) {
-                const char *t = dtype_tag(k->buf_dtype[in->buf]);
-                if (hoisted) fprintf(o->f, "%s %c%d[V];\n%syk_unpackv<yk_%s_t, V>(w%d[u_], %c%d);\n", type, p, r, indent, t, in->buf, p, r);
-                else
-                    fprintf(o->f, "%s %c%d[V];\n%syk_unpackv<yk_%s_t, V>(yk_ldraw<yk_%s_t, V>(a.t[%d], ok_[u_], %s), %c%d);\n", type, p, r, indent, t, t, in->buf,
-                            elem_text(k, tg, in, idx, sizeof idx), p, r);
+                fprintf(o->f, "%s %c%d[V];\n%syk_unpackv<yk_%s_t, V>(w%d[u_], %c%d);\n", type, p, r, indent, dtype_tag(k->buf_dtype[in->buf]), in->buf, p, r);
                 break;
             }
             if (whole) {
@@ -229,12 +227,11 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
 enum { REDUCE_ROW_BYTES = 32 };
 static int reduce_unroll(const Kernel *k, KSection s) {
     int bytes = 0;
-    bool seen[KIR_MAX_BUFS] = {false};
-    for (int r = s.first; r < s.first + s.n; r++) {
-        const KInstr *in = &k->code[r];
-        if (in->op != KI_LOAD || in->at != KA_ELEM || seen[in->buf]) continue;
-        seen[in->buf] = true;
-        bytes += kernel_elem_vec(k) * kernel_storage_bytes(k->buf_dtype[in->buf]);
+    bool stale = false;
+    for (int r = 0; r < s.n; r++) {
+        const KInstr *in = &k->code[s.first + r];
+        if (in->op == KI_LOAD && in->at == KA_ELEM && first_elem_load(k, s, r, &stale))
+            bytes += kernel_elem_vec(k) * kernel_storage_bytes(k->buf_dtype[in->buf]);
     }
     int u = 1;
     while (u < 4 && (u * 2) * bytes <= REDUCE_ROW_BYTES) u *= 2;
