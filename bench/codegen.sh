@@ -7,14 +7,11 @@
 #     with the fast library kernels) against the reference interpreter, both
 #     measured in this run on the same plan and batch.
 # Usage: bench/codegen.sh [--append]   (--append adds dated rows to bench/RESULTS.md)
-set -euo pipefail
 append=${1:-}
-cd "$(dirname "$0")/.."
-make -s build/yolocc build/yolort >/dev/null
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+bench_start build/yolocc build/yolort
 unset YOLOCC_NO_CACHE
-machine="$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (no GPU)"
+machine=$(bench_machine)
 commit=$(git rev-parse --short HEAD)
 rows=""
 now() { date +%s.%N; }
@@ -46,4 +43,4 @@ gen=$(step_ms)
 ratio=$(python3 -c "print('%.2f' % ($ref / $gen))")
 printf 'tiny 128 b16 fp32 training step (median of %d): reference interpreter %s ms, CPU target %s ms, speed-up %sx\n' $((steps - 2)) "$ref" "$gen" "$ratio"
 rows+="| $(date -u +%F) | $commit | $machine | tiny | CPU training step, 128 b16 fp32 | reference ${ref} ms | CPU target ${gen} ms | ${ratio}x faster |"$'\n'
-if [ "$append" = "--append" ]; then printf '%s' "$rows" >> bench/RESULTS.md; fi
+if [ "$append" = "--append" ]; then bench_append_rows "| cache / ratio |" "$rows"; fi

@@ -31,3 +31,18 @@ lines[end:end] = os.environ["ROWS"].rstrip("\n").split("\n")
 open(path, "w").write("\n".join(lines))
 PY
 }
+
+# bench_need_ultralytics: the Python of the Ultralytics venv
+# (tools/ultralytics_reference.py says how to make it) in $ULTRA_PY, or exit 1.
+bench_need_ultralytics() {
+  ULTRA_PY=${ULTRA_PY:-/opt/ultra/bin/python}
+  if ! "$ULTRA_PY" -c 'import torch, ultralytics' >/dev/null 2>&1; then
+    echo "$0: $ULTRA_PY cannot import torch and ultralytics; set it up as tools/ultralytics_reference.py says, or set ULTRA_PY" >&2
+    exit 1
+  fi
+}
+
+# bench_machine: "N-core CPU MODEL (no GPU)" for a row's machine column.
+bench_machine() {
+  echo "$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (no GPU)"
+}

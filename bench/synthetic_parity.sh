@@ -19,15 +19,11 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-ULTRA_PY=${ULTRA_PY:-/opt/ultra/bin/python}
 CORPUS=${YOLOCC_CORPUS:-../shared/reference/ultralytics-cfg}
 . "$(dirname "$0")/lib.sh"
 bench_start build/yolocc build/yolort
-if ! "$ULTRA_PY" -c 'import torch, ultralytics' >/dev/null 2>&1; then
-  echo "bench/synthetic_parity.sh: $ULTRA_PY cannot import torch and ultralytics; set it up as tools/ultralytics_reference.py says, or set ULTRA_PY" >&2
-  exit 1
-fi
-machine="$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (no GPU)"
+bench_need_ultralytics
+machine=$(bench_machine)
 for spec in "yolov8 n yolov8n" "yolo11 n yolo11n"; do
   set -- $spec
   [ -f "$CORPUS/$1.yaml" ] || { echo "no $CORPUS/$1.yaml (the corpus): $3 skipped" >&2; continue; }

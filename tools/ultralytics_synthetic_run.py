@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--momentum", type=float, default=mf.MOMENTUM)
     ap.add_argument("--weights-out", help="write the initial state_dict here (safetensors)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (another summation order: how far rounding alone moves the run)")
+    ap.add_argument("--double", action="store_true", help="run the step in fp64 (what both fp32 runs approximate)")
     a = ap.parse_args()
 
     mf.setup_determinism()
@@ -124,10 +125,15 @@ def main():
     if a.weights_out:
         Path(a.weights_out).write_bytes(mf.safetensors_bytes(mf.state(model), {"source": f"ultralytics {mf.ultralytics.__version__}, {a.cfg} scale {a.scale} nc {a.nc}, seed {mf.MODEL_SEED}"}))
     batch = synthetic_batch(a.seed, a.batch, a.imgsz, a.nc, a.max_boxes)
+    if a.double:
+        model.double()
+        batch["img"] = batch["img"].double()
     fake_self = mf.SimpleNamespace(args=mf.get_cfg(), data={"nc": a.nc})
     opt = mf.DetectionTrainer.build_optimizer(fake_self, model, name="SGD", lr=a.lr0, momentum=a.momentum, decay=mf.WEIGHT_DECAY, iterations=1e5)
     for step in range(1, a.steps + 1):
-        _, items, total = mf.train_forward(model, batch)
+        preds = model(batch["img"])  # a list of levels; v10Detect's a dict of its two heads
+        loss, items = model.loss(batch, preds)
+        total = loss.sum()
         total.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=mf.MAX_NORM)
         opt.step()
