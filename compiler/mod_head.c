@@ -167,12 +167,12 @@ static bool detect(Builder *b, const RowArgs *a, RowIO *io, bool v10) {
             int pair[2] = {box[i], cls[i]};
             if ((o2o[i] = concat(b, pair, 2)) < 0) return false;
         }
-        if (b->eval) {
-            io->out[io->n_out++] = decode(b, o2o, &h, dfl_w, false);
-        } else {
-            for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = levels[i];
-            for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = o2o[i];
-        }
+        /* eval: the one2one boxes decoded (xyxy), then the raw levels of both
+         * heads, as Ultralytics' eval v10Detect returns (y, {one2many, one2one}):
+         * validation's E2EDetectLoss reads them */
+        if (b->eval) io->out[io->n_out++] = decode(b, o2o, &h, dfl_w, false);
+        for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = levels[i];
+        for (int i = 0; i < h.nl; i++) io->out[io->n_out++] = o2o[i];
     } else if (b->eval) {
         /* the raw levels follow the decoded boxes, as Ultralytics' eval
          * Detect returns (y, x): validation computes its losses on them */

@@ -80,8 +80,8 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
 static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, const bool *convs, bool place, TrainCompiled *tc, Diag *d) {
     if (!model_compile(a, cfg, o->imgsz, o->batch, o->channels_last, &tc->m, &tc->s, d)) return false;
     Graph *g = &tc->m.g;
-    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5},
-                   .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs,
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .end2end = tc->end2end,
+                   .gains = {7.5, 0.5, 1.5}, .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs,
                    .twins_per_rule = o->recompute_budget > 0};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
     OptimSpec os = {.kind = o->optimizer, .weight_decay = o->weight_decay, .max_norm = 10, .nesterov = true};
@@ -130,13 +130,17 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true, .channels_last = o->channels_last};
     if (!model_build(a, cfg, &eo, tc->s.strides, tc->s.nstrides, &tc->em, d)) return false;
     Graph *g = &tc->em.g;
-    if (g->n_outputs != 1 + tc->s.nstrides) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
-    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .gains = {7.5, 0.5, 1.5}};
+    const int n_levels = tc->s.nstrides * (tc->end2end ? 2 : 1);
+    if (g->n_outputs != 1 + n_levels) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .end2end = tc->end2end,
+                   .gains = {7.5, 0.5, 1.5}};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
-    int levels[IR_MAX_LEVELS];
-    memcpy(levels, g->outputs + 1, sizeof(int) * (size_t)tc->s.nstrides);
+    int levels[2 * IR_MAX_LEVELS];
+    memcpy(levels, g->outputs + 1, sizeof(int) * (size_t)n_levels);
     char err[256];
-    if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
+    /* the losses are outputs: the memory plan keeps them to the end */
+    if (!loss_build(g, &ls, levels, &tc->etg) || !graph_mark_output(g, tc->etg.loss) || !graph_mark_output(g, tc->etg.items))
+        return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
     if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
     if (o->fuse == FUSE_FULL && !views_build(g, &tc->efu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);
@@ -148,6 +152,7 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     cJSON_AddNumberToObject(m, "nc", (double)cfg->nc);
     cJSON_AddNumberToObject(m, "imgsz", tc->s.imgsz);
     cJSON_AddNumberToObject(m, "batch", tc->val_batch);
+    cJSON_AddBoolToObject(m, "end2end", tc->end2end);
     cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
     cJSON_AddNumberToObject(in, "images", tc->etg.images);
@@ -164,6 +169,8 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     cJSON_Delete(m);
     return tc->eval_meta_json ? true : diag_error(d, (Mark){0, 0}, "out of memory");
 }
+
+bool train_head_end2end(const ModelConfig *cfg) { return cfg->n_rows > 0 && strcmp(cfg->rows[cfg->n_rows - 1].module, "v10Detect") == 0; }
 
 int train_accumulate(int batch) {
     /* Python's round is half to even, as nearbyint in the default rounding mode */
@@ -186,8 +193,9 @@ bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o_in
     scaled.weight_decay = o_in->weight_decay * o_in->batch * tc->accumulate / 64.0;
     tc->val_batch = o_in->val_batch > 0 ? o_in->val_batch : 2 * o_in->batch;
     const char *head = cfg->rows[cfg->n_rows - 1].module;
-    if (strcmp(head, "Detect") != 0)
-        return diag_error(d, cfg->rows[cfg->n_rows - 1].module_mark, "training needs a Detect head; %s (end-to-end) training is not supported yet", head);
+    tc->end2end = train_head_end2end(cfg);
+    if (strcmp(head, "Detect") != 0 && !tc->end2end)
+        return diag_error(d, cfg->rows[cfg->n_rows - 1].module_mark, "training needs a Detect or v10Detect head, not %s", head);
     if (o->recompute_budget > 0 ? !fit_budget(a, cfg, o, tc, d) : !build_step(a, cfg, o, NULL, true, tc, d)) return false;
     if (!build_eval(a, cfg, o, tc, d)) return false;
     tc->meta_json = meta_json(cfg, o_in, tc);

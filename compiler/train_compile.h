@@ -33,6 +33,7 @@ typedef struct TrainCompiled {
     int recompute_convs;        /* conv outputs recomputed to meet the budget */
     int accumulate;             /* batches per optimizer step: max(round(64 / batch), 1) */
     int val_batch;
+    bool end2end;               /* a v10Detect head: E2EDetectLoss, and validation without NMS */
     Model em;                   /* the validation graph (eval mode + loss) */
     TrainingGraph etg;
     Fusion efu;
@@ -44,6 +45,9 @@ typedef struct TrainCompiled {
  * decay is scaled by batch * accumulate / 64 as the trainer does. */
 bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d);
 void train_compiled_free(TrainCompiled *tc);
+/* Whether the model's head is end-to-end (v10Detect): its training loss is
+ * Ultralytics' E2EDetectLoss and its validation selects without NMS. */
+bool train_head_end2end(const ModelConfig *cfg);
 /* Ultralytics' gradient accumulation for a batch: max(round(64 / batch), 1). */
 int train_accumulate(int batch);
 

@@ -84,6 +84,27 @@ static int recompute(Recompute *rc, int t) {
     return rc->copy[t];
 }
 
+/* One detect loss over nlevels levels at topk: its total and items. */
+static bool detect_loss_add(Graph *g, const LossSpec *ls, const int *levels, int topk, int boxes, int counts, int *total, int *items) {
+    OpAttrs la = {.nc = ls->nc, .reg_max = ls->reg_max, .nlevels = ls->nlevels, .topk = topk};
+    memcpy(la.gains, ls->gains, sizeof la.gains);
+    int in[IR_MAX_LEVELS + 2];
+    for (int i = 0; i < ls->nlevels; i++) {
+        const Shape *s = &g->tensors[levels[i]].shape;
+        in[i] = levels[i];
+        la.level_hw[i][0] = (int)s->d[2];
+        la.level_hw[i][1] = (int)s->d[3];
+        la.strides[i] = ls->strides[i];
+    }
+    in[ls->nlevels] = boxes;
+    in[ls->nlevels + 1] = counts;
+    int op = graph_add_op(g, OP_DETECT_LOSS, in, ls->nlevels + 2, &la, 2, -1, "loss");
+    if (op < 0) return false;
+    *total = g->ops[op].out[0];
+    *items = g->ops[op].out[1];
+    return true;
+}
+
 bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg) {
     memset(tg, 0, sizeof *tg);
     if (ls->nlevels < 1 || ls->nlevels > IR_MAX_LEVELS) return snprintf(g->err, sizeof g->err, "the loss needs 1 to %d head levels", IR_MAX_LEVELS), false;
@@ -94,23 +115,19 @@ bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *
     tg->counts = graph_add_input(g, "counts", shape1(batch), DT_I64);
     if (tg->boxes < 0 || tg->counts < 0) return false;
     tg->n_forward_ops = g->n_ops;
-
-    OpAttrs la = {.nc = ls->nc, .reg_max = ls->reg_max, .nlevels = ls->nlevels, .topk = ls->topk};
-    memcpy(la.gains, ls->gains, sizeof la.gains);
-    int in[IR_MAX_LEVELS + 2];
-    for (int i = 0; i < ls->nlevels; i++) {
-        const Shape *s = &g->tensors[levels[i]].shape;
-        in[i] = levels[i];
-        la.level_hw[i][0] = (int)s->d[2];
-        la.level_hw[i][1] = (int)s->d[3];
-        la.strides[i] = ls->strides[i];
-    }
-    in[ls->nlevels] = tg->boxes;
-    in[ls->nlevels + 1] = tg->counts;
-    int loss_op = graph_add_op(g, OP_DETECT_LOSS, in, ls->nlevels + 2, &la, 2, -1, "loss");
-    if (loss_op < 0) return false;
-    tg->loss = g->ops[loss_op].out[0];
-    tg->items = g->ops[loss_op].out[1];
+    tg->n_levels = ls->nlevels * (ls->end2end ? 2 : 1);
+    memcpy(tg->levels, levels, sizeof(int) * (size_t)tg->n_levels);
+    if (!detect_loss_add(g, ls, levels, ls->topk, tg->boxes, tg->counts, &tg->loss, &tg->items)) return false;
+    if (!ls->end2end) return true;
+    /* E2EDetectLoss: one2many at topk plus one2one at topk 1, items added */
+    int total2, items2;
+    if (!detect_loss_add(g, ls, levels + ls->nlevels, 1, tg->boxes, tg->counts, &total2, &items2)) return false;
+    int sum_items[2] = {tg->items, items2}, sum_total[2] = {tg->loss, total2};
+    int it = graph_add_op(g, OP_ADD, sum_items, 2, NULL, 1, -1, "loss");
+    int tt = it < 0 ? -1 : graph_add_op(g, OP_ADD, sum_total, 2, NULL, 1, -1, "loss");
+    if (tt < 0) return false;
+    tg->items = g->ops[it].out[0];
+    tg->loss = g->ops[tt].out[0];
     return true;
 }
 
@@ -155,10 +172,10 @@ static bool pending_sum(Pending *p, Graph *g, int t) {
 }
 
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
-    if (g->n_outputs != ls->nlevels)
-        return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", ls->nlevels, g->n_outputs), false;
+    const int n_levels = ls->nlevels * (ls->end2end ? 2 : 1);
+    if (g->n_outputs != n_levels)
+        return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", n_levels, g->n_outputs), false;
     if (!loss_build(g, ls, g->outputs, tg)) return false;
-    memcpy(tg->levels, g->outputs, sizeof(int) * (size_t)ls->nlevels);
     g->n_outputs = 0;
     tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
     if (tg->grad_seed < 0) return false;
@@ -216,7 +233,7 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
          * twin would free no byte and only copy them again (YOLOv8n b64: the
          * head's concats of its convs' outputs, 0.31 GB a step) */
         Op rule_op = op;
-        if (rc.copy && o != loss_op) {
+        if (rc.copy && op.kind != OP_DETECT_LOSS) {
             rule_op.in = arena_array(a, (size_t)op.n_in + 1, sizeof(int));
             if (!rule_op.in) return snprintf(g->err, sizeof g->err, "out of memory"), false;
             for (int i = 0; i < op.n_in; i++)

@@ -22,6 +22,10 @@ typedef struct LossSpec {
     int nlevels;
     double strides[IR_MAX_LEVELS];
     int topk;
+    /* v10Detect (end-to-end): the head's outputs are its one2many levels,
+     * then its one2one levels; the loss is the one2many loss at topk plus
+     * the one2one loss at topk 1 (Ultralytics' E2EDetectLoss), items summed */
+    bool end2end;
     double gains[3];        /* box, cls, dfl */
     RecomputePolicy recompute;
     /* with RECOMPUTE_POINTWISE: forward tensors (by id) that backward also
@@ -37,7 +41,8 @@ typedef struct LossSpec {
 typedef struct TrainingGraph {
     int images, boxes, counts, grad_seed;   /* inputs */
     int loss, items;                        /* total (what backward starts from) and logged items */
-    int levels[IR_MAX_LEVELS];              /* the head levels the loss reads */
+    int levels[2 * IR_MAX_LEVELS];          /* the head levels the losses read (end2end: one2many, then one2one) */
+    int n_levels;
     int n_forward_ops;                      /* ops before the loss */
     int *grad_of;                           /* per tensor id: its gradient tensor, or -1 */
     int n_grad_of;
@@ -46,12 +51,14 @@ typedef struct TrainingGraph {
 } TrainingGraph;
 
 /* Appends the inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised)
- * and counts [B] and the detect loss on the given head levels; fills
+ * and counts [B] and the detect loss on the given head levels (end2end:
+ * 2 x nlevels of them, and two losses added); fills
  * images, boxes, counts, loss, items and n_forward_ops of tg. Used alone by
  * the validation graph, whose losses need no backward. */
 bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg);
 
-/* g: forward graph in training mode whose outputs are the head levels.
+/* g: forward graph in training mode whose outputs are the head levels
+ * (end2end: one2many, then one2one).
  * The levels stop being graph outputs (tg->levels names them), so the
  * memory plan frees them after the loss's backward. Adds inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised),
  * counts [B] and grad_seed [1] (1, or the fp16 loss scale). */

@@ -12,11 +12,17 @@ const char *precision_name(Precision p) { return p == PREC_BF16 ? "bf16" : p == 
 
 int64_t memplan_align(int64_t x) { return (x + MEMPLAN_ALIGN - 1) / MEMPLAN_ALIGN * MEMPLAN_ALIGN; }
 
-/* per-channel statistics and the loss are fp32 at any precision */
+/* per-channel statistics and the loss are fp32 at any precision, and so is
+ * a sum of losses (an end-to-end head's two) */
 static bool always_fp32(const Graph *g, int t) {
     int p = g->tensors[t].producer;
     if (p < 0) return false;
     const Op *op = &g->ops[p];
+    if (op->kind == OP_ADD) {
+        for (int i = 0; i < op->n_in; i++)
+            if (!always_fp32(g, op->in[i])) return false;
+        return true;
+    }
     return (op->kind == OP_BATCHNORM && t != op->out[0]) || op->kind == OP_DETECT_LOSS || op->kind == OP_GRAD_CLIP;
 }
 

@@ -39,6 +39,8 @@ static void check_cpu_target(const char *model_args) {
 
 Test(codegen, cpu_target_equals_reference_yolov8_style) { check_cpu_target("models/tiny.yaml"); }
 Test(codegen, cpu_target_equals_reference_yolo11_style) { check_cpu_target("tests/parity/v11tiny.yaml --scale n"); }
+/* v10Detect: two losses on the one2many and the detached one2one levels, and their sums */
+Test(codegen, cpu_target_equals_reference_yolov10_style) { check_cpu_target("tests/parity/v10tiny.yaml"); }
 Test(codegen, cpu_target_equals_reference_yolov5_style) { check_cpu_target("models/yolov5.yaml --scale n"); }
 /* AdamW's updates: multi-tensor launches of their own kernel (two state tensors a row) */
 Test(codegen, cpu_target_equals_reference_adamw) { check_cpu_target("models/tiny.yaml --optimizer adamw"); }

@@ -208,6 +208,7 @@ static void check_same_step(const char *model_args) { check_same_step_with(model
 Test(layout, nhwc_step_equals_nchw_yolov8_style) { check_same_step("models/tiny.yaml"); }
 Test(layout, nhwc_step_equals_nchw_through_the_reference_kernels) { check_same_step_with("models/tiny.yaml", false); }
 Test(layout, nhwc_step_equals_nchw_yolo11_attention) { check_same_step("tests/parity/v11tiny.yaml --scale n"); }
+Test(layout, nhwc_step_equals_nchw_yolov10_end2end) { check_same_step("tests/parity/v10tiny.yaml"); }
 Test(layout, nhwc_step_equals_nchw_yolov5) { check_same_step("models/yolov5.yaml --scale n"); }
 
 /* Corpus heads and blocks the project's models lack: YOLO12's area

@@ -136,7 +136,39 @@ static void check_equivalent(const char *file, const char *scale, int imgsz) {
 
 Test(memplan, poisoned_arena_step_equals_unplanned_yolov8_style) { check_equivalent("models/tiny.yaml", NULL, 64); }
 Test(memplan, poisoned_arena_step_equals_unplanned_yolo11_style) { check_equivalent("tests/parity/v11tiny.yaml", "n", 64); }
+Test(memplan, poisoned_arena_step_equals_unplanned_yolov10_style) { check_equivalent("tests/parity/v10tiny.yaml", NULL, 64); }
 Test(memplan, poisoned_arena_step_equals_unplanned_yolov5_style) { check_equivalent("models/yolov5.yaml", "n", 32); }
+
+static bool is_output(const Graph *g, int t) {
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] == t) return true;
+    return false;
+}
+
+/* The losses the runtime reads after a graph ran (its META's loss and items)
+ * are graph outputs, so the plan keeps their bytes to the end, and they are
+ * fp32 at bf16. An end-to-end head's are sums of its two losses, made after
+ * both: unmarked, the validation graph's summed items shared their bytes
+ * with the summed total that came after them. */
+Test(memplan, loss_outputs_outlive_their_graph_yolov10_style) {
+    Built b;
+    build_f(&b, "tests/parity/v10tiny.yaml", NULL, 64, 2, PREC_BF16, RECOMPUTE_POINTWISE, FUSE_FULL, 0);
+    const struct {
+        const Graph *g;
+        const MemPlan *mp;
+        const TrainingGraph *tg;
+        const char *what;
+    } graphs[] = {{&b.tc.m.g, &b.tc.mp, &b.tc.tg, "training"}, {&b.tc.em.g, &b.tc.emp, &b.tc.etg, "validation"}};
+    for (int k = 0; k < 2; k++) {
+        const Graph *g = graphs[k].g;
+        const TrainingGraph *tg = graphs[k].tg;
+        cr_assert_eq(g->ops[g->tensors[tg->items].producer].kind, OP_ADD, "%s: the items are the two losses' sum", graphs[k].what);
+        cr_expect(is_output(g, tg->loss) && is_output(g, tg->items), "%s: loss and items are graph outputs", graphs[k].what);
+        cr_expect_eq(graphs[k].mp->bytes[tg->loss], 4, "%s: the summed loss is fp32", graphs[k].what);
+        cr_expect_eq(graphs[k].mp->bytes[tg->items], 12, "%s: the summed items are fp32", graphs[k].what);
+    }
+    unbuild(&b);
+}
 
 /* The check above has teeth: move one tensor onto the bytes of a saved
  * activation that backward still needs (no op touches both, so no kernel sees

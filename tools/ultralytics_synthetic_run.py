@@ -84,24 +84,6 @@ def synthetic_batch(seed, batch, size, nc, max_boxes):
 
 
 
-def build_model(cfg_path, scale, nc):
-    cfg = mf.yaml_model_load(cfg_path)
-    if scale:
-        cfg["scale"] = scale
-    torch.manual_seed(mf.MODEL_SEED)
-    model = mf.DetectionModel(cfg, ch=3, nc=nc, verbose=False)
-    model.nc = nc
-    model.names = {i: f"{i}" for i in range(nc)}
-    model.args = mf.get_cfg()
-    for k, v in model.named_parameters():
-        if ".dfl" in k:
-            v.requires_grad = False
-        elif not v.requires_grad and v.dtype.is_floating_point:
-            v.requires_grad = True
-    model.train()
-    return model
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cfg", default="../shared/reference/ultralytics-cfg/yolov8.yaml")
@@ -121,7 +103,7 @@ def main():
 
     mf.setup_determinism()
     torch.set_num_threads(a.threads)
-    model = build_model(a.cfg, a.scale, a.nc)
+    model = mf.build_detection_model(a.cfg, a.scale, a.nc)
     if a.weights_out:
         Path(a.weights_out).write_bytes(mf.safetensors_bytes(mf.state(model), {"source": f"ultralytics {mf.ultralytics.__version__}, {a.cfg} scale {a.scale} nc {a.nc}, seed {mf.MODEL_SEED}"}))
     batch = synthetic_batch(a.seed, a.batch, a.imgsz, a.nc, a.max_boxes)

@@ -30,6 +30,17 @@ typedef struct Detection {
 int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
               int max_det, Detection *out);
 
+/* An end-to-end head's detections for one image, without NMS (v10Detect's
+ * postprocess, then non_max_suppression's end-to-end branch). pred as for
+ * nms_image, but rows 0..3 are x1, y1, x2, y2 (the one2one boxes decoded as
+ * xyxy). The min(max_det, n_anchors) anchors of highest best-class score,
+ * then the min(max_det, n_anchors) highest (anchor, class) scores among
+ * those, then the ones above conf (float32, as nms_image). Equal scores keep
+ * the lower index (torch.topk leaves their order unspecified). Sorted by
+ * score descending. Returns the number written, or -1 on bad arguments or
+ * allocation failure. */
+int e2e_image(const float *pred, int n_anchors, int nc, double conf, int max_det, Detection *out);
+
 /* Network pixels -> original image pixels (ops.scale_boxes with ratio_pad,
  * CPU float32 arithmetic): (v - pad) / ratio, then x clipped to [0, orig_w]
  * and y to [0, orig_h]. box is x1, y1, x2, y2. ratio is Ultralytics' gain

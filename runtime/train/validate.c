@@ -1,7 +1,8 @@
 /* runtime/train/validate.c — one validation pass (training-semantics §8.1):
- * the plan's eval graph on the EMA weights over the val split, NMS, boxes
- * mapped back to original pixels, mAP, and the validation losses. Must not
- * touch: the training step, the EMA's values, files. */
+ * the plan's eval graph on the EMA weights over the val split, NMS (or an
+ * end-to-end head's top-k selection), boxes mapped back to original pixels,
+ * mAP, and the validation losses. Must not touch: the training step, the
+ * EMA's values, files. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 
 typedef struct EvalIO {
     int images, boxes, counts, pred, items;
+    bool end2end; /* a v10Detect head: its own top-k selection instead of NMS */
 } EvalIO;
 
 static bool eval_io(const Plan *ep, EvalIO *io) {
@@ -20,6 +22,7 @@ static bool eval_io(const Plan *ep, EvalIO *io) {
     io->counts = plan_meta_tensor(ep, "inputs", "counts");
     io->pred = plan_meta_tensor(ep, "outputs", "predictions");
     io->items = plan_meta_tensor(ep, "outputs", "items");
+    io->end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"));
     if (io->images < 0 || io->boxes < 0 || io->counts < 0 || io->pred < 0 || io->items < 0) return false;
     const Shape *p = &ep->g.tensors[io->pred].shape;
     return p->nd == 3 && ep->g.tensors[io->images].shape.nd == 4 && p->d[0] == ep->g.tensors[io->images].shape.d[0];
@@ -100,9 +103,10 @@ bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int err
         batches++;
         for (int i = 0; i < b.n_valid; i++) {
             const ImageInfo *inf = &b.info[i];
-            int n = nms_image(pred + (size_t)i * (size_t)rows * (size_t)A, A, nc, 0.001, 0.7, 300, dets);
+            const float *p = pred + (size_t)i * (size_t)rows * (size_t)A;
+            int n = io.end2end ? e2e_image(p, A, nc, 0.001, 300, dets) : nms_image(p, A, nc, 0.001, 0.7, 300, dets);
             if (n < 0) {
-                snprintf(err, (size_t)errcap, "non-maximum suppression failed (out of memory)");
+                snprintf(err, (size_t)errcap, "%s failed (out of memory)", io.end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
             }
             metrics_dets_to_original(dets, n, inf->ratio, inf->pad_x, inf->pad_y, inf->orig_w, inf->orig_h);
