@@ -191,6 +191,51 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
     }
 }
 
+/* The YOLOv10-style step on the device: E2EDetectLoss is two loss ops and
+ * two backward ones on their phase kernels, their sums generated kernels,
+ * nothing on the host; its validation runs both losses too. */
+Test(cuda_step, yolov10_end2end_losses_run_on_the_device) {
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        Arena a;
+        ModelConfig cfg;
+        Diag d;
+        TrainCompiled tc = {0};
+        arena_init(&a, 0);
+        diag_init(&d, "tests/parity/v10tiny.yaml");
+        ModelOptions mo = {.nc = 3};
+        TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
+                           .precision = PREC_BF16, .target = TARGET_CUDA, .channels_last = nhwc};
+        cr_assert(model_cfg_load(&a, "tests/parity/v10tiny.yaml", &mo, &cfg, &d) && compile_training(&a, &cfg, &to, &tc, &d), "%s", d.msg);
+        for (int which = 0; which < 2; which++) {
+            const Graph *g = which ? &tc.em.g : &tc.m.g;
+            const TrainingGraph *tg = which ? &tc.etg : &tc.tg;
+            KProgram kp;
+            char err[512], line[1024];
+            cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
+            CudaStep cs;
+            memset(&cs, 0, sizeof cs);
+            cuda_step_census(&cs, g, &kp);
+            int sums = 0;
+            for (int l = 0; l < kp.n_launches; l++) {
+                const KLaunch *ln = &kp.launches[l];
+                for (int o = ln->op_lo; o <= ln->op_hi; o++)
+                    if (g->ops[o].out[0] == tg->loss || g->ops[o].out[0] == tg->items) {
+                        cr_expect_eq(cuda_step_route(g, ln), CUDA_ROUTE_KERNEL, "launch %d: a loss sum in a generated kernel", l);
+                        sums++;
+                    }
+            }
+            cuda_step_describe(&cs, line, sizeof line);
+            cr_log_info("v10tiny %s %s: %s", nhwc ? "nhwc" : "nchw", which ? "validation" : "step", line);
+            cr_expect_eq(sums, 2, "the summed loss and items");
+            cr_expect_eq(cs.loss_ops, which ? 2 : 4, "%s: one2many and one2one losses%s", which ? "validation" : "step", which ? "" : " and their gradients");
+            if (!which) cr_expect_eq(cs.host_ops, 0, "step: %s", line);
+            kernel_program_free(&kp);
+        }
+        train_compiled_free(&tc);
+        arena_free(&a);
+    }
+}
+
 /* ---- on a host-memory stand-in for the driver (no GPU) ----
  * As test_cuda_step.c's: device addresses are host pointers. The unscale
  * kernel divides for real, the cast converts to fp16, generated kernels are
