@@ -141,28 +141,42 @@ Test(cuda_step, graph_segments_of_the_tiny_plan) {
  * ops among the library launches; its validation graph runs attention there
  * too. The routes depend on the op kinds only, so the graphs are compiled
  * without kernels. */
+/* A bf16 CUDA training plan (with its validation graph) of file at 64 px,
+ * batch 2, fused, pointwise recompute; release with train_compiled_free and
+ * arena_free. */
+static void compile_cuda_training(const char *file, const char *scale, int64_t nc, bool nhwc, Arena *a, TrainCompiled *tc) {
+    ModelConfig cfg;
+    Diag d;
+    memset(tc, 0, sizeof *tc);
+    arena_init(a, 0);
+    diag_init(&d, file);
+    ModelOptions mo = {.scale = scale, .nc = nc};
+    TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
+                       .precision = PREC_BF16, .target = TARGET_CUDA, .channels_last = nhwc};
+    cr_assert(model_cfg_load(a, file, &mo, &cfg, &d) && compile_training(a, &cfg, &to, tc, &d), "%s: %s", file, d.msg);
+}
+
+/* The launches of tc's step (which 0) or validation graph (1), and their routes' census */
+static void census_of(const TrainCompiled *tc, int which, KProgram *kp, CudaStep *cs) {
+    char err[512];
+    cr_assert(kernel_lower(which ? &tc->em.g : &tc->m.g, which ? &tc->efu : &tc->fu, PREC_BF16, kp, err, sizeof err), "%s", err);
+    memset(cs, 0, sizeof *cs);
+    cuda_step_census(cs, which ? &tc->em.g : &tc->m.g, kp);
+}
+
 Test(cuda_step, yolo11_runs_nothing_on_the_host) {
     const char *models[] = {"models/yolo11.yaml", "models/yolo11.yaml"};
     for (int m = 0; m < 2; m++) {
         Arena a;
-        ModelConfig cfg;
-        Diag d;
-        TrainCompiled tc = {0};
-        arena_init(&a, 0);
-        diag_init(&d, models[m]);
-        ModelOptions mo = {.scale = "n"};
-        TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
-                           .precision = PREC_BF16, .target = TARGET_CUDA, .channels_last = m == 1};
+        TrainCompiled tc;
         const char *layout = m == 1 ? "nhwc" : "nchw";
-        cr_assert(model_cfg_load(&a, models[m], &mo, &cfg, &d) && compile_training(&a, &cfg, &to, &tc, &d), "%s: %s", models[m], d.msg);
+        compile_cuda_training(models[m], "n", 0, m == 1, &a, &tc);
         for (int which = 0; which < 2; which++) {
             const Graph *g = which ? &tc.em.g : &tc.m.g;
             KProgram kp;
-            char err[512], line[1024];
-            cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
             CudaStep cs;
-            memset(&cs, 0, sizeof cs);
-            cuda_step_census(&cs, g, &kp);
+            char line[1024];
+            census_of(&tc, which, &kp, &cs);
             int attention = 0, attention_bwd = 0, relayouts = 0;
             for (int l = 0; l < kp.n_launches; l++) {
                 const KLaunch *ln = &kp.launches[l];
@@ -197,24 +211,15 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
 Test(cuda_step, yolov10_end2end_losses_run_on_the_device) {
     for (int nhwc = 0; nhwc < 2; nhwc++) {
         Arena a;
-        ModelConfig cfg;
-        Diag d;
-        TrainCompiled tc = {0};
-        arena_init(&a, 0);
-        diag_init(&d, "tests/parity/v10tiny.yaml");
-        ModelOptions mo = {.nc = 3};
-        TrainOptions to = {.imgsz = 64, .batch = 2, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .recompute = RECOMPUTE_POINTWISE, .fuse = FUSE_FULL,
-                           .precision = PREC_BF16, .target = TARGET_CUDA, .channels_last = nhwc};
-        cr_assert(model_cfg_load(&a, "tests/parity/v10tiny.yaml", &mo, &cfg, &d) && compile_training(&a, &cfg, &to, &tc, &d), "%s", d.msg);
+        TrainCompiled tc;
+        compile_cuda_training("tests/parity/v10tiny.yaml", NULL, 3, nhwc, &a, &tc);
         for (int which = 0; which < 2; which++) {
             const Graph *g = which ? &tc.em.g : &tc.m.g;
             const TrainingGraph *tg = which ? &tc.etg : &tc.tg;
             KProgram kp;
-            char err[512], line[1024];
-            cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, PREC_BF16, &kp, err, sizeof err), "%s", err);
             CudaStep cs;
-            memset(&cs, 0, sizeof cs);
-            cuda_step_census(&cs, g, &kp);
+            char line[1024];
+            census_of(&tc, which, &kp, &cs);
             int sums = 0;
             for (int l = 0; l < kp.n_launches; l++) {
                 const KLaunch *ln = &kp.launches[l];
