@@ -130,17 +130,15 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true, .channels_last = o->channels_last};
     if (!model_build(a, cfg, &eo, tc->s.strides, tc->s.nstrides, &tc->em, d)) return false;
     Graph *g = &tc->em.g;
-    const int n_levels = tc->s.nstrides * (tc->end2end ? 2 : 1);
-    if (g->n_outputs != 1 + n_levels) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
     LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .end2end = tc->end2end,
                    .gains = {7.5, 0.5, 1.5}};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
+    const int n_levels = loss_spec_levels(&ls);
+    if (g->n_outputs != 1 + n_levels) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
     int levels[2 * IR_MAX_LEVELS];
     memcpy(levels, g->outputs + 1, sizeof(int) * (size_t)n_levels);
     char err[256];
-    /* the losses are outputs: the memory plan keeps them to the end */
-    if (!loss_build(g, &ls, levels, &tc->etg) || !graph_mark_output(g, tc->etg.loss) || !graph_mark_output(g, tc->etg.items))
-        return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
+    if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
     if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
     if (o->fuse == FUSE_FULL && !views_build(g, &tc->efu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);

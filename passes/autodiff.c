@@ -84,8 +84,10 @@ static int recompute(Recompute *rc, int t) {
     return rc->copy[t];
 }
 
+int loss_spec_levels(const LossSpec *ls) { return ls->nlevels * (ls->end2end ? 2 : 1); }
+
 /* One detect loss over nlevels levels at topk: its total and items. */
-static bool detect_loss_add(Graph *g, const LossSpec *ls, const int *levels, int topk, int boxes, int counts, int *total, int *items) {
+static bool detect_loss_op(Graph *g, const LossSpec *ls, const int *levels, int topk, int boxes, int counts, int *total, int *items) {
     OpAttrs la = {.nc = ls->nc, .reg_max = ls->reg_max, .nlevels = ls->nlevels, .topk = topk};
     memcpy(la.gains, ls->gains, sizeof la.gains);
     int in[IR_MAX_LEVELS + 2];
@@ -115,20 +117,21 @@ bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *
     tg->counts = graph_add_input(g, "counts", shape1(batch), DT_I64);
     if (tg->boxes < 0 || tg->counts < 0) return false;
     tg->n_forward_ops = g->n_ops;
-    tg->n_levels = ls->nlevels * (ls->end2end ? 2 : 1);
+    tg->n_levels = loss_spec_levels(ls);
     memcpy(tg->levels, levels, sizeof(int) * (size_t)tg->n_levels);
-    if (!detect_loss_add(g, ls, levels, ls->topk, tg->boxes, tg->counts, &tg->loss, &tg->items)) return false;
-    if (!ls->end2end) return true;
-    /* E2EDetectLoss: one2many at topk plus one2one at topk 1, items added */
-    int total2, items2;
-    if (!detect_loss_add(g, ls, levels + ls->nlevels, 1, tg->boxes, tg->counts, &total2, &items2)) return false;
-    int sum_items[2] = {tg->items, items2}, sum_total[2] = {tg->loss, total2};
-    int it = graph_add_op(g, OP_ADD, sum_items, 2, NULL, 1, -1, "loss");
-    int tt = it < 0 ? -1 : graph_add_op(g, OP_ADD, sum_total, 2, NULL, 1, -1, "loss");
-    if (tt < 0) return false;
-    tg->items = g->ops[it].out[0];
-    tg->loss = g->ops[tt].out[0];
-    return true;
+    if (!detect_loss_op(g, ls, levels, ls->topk, tg->boxes, tg->counts, &tg->loss, &tg->items)) return false;
+    if (ls->end2end) {
+        /* E2EDetectLoss: one2many at topk plus one2one at topk 1, items added */
+        int total2, items2;
+        if (!detect_loss_op(g, ls, levels + ls->nlevels, 1, tg->boxes, tg->counts, &total2, &items2)) return false;
+        int sum_items[2] = {tg->items, items2}, sum_total[2] = {tg->loss, total2};
+        int it = graph_add_op(g, OP_ADD, sum_items, 2, NULL, 1, -1, "loss");
+        int tt = it < 0 ? -1 : graph_add_op(g, OP_ADD, sum_total, 2, NULL, 1, -1, "loss");
+        if (tt < 0) return false;
+        tg->items = g->ops[it].out[0];
+        tg->loss = g->ops[tt].out[0];
+    }
+    return graph_mark_output(g, tg->loss) && graph_mark_output(g, tg->items);
 }
 
 /* Gradient contributions not yet summed: a tensor's first is in acc[], the
@@ -172,11 +175,13 @@ static bool pending_sum(Pending *p, Graph *g, int t) {
 }
 
 bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
-    const int n_levels = ls->nlevels * (ls->end2end ? 2 : 1);
+    const int n_levels = loss_spec_levels(ls);
     if (g->n_outputs != n_levels)
         return snprintf(g->err, sizeof g->err, "the loss needs the %d head levels as graph outputs, found %d", n_levels, g->n_outputs), false;
     if (!loss_build(g, ls, g->outputs, tg)) return false;
-    g->n_outputs = 0;
+    /* the levels stop being outputs; loss and items (loss_build's) stay */
+    memmove(g->outputs, g->outputs + n_levels, sizeof(int) * (size_t)(g->n_outputs - n_levels));
+    g->n_outputs -= n_levels;
     tg->grad_seed = graph_add_input(g, "grad_seed", shape1(1), DT_F32);
     if (tg->grad_seed < 0) return false;
     int loss_op = g->tensors[tg->loss].producer;
@@ -264,5 +269,5 @@ bool autodiff_build(Graph *g, const LossSpec *ls, TrainingGraph *tg) {
     /* keep only parameter gradients: grad_of answers "where is dL/dp" */
     for (int t = 0; t < n_fwd_tensors; t++)
         if (g->tensors[t].kind != TK_PARAM) acc[t] = -1;
-    return graph_mark_output(g, tg->loss) && graph_mark_output(g, tg->items);
+    return true;
 }

@@ -50,11 +50,15 @@ typedef struct TrainingGraph {
     double recompute_flops;
 } TrainingGraph;
 
+/* The head levels the loss reads: nlevels, twice that for an end2end head. */
+int loss_spec_levels(const LossSpec *ls);
+
 /* Appends the inputs boxes [B, max_boxes, 5] (cls, cx, cy, w, h normalised)
  * and counts [B] and the detect loss on the given head levels (end2end:
  * 2 x nlevels of them, and two losses added); fills
- * images, boxes, counts, loss, items and n_forward_ops of tg. Used alone by
- * the validation graph, whose losses need no backward. */
+ * images, boxes, counts, loss, items and n_forward_ops of tg, and marks loss
+ * and items as graph outputs, so that the memory plan keeps them to the end.
+ * Used alone by the validation graph, whose losses need no backward. */
 bool loss_build(Graph *g, const LossSpec *ls, const int *levels, TrainingGraph *tg);
 
 /* g: forward graph in training mode whose outputs are the head levels

@@ -68,6 +68,19 @@ static double compare(const Step *s, int tensor, const char *fixture_name, doubl
     return e;
 }
 
+/* Parameters and buffers of s->g by their state_dict names, from the
+ * fixture's `prefix/<name>` tensors. */
+static void load_state(Step *s, const char *prefix) {
+    for (int i = 0; i < s->g->n_state; i++) {
+        const Tensor *t = &s->g->tensors[s->g->state[i]];
+        char key[512];
+        snprintf(key, sizeof key, "%s/%s", prefix, t->name);
+        const StTensor *v = need(&s->fx, key);
+        cr_assert_eq(v->nbytes, (uint64_t)shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4), "%s size", key);
+        memcpy(interp_tensor(&s->it, t->id), v->data, v->nbytes);
+    }
+}
+
 /* The fixture's images and its first nbox targets into s->tg's inputs. */
 static void load_inputs(Step *s, int nbox, int max_boxes) {
     memcpy(interp_tensor(&s->it, s->tg.images), need(&s->fx, "input/images")->data, need(&s->fx, "input/images")->nbytes);
@@ -110,15 +123,7 @@ static void setup(Step *s, const char *yaml, const char *scale, const char *fixt
     if (opt) cr_assert(optimizer_build(g, &s->tg, &os, opt), "%s", g->err);
     cr_assert(graph_verify(g, err, sizeof err), "%s", err);
     cr_assert(interp_init(&s->it, g));
-    /* parameters and buffers by their state_dict names */
-    for (int i = 0; i < g->n_state; i++) {
-        const Tensor *t = &g->tensors[g->state[i]];
-        char key[512];
-        snprintf(key, sizeof key, "init/%s", t->name);
-        const StTensor *v = need(&s->fx, key);
-        cr_assert_eq(v->nbytes, (uint64_t)shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4), "%s size", key);
-        memcpy(interp_tensor(&s->it, t->id), v->data, v->nbytes);
-    }
+    load_state(s, "init");
     load_inputs(s, nbox, ls.max_boxes);
     *(float *)interp_tensor(&s->it, s->tg.grad_seed) = 1.0f;
     if (opt) {
@@ -332,14 +337,7 @@ Test(parity, yolov10_style_validation, .timeout = 300) {
     memcpy(ls.strides, s.c.s.strides, sizeof ls.strides);
     cr_assert(loss_build(g, &ls, g->outputs + 1, &s.tg), "%s", g->err);
     cr_assert(interp_init(&s.it, g));
-    for (int i = 0; i < g->n_state; i++) {
-        const Tensor *t = &g->tensors[g->state[i]];
-        char key[512];
-        snprintf(key, sizeof key, "step3/%s", t->name);
-        const StTensor *v = need(&s.fx, key);
-        cr_assert_eq(v->nbytes, (uint64_t)shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4), "%s size", key);
-        memcpy(interp_tensor(&s.it, t->id), v->data, v->nbytes);
-    }
+    load_state(&s, "step3");
     load_inputs(&s, (int)need(&s.fx, "targets/batch_idx")->shape[0], ls.max_boxes);
     cr_assert(interp_run(&s.it, 0, g->n_ops, err, sizeof err), "%s", err);
 

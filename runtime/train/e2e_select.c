@@ -34,14 +34,7 @@ int e2e_image(const float *pred, int n_anchors, int nc, double conf, int max_det
         return -1;
     }
     /* scores.amax(-1).topk(k): each anchor's best class score */
-    for (size_t a = 0; a < A; a++) {
-        float mx = pred[4 * A + a];
-        for (int c = 1; c < nc && !isnan(mx); c++) {
-            const float s = pred[(size_t)(4 + c) * A + a];
-            if (isnan(s) || s > mx) mx = s;
-        }
-        anchors[a] = (Ranked){mx, (int)a};
-    }
+    for (size_t a = 0; a < A; a++) anchors[a] = (Ranked){anchor_best_score(pred, A, nc, a), (int)a};
     qsort(anchors, A, sizeof *anchors, ranked_cmp);
     /* the chosen anchors' scores flattened (rank-major, class-minor), topk(k) */
     for (int r = 0; r < k; r++)

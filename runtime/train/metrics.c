@@ -90,9 +90,7 @@ static int cand_cmp(const void *pa, const void *pb) {
     return (a->order > b->order) - (a->order < b->order);
 }
 
-/* The anchor's best class score; NaN if any score is NaN (torch.amax), so
- * such anchors never become candidates. */
-static float anchor_max(const float *pred, size_t A, int nc, size_t a) {
+float anchor_best_score(const float *pred, size_t A, int nc, size_t a) {
     float mx = pred[4 * A + a];
     for (int c = 1; c < nc && !isnan(mx); c++) {
         const float s = pred[(size_t)(4 + c) * A + a];
@@ -108,7 +106,7 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
     const float conf_f = (float)conf;   /* torch compares float32 with the scalar cast to float32 */
     size_t n = 0;
     for (size_t a = 0; a < A; a++) {
-        if (!(anchor_max(pred, A, nc, a) > conf_f)) continue;
+        if (!(anchor_best_score(pred, A, nc, a) > conf_f)) continue;
         for (int c = 0; c < nc; c++) n += pred[(size_t)(4 + c) * A + a] > conf_f;
     }
     if (n == 0 || max_det == 0) return 0;
@@ -116,7 +114,7 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
     if (!cand) return -1;
     size_t k = 0;
     for (size_t a = 0; a < A; a++) {
-        if (!(anchor_max(pred, A, nc, a) > conf_f)) continue;
+        if (!(anchor_best_score(pred, A, nc, a) > conf_f)) continue;
         const float cx = pred[a], cy = pred[A + a], hw = pred[2 * A + a] / 2, hh = pred[3 * A + a] / 2;
         for (int c = 0; c < nc; c++) {
             float s = pred[(size_t)(4 + c) * A + a];

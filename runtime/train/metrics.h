@@ -30,6 +30,11 @@ typedef struct Detection {
 int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
               int max_det, Detection *out);
 
+/* Anchor a's best class score in pred ([4 + nc][n_anchors], as nms_image
+ * reads it); NaN if any of its scores is NaN (torch.amax), so that NMS never
+ * makes it a candidate. */
+float anchor_best_score(const float *pred, size_t n_anchors, int nc, size_t a);
+
 /* An end-to-end head's detections for one image, without NMS (v10Detect's
  * postprocess, then non_max_suppression's end-to-end branch). pred as for
  * nms_image, but rows 0..3 are x1, y1, x2, y2 (the one2one boxes decoded as
