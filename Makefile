@@ -73,7 +73,8 @@ $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 
 # The quick start: set-up, build, then the main job on a built-in default:
 # generate a shapes dataset, compile a small YOLOv8-style model into a plan and
-# train it on the CPU with validation mAP, progress bars and a run directory.
+# train it on the CPU with validation mAP, progress bars and a run directory,
+# then detect objects in the validation images with the best weights.
 DEMO        := $(BUILD)/demo
 DEMO_EPOCHS ?= 12
 demo: $(BUILD)/.deps
@@ -83,6 +84,9 @@ demo: $(BUILD)/.deps
 	$(BUILD)/yolocc models/tiny.yaml --imgsz 128 --batch 16 --optimizer adamw -o $(DEMO)/tiny.plan
 	$(BUILD)/yolort train $(DEMO)/tiny.plan --data $(DEMO)/data/data.yaml --epochs $(DEMO_EPOCHS) --close-mosaic 3 \
 	  --project $(DEMO)/runs --name train --exist-ok
+	rm -rf $(DEMO)/runs/predict
+	$(BUILD)/yolort predict $(DEMO)/tiny.plan --weights $(DEMO)/runs/train/weights/best.safetensors \
+	  --source $(DEMO)/data/images/val --save-txt --project $(DEMO)/runs --name predict
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps
@@ -97,7 +101,7 @@ test: $(BUILD)/.deps
 # do not mix well with the CUDA driver (tests at -O0, library at -O2).
 # bench/gpu.sh --prepare ships this runner prebuilt for a GPU machine that
 # cannot build the project (bench/GPU.md).
-GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_cuda_step2.c tests/test_cuda_layout.c tests/test_cuda_step_gpu.c tests/test_lib_kernels.c tests/test_bench_step.c tests/test_dynload.c tests/test_train_cuda.c tests/test_comm_nccl.c tests/test_cuda_loss.c tests/test_cuda_divergence.c
+GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_cuda_step2.c tests/test_cuda_layout.c tests/test_cuda_step_gpu.c tests/test_lib_kernels.c tests/test_bench_step.c tests/test_dynload.c tests/test_train_cuda.c tests/test_comm_nccl.c tests/test_cuda_loss.c tests/test_cuda_divergence.c tests/test_predict.c
 $(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion

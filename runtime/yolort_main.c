@@ -12,6 +12,7 @@
 #include "dist/dp_train.h"
 #include "train_step_cuda.h"
 #include "synthetic.h"
+#include "predict/predict.h"
 #include "train/bench_step.h"
 #include "train/trainer.h"
 #include "train_step.h"
@@ -21,6 +22,7 @@ static const char USAGE[] =
     "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
+    "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR [options]   detect objects\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
     "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
@@ -46,6 +48,12 @@ static const char USAGE[] =
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
     "                   --accumulate N (1): sum the gradients of N micro-batches per step\n"
+    "\n"
+    "predict options (Ultralytics names and defaults): --conf X (0.25) --iou X (0.7) --max-det N (300)\n"
+    "  --project DIR (runs/detect) --name NAME (predict) --exist-ok   run directory PROJECT/NAME[N]\n"
+    "  --save-txt (labels/STEM.txt: cls cx cy w h, normalised) --save-conf (and the score) --no-save (no annotated images)\n"
+    "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
+    "  file (yolort train writes them), else class0, class1, ...\n"
     "\n"
     "bench: SGD steps (lr 0.01, momentum 0.937) on one synthetic batch from fresh weights; prints the median\n"
     "step time, images/s (batch / median) and peak memory: for a CUDA plan the device's used-memory increase\n"
@@ -258,6 +266,36 @@ typedef struct TrainOpt {
     double lo, hi;
 } TrainOpt;
 
+/* Options from argv[first] on into their destinations; 0, or the exit code of a usage error. */
+static int parse_options(const TrainOpt *opts, size_t n_opts, int argc, char **argv, int first) {
+    for (int i = first; i < argc; i++) {
+        const TrainOpt *o = NULL;
+        for (size_t k = 0; k < n_opts && !o; k++)
+            if (strcmp(argv[i], opts[k].name) == 0) o = &opts[k];
+        if (!o) return usage_error("unknown option '%s'", argv[i]);
+        if (o->kind == OPT_FLAG) {
+            *(bool *)o->dst = true;
+            continue;
+        }
+        if (i + 1 >= argc) return usage_error("%s needs a value", o->name);
+        const char *v = argv[++i];
+        double x;
+        if (o->kind == OPT_STR) {
+            *(const char **)o->dst = v;
+        } else if (!number(v, o->lo, o->hi, &x) || (o->kind == OPT_INT && x != (double)(long long)x)) {
+            fprintf(stderr, "yolort: error: %s must be %s in [%g, %g], got '%s' (see yolort --help)\n", o->name, o->kind == OPT_INT ? "an integer" : "a number", o->lo, o->hi, v);
+            return 2;
+        } else if (o->kind == OPT_INT) {
+            *(int *)o->dst = (int)x;
+        } else if (o->kind == OPT_NUM) {
+            *(double *)o->dst = x;
+        } else {
+            *(float *)o->dst = (float)x;
+        }
+    }
+    return 0;
+}
+
 /* `yolort train PLAN --data DATA.yaml [options]` */
 static int train_data_main(int argc, char **argv) {
     TrainArgs a;
@@ -282,31 +320,8 @@ static int train_data_main(int argc, char **argv) {
         {"--cos-lr", OPT_FLAG, &a.cos_lr, 0, 0}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-val", OPT_FLAG, &no_val, 0, 0},
         {"--reference", OPT_FLAG, &a.reference, 0, 0},
     };
-    for (int i = 3; i < argc; i++) {
-        const TrainOpt *o = NULL;
-        for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !o; k++)
-            if (strcmp(argv[i], opts[k].name) == 0) o = &opts[k];
-        if (!o) return usage_error("unknown option '%s'", argv[i]);
-        if (o->kind == OPT_FLAG) {
-            *(bool *)o->dst = true;
-            continue;
-        }
-        if (i + 1 >= argc) return usage_error("%s needs a value", o->name);
-        const char *v = argv[++i];
-        double x;
-        if (o->kind == OPT_STR) {
-            *(const char **)o->dst = v;
-        } else if (!number(v, o->lo, o->hi, &x) || (o->kind == OPT_INT && x != (double)(long long)x)) {
-            fprintf(stderr, "yolort: error: %s must be %s in [%g, %g], got '%s' (see yolort --help)\n", o->name, o->kind == OPT_INT ? "an integer" : "a number", o->lo, o->hi, v);
-            return 2;
-        } else if (o->kind == OPT_INT) {
-            *(int *)o->dst = (int)x;
-        } else if (o->kind == OPT_NUM) {
-            *(double *)o->dst = x;
-        } else {
-            *(float *)o->dst = (float)x;
-        }
-    }
+    int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
+    if (bad) return bad;
     if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram or none, got '%s'", cache);
     a.cache_ram = cache && strcmp(cache, "ram") == 0;
     a.val = !no_val;
@@ -325,6 +340,26 @@ static int train_data_main(int argc, char **argv) {
         return 2;
     }
     return train_main(&a);
+}
+
+/* `yolort predict PLAN --weights W --source S [options]` */
+static int predict_cmd(int argc, char **argv) {
+    PredictArgs a;
+    predict_args_defaults(&a);
+    a.plan = argv[2];
+    bool no_save = false;
+    const TrainOpt opts[] = {
+        {"--weights", OPT_STR, &a.weights, 0, 0}, {"--source", OPT_STR, &a.source, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0},
+        {"--name", OPT_STR, &a.name, 0, 0}, {"--conf", OPT_NUM, &a.conf, 0, 1}, {"--iou", OPT_NUM, &a.iou, 0, 1},
+        {"--max-det", OPT_INT, &a.max_det, 1, 100000}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-save", OPT_FLAG, &no_save, 0, 0},
+        {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0}, {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--reference", OPT_FLAG, &a.reference, 0, 0},
+    };
+    int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
+    if (bad) return bad;
+    a.save = !no_save;
+    if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
+    if (!a.source) return usage_error("%s", "no source: pass --source IMAGE or --source DIR");
+    return predict_main(&a);
 }
 
 /* `yolort datagen DIR [options]` */
@@ -427,6 +462,8 @@ int main(int argc, char **argv) {
     }
     if (argc >= 3 && strcmp(argv[1], "datagen") == 0) return datagen_main(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) return bench_main(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "predict") == 0) return predict_cmd(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "predict") == 0) return usage_error("%s", "expected: yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR");
     if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");
     if (argc < 3 || strcmp(argv[1], "train") != 0)
         return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");

@@ -16,6 +16,7 @@ declare -A NEED=(
   [/usr/include/zlib.h]=zlib1g-dev
   [/usr/include/jpeglib.h]=libjpeg62-turbo-dev
   [/usr/include/png.h]=libpng-dev
+  [/usr/include/gd.h]=libgd-dev
   [/usr/include/openssl/evp.h]=libssl-dev
   [/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h]=libopenblas-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev

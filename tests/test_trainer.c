@@ -110,7 +110,20 @@ Test(trainer, run_directory_and_files, .timeout = 900) {
     StFile f;
     cr_assert(st_read(p, &f, err, sizeof err), "%s", err);
     cr_expect(st_find(&f, "model.0.conv.weight") && st_find(&f, "model.13.dfl.conv.weight") && st_find(&f, "model.0.bn.running_mean"));
+    /* and the dataset's class names, as Ultralytics' checkpoints carry them */
+    const char *names = NULL;
+    for (int i = 0; i < f.n_meta; i++)
+        if (strcmp(f.meta_keys[i], "names") == 0) names = f.meta_values[i];
+    cr_expect(names && strcmp(names, "[\"rectangle\",\"ellipse\",\"triangle\"]") == 0, "names metadata: %s", names ? names : "(none)");
     st_free(&f);
+    tu_free(&r);
+    /* which `yolort predict` prints with the best weights (conf 0: the barely trained model's every box) */
+    char args[1200];
+    snprintf(args, sizeof args, "predict %s/tiny.plan --weights %s/runs/files/weights/best.safetensors --source %s/data/images/val --conf 0 --max-det 2 --project %s/runs --name pred",
+             ROOT, ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "image 1/8 ") && (strstr(r.out, "rectangle") || strstr(r.out, "ellipse") || strstr(r.out, "triangle")), "%s", r.out);
     tu_free(&r);
 }
 

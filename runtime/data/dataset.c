@@ -314,7 +314,7 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
-static bool has_image_suffix(const char *path) {
+bool dataset_is_image_path(const char *path) {
     static const char *const SUF[] = {"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"};
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     if (!dot || (slash && dot < slash)) return false;
@@ -343,7 +343,7 @@ static bool walk(Ctx *c, const char *dir, int depth, StrList *out, Mark m) {
         if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
             ok = walk(c, p, depth + 1, out, m);
             free(p);
-        } else if (has_image_suffix(p)) {
+        } else if (dataset_is_image_path(p)) {
             ok = sl_push(c, out, p, m);
         } else {
             free(p);
@@ -377,7 +377,7 @@ static bool read_list(Ctx *c, const char *path, off_t size, StrList *out, Mark m
         while (e > s && is_space(e[-1])) e--;
         bool has_nul = memchr(s, 0, (size_t)(e - s)) != NULL;
         *e = 0;
-        if (s < e && !has_nul && has_image_suffix(s)) ok = sl_push(c, out, s[0] == '.' && s[1] == '/' ? join(parent, s) : strdup(s), m);
+        if (s < e && !has_nul && dataset_is_image_path(s)) ok = sl_push(c, out, s[0] == '.' && s[1] == '/' ? join(parent, s) : strdup(s), m);
         s = next;
     }
     free(parent);

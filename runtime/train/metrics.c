@@ -99,26 +99,49 @@ float anchor_best_score(const float *pred, size_t A, int nc, size_t a) {
     return mx;
 }
 
+/* The classes of anchor a that become NMS candidates: every class above
+ * conf (multi_label), or only the first best one when it is above conf
+ * (x[:, 4:].max(1): torch returns the first index of a tie). Writes their
+ * indices to cls (when not NULL) and returns how many. */
+static int anchor_candidates(const float *pred, size_t A, int nc, size_t a, float conf_f, bool multi_label, int *cls) {
+    if (!(anchor_best_score(pred, A, nc, a) > conf_f)) return 0;
+    int n = 0;
+    if (!multi_label) {
+        int best = 0;
+        for (int c = 1; c < nc; c++)
+            if (pred[(size_t)(4 + c) * A + a] > pred[(size_t)(4 + best) * A + a]) best = c;
+        if (cls) cls[0] = best;
+        return 1;
+    }
+    for (int c = 0; c < nc; c++)
+        if (pred[(size_t)(4 + c) * A + a] > conf_f) {
+            if (cls) cls[n] = c;
+            n++;
+        }
+    return n;
+}
+
 int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
-              int max_det, Detection *out) {
+              bool multi_label, int max_det, Detection *out) {
     if (!pred || n_anchors < 0 || nc < 1 || max_det < 0 || (max_det > 0 && !out)) return -1;
     const size_t A = (size_t)n_anchors;
     const float conf_f = (float)conf;   /* torch compares float32 with the scalar cast to float32 */
     size_t n = 0;
-    for (size_t a = 0; a < A; a++) {
-        if (!(anchor_best_score(pred, A, nc, a) > conf_f)) continue;
-        for (int c = 0; c < nc; c++) n += pred[(size_t)(4 + c) * A + a] > conf_f;
-    }
+    for (size_t a = 0; a < A; a++) n += (size_t)anchor_candidates(pred, A, nc, a, conf_f, multi_label, NULL);
     if (n == 0 || max_det == 0) return 0;
     NmsCand *cand = malloc(n * sizeof *cand);
-    if (!cand) return -1;
+    int *cls = malloc((size_t)nc * sizeof *cls);
+    if (!cand || !cls) {
+        free3(cand, cls, NULL);
+        return -1;
+    }
     size_t k = 0;
     for (size_t a = 0; a < A; a++) {
-        if (!(anchor_best_score(pred, A, nc, a) > conf_f)) continue;
+        const int m = anchor_candidates(pred, A, nc, a, conf_f, multi_label, cls);
         const float cx = pred[a], cy = pred[A + a], hw = pred[2 * A + a] / 2, hh = pred[3 * A + a] / 2;
-        for (int c = 0; c < nc; c++) {
-            float s = pred[(size_t)(4 + c) * A + a];
-            if (!(s > conf_f)) continue;
+        for (int i = 0; i < m; i++) {
+            const int c = cls[i];
+            const float s = pred[(size_t)(4 + c) * A + a];
             NmsCand *q = &cand[k];
             q->box[0] = cx - hw;
             q->box[1] = cy - hh;
@@ -135,6 +158,7 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
     if (n > NMS_MAX_CANDIDATES) n = NMS_MAX_CANDIDATES;
     float *ob = malloc(n * 5 * sizeof *ob);
     unsigned char *sup = calloc(n, 1);
+    free(cls);
     if (!ob || !sup) {
         free3(cand, ob, sup);
         return -1;

@@ -4,6 +4,7 @@
  * it runs no model and reads no dataset (callers bring outputs and labels). */
 #ifndef YOLOCC_METRICS_H
 #define YOLOCC_METRICS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,8 +18,9 @@ typedef struct Detection {
     int cls;
 } Detection;
 
-/* Ultralytics non_max_suppression(multi_label=True, agnostic=False) for one
- * image. pred is the eval-mode head output of that image, channel-major
+/* Ultralytics non_max_suppression(agnostic=False) for one image:
+ * multi_label true (validation) makes a candidate of every class above conf,
+ * false (prediction) of each anchor's best class only. pred is the eval-mode head output of that image, channel-major
  * [4 + nc][n_anchors]: rows 0..3 cx, cy, w, h (network pixels), rows 4.. the
  * sigmoided class scores. Writes at most max_det detections to out, sorted by
  * score descending; equal scores keep candidate order (anchor, then class),
@@ -28,7 +30,7 @@ typedef struct Detection {
  * as torchvision's CPU kernel does (its CUDA kernel compares with a float).
  * Returns the number kept, or -1 on bad arguments or allocation failure. */
 int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
-              int max_det, Detection *out);
+              bool multi_label, int max_det, Detection *out);
 
 /* Anchor a's best class score in pred ([4 + nc][n_anchors], as nms_image
  * reads it); NaN if any of its scores is NaN (torch.amax), so that NMS never

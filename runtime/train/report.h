@@ -174,4 +174,11 @@ bool report_plot_svg(const char *csv_path, const char *svg_path, char *err, int 
  * Keys must be non-empty strings. */
 bool report_write_args_yaml(const char *path, const char *const *kv, char *err, int errcap);
 
+/* mkdir that accepts an existing directory. */
+bool report_make_dir(const char *path, char *err, int errcap);
+/* Ultralytics' increment_path: creates PROJECT (and its parents) and
+ * PROJECT/NAME, or NAME2, NAME3, ... when it exists (exist_ok: reuse NAME);
+ * the path goes to dir. */
+bool report_run_dir(const char *project, const char *name, bool exist_ok, char *dir, size_t cap, char *err, int errcap);
+
 #endif

@@ -1,5 +1,5 @@
-/* runtime/train/report_files.c — results.csv (atomic append, strict reader)
- * and args.yaml (libyaml emitter). Owns these two file formats only; must not
+/* runtime/train/report_files.c — run directories, results.csv (atomic
+ * append, strict reader) and args.yaml (libyaml emitter). Owns these only; must not
  * touch checkpoints, the console or the values' meaning (the trainer's). */
 #include "../../ir/diag.h"
 #include "report.h"
@@ -496,4 +496,29 @@ bool report_write_args_yaml(const char *path, const char *const *kv, char *err, 
     ok = atomic_write(path, chunks, lens, 1, err, errcap);
     free(out.p);
     return ok;
+}
+
+bool report_make_dir(const char *path, char *err, int errcap) {
+    if (mkdir(path, 0755) == 0 || errno == EEXIST) return true;
+    snprintf(err, (size_t)errcap, "cannot create %s: %s", path, strerror(errno));
+    return false;
+}
+
+bool report_run_dir(const char *project, const char *name, bool exist_ok, char *dir, size_t cap, char *err, int errcap) {
+    char proj[1024];
+    if ((size_t)snprintf(proj, sizeof proj, "%s", project) >= sizeof proj) return errf(err, errcap, "--project is longer than %zu bytes", sizeof proj - 1);
+    for (char *p = proj + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (!report_make_dir(proj, err, errcap)) return false;
+            *p = '/';
+        }
+    if (!report_make_dir(proj, err, errcap)) return false;
+    struct stat st;
+    for (int k = 1; k < 100000; k++) {
+        if (k == 1) snprintf(dir, cap, "%s/%s", project, name);
+        else snprintf(dir, cap, "%s/%s%d", project, name, k);
+        if (exist_ok || stat(dir, &st) != 0) break;
+    }
+    return report_make_dir(dir, err, errcap);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <cjson/cJSON.h>
 
 #include "../cuda/cuda_step.h"
 #include "../weights.h"
@@ -172,6 +173,13 @@ bool state_restore(Trainer *t, const StFile *f, const char *path, char *err, int
 bool ema_save_weights(Trainer *t, const char *path, char *err, int errcap) {
     char updates[32];
     snprintf(updates, sizeof updates, "%ld", t->ema_updates);
-    const char *meta[] = {"format", "pt", "producer", "yolocc", "ema_updates", updates, NULL};
-    return weights_save(&t->plan.g, t->ema, path, meta, err, errcap);
+    /* the class names travel with the weights, as in Ultralytics' checkpoints (yolort predict reads them) */
+    cJSON *names = cJSON_CreateStringArray((const char *const *)t->ds.names, t->ds.nc);
+    char *names_json = names ? cJSON_PrintUnformatted(names) : NULL;
+    cJSON_Delete(names);
+    if (!names_json) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    const char *meta[] = {"format", "pt", "producer", "yolocc", "ema_updates", updates, "names", names_json, NULL};
+    bool ok = weights_save(&t->plan.g, t->ema, path, meta, err, errcap);
+    free(names_json);
+    return ok;
 }

@@ -57,32 +57,12 @@ static double mem_gb(const Trainer *t) {
     return (double)(train_step_device_bytes(&t->ts) + (t->evcuda ? cuda_step_device_bytes(t->evcuda) : 0)) / 1e9;
 }
 
-static bool make_dir(const char *path, char *err, int errcap) {
-    if (mkdir(path, 0755) == 0 || errno == EEXIST) return true;
-    snprintf(err, (size_t)errcap, "cannot create %s: %s", path, strerror(errno));
-    return false;
-}
-
-/* project/name, or project/name2, name3, ... (Ultralytics' increment_path) */
+/* PROJECT/NAME[N] (report_run_dir) with its weights/ inside */
 static bool run_dir(Trainer *t, char *err, int errcap) {
-    char proj[1024];
-    snprintf(proj, sizeof proj, "%s", t->a.project);
-    for (char *p = proj + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (!make_dir(proj, err, errcap)) return false;
-            *p = '/';
-        }
-    if (!make_dir(proj, err, errcap)) return false;
-    struct stat st;
-    for (int k = 1; k < 100000; k++) {
-        if (k == 1) snprintf(t->dir, sizeof t->dir, "%s/%s", t->a.project, t->a.name);
-        else snprintf(t->dir, sizeof t->dir, "%s/%s%d", t->a.project, t->a.name, k);
-        if (t->a.exist_ok || stat(t->dir, &st) != 0) break;
-    }
     char w[1100];
+    if (!report_run_dir(t->a.project, t->a.name, t->a.exist_ok, t->dir, sizeof t->dir, err, errcap)) return false;
     snprintf(w, sizeof w, "%s/weights", t->dir);
-    return make_dir(t->dir, err, errcap) && make_dir(w, err, errcap);
+    return report_make_dir(w, err, errcap);
 }
 
 static void path_in(const Trainer *t, const char *leaf, char *out, size_t cap) { snprintf(out, cap, "%s/%s", t->dir, leaf); }

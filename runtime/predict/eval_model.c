@@ -1,0 +1,137 @@
+/* runtime/predict/eval_model.c — a plan's validation graph with loaded
+ * weights, run batch by batch for `yolort predict` and `yolort val`. Must
+ * not touch the training step (it is never opened here), images or NMS. */
+#include "eval_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ir/diag.h"
+#include "../cuda/cuda_step.h"
+#include "../target.h"
+#include "../train_step_cuda.h"
+#include "../weights.h"
+
+static bool find_io(EvalModel *m, char *err, int errcap) {
+    const Plan *ep = m->plan.eval;
+    m->images = plan_meta_tensor(ep, "inputs", "images");
+    m->boxes = plan_meta_tensor(ep, "inputs", "boxes");
+    m->counts = plan_meta_tensor(ep, "inputs", "counts");
+    m->pred_id = plan_meta_tensor(ep, "outputs", "predictions");
+    m->end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"));
+    if (m->images < 0 || m->boxes < 0 || m->counts < 0 || m->pred_id < 0) return errf(err, errcap, "the validation graph's META is incomplete");
+    const Shape *im = &ep->g.tensors[m->images].shape, *p = &ep->g.tensors[m->pred_id].shape, *bx = &ep->g.tensors[m->boxes].shape;
+    if (im->nd != 4 || im->d[1] != 3 || im->d[2] != im->d[3] || p->nd != 3 || p->d[0] != im->d[0] || p->d[1] < 5 || bx->nd != 3)
+        return errf(err, errcap, "the validation graph's inputs or predictions have unexpected shapes");
+    m->batch = (int)im->d[0], m->imgsz = (int)im->d[2], m->nc = (int)p->d[1] - 4, m->anchors = (int)p->d[2], m->max_boxes = (int)bx->d[1];
+    return true;
+}
+
+/* The CPU side: the arena of the memory plan and the generated kernels, as the trainer's validation runs them. */
+static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
+    const Plan *ep = m->plan.eval;
+    if (ep->offset && (!interp_use_arena(&m->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&m->ev, &ep->fusion))) return errf(err, errcap, "out of memory");
+    for (int id = 0; id < ep->g.n_tensors; id++)
+        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
+    if (ep->kernels && !reference) {
+        char why[400];
+        if (!gen_cpu_open(&m->gen, ep, why, sizeof why)) return errf(err, errcap, "validation kernels: %s", why);
+        m->has_gen = true;
+        interp_use_generated(&m->ev, &m->gen);
+    }
+    return true;
+}
+
+static bool open_cuda(EvalModel *m, char *err, int errcap) {
+    const Plan *ep = m->plan.eval;
+    for (int id = 0; id < ep->g.n_tensors; id++)
+        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
+    if (!(m->cuda = calloc(1, sizeof *m->cuda))) return errf(err, errcap, "out of memory");
+    char why[1024];
+    if (!cuda_step_open(m->cuda, ep, 0, why, sizeof why)) {
+        free(m->cuda);
+        m->cuda = NULL;
+        return errf(err, errcap, "CUDA device 0: %s", why);
+    }
+    m->takes_bytes = m->cuda->kern.lp.images_u8 >= 0;
+    return cuda_step_use_graphs(m->cuda, cuda_step_graphs_wanted(m->cuda), err, errcap) && cuda_step_upload_state(m->cuda, m->ev.buf, err, errcap);
+}
+
+bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap) {
+    memset(m, 0, sizeof *m);
+    char why[1024];
+    if (!plan_read(plan, &m->plan, why, sizeof why)) return errf(err, errcap, "%s", why);
+    bool ok = false;
+    const Plan *ep = m->plan.eval;
+    if (!ep) {
+        errf(err, errcap, "%s: the plan has no validation graph; recompile it with this yolocc", plan);
+        goto out;
+    }
+    if (!find_io(m, why, sizeof why)) {
+        errf(err, errcap, "%s: %s", plan, why);
+        goto out;
+    }
+    if (!target_prepare(m->plan.meta, err, errcap)) goto out;
+    bool cuda = plan_targets_cuda(&m->plan);
+    if (!cuda && m->plan.precision != PREC_FP32) {
+        errf(err, errcap, "%s: a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", plan, precision_name(m->plan.precision));
+        goto out;
+    }
+    if (!interp_init(&m->ev, &ep->g) || !(m->pred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->pred_id].shape)))) {
+        errf(err, errcap, "out of memory");
+        goto out;
+    }
+    m->ev.fast = !reference;
+    for (int i = 0; i < ep->g.n_state; i++)
+        if (!interp_tensor(&m->ev, ep->g.state[i])) {
+            errf(err, errcap, "out of memory");
+            goto out;
+        }
+    WeightsLoadReport rep;
+    if (!weights_load(&ep->g, m->ev.buf, weights, NULL, &rep, err, errcap)) goto out;
+    weights_report_format(&rep, report, reportcap);
+    if (rep.matched != rep.total) {
+        errf(err, errcap, "%s: %s; predictions need every parameter and buffer of the model (is it this plan's model?)", weights, report);
+        goto out;
+    }
+    ok = cuda ? open_cuda(m, err, errcap) : open_cpu(m, reference, err, errcap);
+out:
+    if (!ok) eval_model_close(m);
+    return ok;
+}
+
+bool eval_model_run(EvalModel *m, const uint8_t *px, char *err, int errcap) {
+    const Plan *ep = m->plan.eval;
+    size_t n_px = (size_t)m->batch * 3 * (size_t)m->imgsz * (size_t)m->imgsz;
+    float *boxes = m->ev.buf[m->boxes];
+    int64_t *counts = m->ev.buf[m->counts];
+    /* no labels: the graph's loss sees empty images and its value is not read */
+    memset(boxes, 0, sizeof(float) * (size_t)m->batch * (size_t)m->max_boxes * 5);
+    memset(counts, 0, sizeof(int64_t) * (size_t)m->batch);
+    if (!m->takes_bytes) {
+        float *im = m->ev.buf[m->images];
+        for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
+    }
+    if (m->cuda) {
+        char why[1024];
+        bool ok = (m->takes_bytes ? cuda_step_set_images_u8(m->cuda, m->images, px, err, errcap) : cuda_step_set_input(m->cuda, m->images, m->ev.buf[m->images], err, errcap)) &&
+                  cuda_step_set_input(m->cuda, m->boxes, boxes, err, errcap) && cuda_step_set_input(m->cuda, m->counts, counts, err, errcap);
+        if (ok && !cuda_step_run(m->cuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "the model on the GPU: %s", why);
+        return ok && cuda_step_download(m->cuda, m->pred_id, m->pred, err, errcap);
+    }
+    if (!interp_run(&m->ev, 0, ep->g.n_ops, err, errcap)) return false;
+    memcpy(m->pred, m->ev.buf[m->pred_id], sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->pred_id].shape));
+    return true;
+}
+
+void eval_model_close(EvalModel *m) {
+    if (m->cuda) {
+        cuda_step_close(m->cuda);
+        free(m->cuda);
+    }
+    if (m->has_gen) gen_cpu_close(&m->gen);
+    if (m->ev.g) interp_free(&m->ev);
+    free(m->pred);
+    plan_free(&m->plan);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,41 @@
+/* runtime/predict/eval_model.h — a training plan's validation graph (the
+ * eval-mode model) on its own, with weights from a safetensors file: on the
+ * CPU (interpreter + the plan's generated kernels) or, for a CUDA plan, on the
+ * device. Owns only that graph's buffers; no images, no NMS, no files but
+ * the plan and the weights. */
+#ifndef YOLOCC_EVAL_MODEL_H
+#define YOLOCC_EVAL_MODEL_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../gen_cpu.h"
+#include "../interp.h"
+#include "../plan_read.h"
+
+typedef struct EvalModel {
+    Plan plan;              /* the training plan; plan.eval is what runs */
+    Interp ev;              /* host buffers of the validation graph (all of them on the CPU) */
+    GenCpu gen;
+    bool has_gen;
+    struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
+    bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
+    float *pred;            /* [batch, 4 + nc, anchors] after run() */
+    int images, boxes, counts, pred_id;
+    int batch, imgsz, nc, anchors, max_boxes;
+    bool end2end;           /* a v10Detect head: top-k selection instead of NMS */
+} EvalModel;
+
+/* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);
+ * every state tensor must come from the file. reference: the oracle kernels.
+ * On failure err says why and nothing stays open. *report receives the
+ * weights line ("Transferred a/b items ..."). */
+bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap);
+
+/* One batch: pixels [batch, 3, imgsz, imgsz] RGB planar, as bytes (floats
+ * value / 255 are made from them on the side that runs the model). The
+ * predictions land in m->pred. */
+bool eval_model_run(EvalModel *m, const uint8_t *pixels, char *err, int errcap);
+
+void eval_model_close(EvalModel *m);
+
+#endif

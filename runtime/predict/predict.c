@@ -1,0 +1,287 @@
+/* runtime/predict/predict.c — `yolort predict`: sources, letterbox, the
+ * eval-mode model batch by batch (eval_model.c), NMS, boxes mapped back to the
+ * original pixels, and the outputs Ultralytics' predictor writes. Must not
+ * touch the training step or a dataset's labels. */
+#include "predict.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "../../ir/diag.h"
+#include "../data/augment.h"
+#include "../data/dataset.h"
+#include "../data/image_io.h"
+#include "../safetensors.h"
+#include "../train/metrics.h"
+#include "../train/report.h"
+#include "../train/trainer.h"
+#include "annotate.h"
+#include "eval_model.h"
+
+void predict_args_defaults(PredictArgs *a) {
+    *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .save = true};
+}
+
+typedef struct Sources {
+    char **path;
+    int n;
+} Sources;
+
+static void sources_free(Sources *s) {
+    for (int i = 0; i < s->n; i++) free(s->path[i]);
+    free(s->path);
+    *s = (Sources){0};
+}
+
+static bool sources_push(Sources *s, char *p) {
+    char **q = p ? realloc(s->path, sizeof *q * ((size_t)s->n + 1)) : NULL;
+    if (!q) {
+        free(p);
+        return false;
+    }
+    s->path = q;
+    s->path[s->n++] = p;
+    return true;
+}
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* An image file, or a directory's image files (not recursive, hidden names
+ * skipped) in Python's sorted() order, as LoadImagesAndVideos lists them. */
+static bool list_sources(const char *src, Sources *s, char *err, int errcap) {
+    struct stat st;
+    if (stat(src, &st) != 0) return errf(err, errcap, "%s: %s", src, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        if (!dataset_is_image_path(src)) return errf(err, errcap, "%s: not an image file (expected one of bmp, jpeg, jpg, png, tif, tiff, webp, ... by its suffix)", src);
+        return sources_push(s, strdup(src)) || errf(err, errcap, "out of memory");
+    }
+    DIR *d = opendir(src);
+    if (!d) return errf(err, errcap, "%s: %s", src, strerror(errno));
+    size_t sl = strlen(src);
+    bool ok = true;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !dataset_is_image_path(e->d_name)) continue;
+        char *p = malloc(sl + strlen(e->d_name) + 2);
+        if (p) sprintf(p, "%s%s%s", src, sl && src[sl - 1] == '/' ? "" : "/", e->d_name);
+        ok = sources_push(s, p) || errf(err, errcap, "out of memory");
+    }
+    closedir(d);
+    if (!ok) return false;
+    if (s->n == 0) return errf(err, errcap, "%s: no images found (bmp, jpeg, jpg, png, tif, tiff, webp, ...)", src);
+    qsort(s->path, (size_t)s->n, sizeof *s->path, str_cmp);
+    return true;
+}
+
+/* The class names the weights file carries (yolort train writes them, like
+ * Ultralytics' checkpoints); else Ultralytics' default names class0, class1, ... */
+static char **class_names(const char *weights, int nc) {
+    char **names = calloc((size_t)nc, sizeof *names);
+    if (!names) return NULL;
+    StFile f;
+    cJSON *arr = NULL;
+    if (st_read(weights, &f, NULL, 0)) {
+        for (int i = 0; i < f.n_meta; i++)
+            if (strcmp(f.meta_keys[i], "names") == 0) arr = cJSON_Parse(f.meta_values[i]);
+        st_free(&f);
+    }
+    bool named = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == nc;
+    for (int c = 0; c < nc; c++) {
+        const char *v = named ? cJSON_GetStringValue(cJSON_GetArrayItem(arr, c)) : NULL;
+        char buf[32];
+        snprintf(buf, sizeof buf, "class%d", c);
+        names[c] = strdup(v ? v : buf);
+    }
+    cJSON_Delete(arr);
+    return names;
+}
+
+static void names_free(char **names, int nc) {
+    for (int c = 0; names && c < nc; c++) free(names[c]);
+    free(names);
+}
+
+/* One decoded image, letterboxed into slot j of the batch's planar bytes. */
+typedef struct Slot {
+    Image orig;
+    int index;
+} Slot;
+
+static bool preprocess(const char *path, int S, uint8_t *planar, Image *orig, char *err, int errcap) {
+    if (!image_load(path, orig, err, errcap)) return false;
+    Image lb;
+    if (!letterbox(orig, NULL, S, S, true, &lb, NULL)) return errf(err, errcap, "%s: out of memory letterboxing", path);
+    size_t plane = (size_t)S * (size_t)S;
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++) planar[(size_t)c * plane + i] = lb.px[i * 3 + (size_t)c];
+    image_free(&lb);
+    return true;
+}
+
+/* Ultralytics' scale_boxes without ratio_pad: gain and padding computed from
+ * the two shapes (the padding rounded from the unrounded scaled size, which
+ * can differ by a pixel from the letterbox's), then clipped. */
+static void to_original(Detection *d, int n, int S, int w0, int h0) {
+    double gain = fmin((double)S / h0, (double)S / w0);
+    float pad_x = (float)nearbyint((S - w0 * gain) / 2 - 0.1), pad_y = (float)nearbyint((S - h0 * gain) / 2 - 0.1);
+    metrics_dets_to_original(d, n, (float)gain, pad_x, pad_y, w0, h0);
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Results.save_txt: "cls cx cy w h [conf]" normalised, %g, appended. */
+static bool save_txt(const char *dir, const char *src, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
+    if (n == 0) return true;
+    const char *b = base_name(src), *dot = strrchr(b, '.');
+    char path[2200];
+    snprintf(path, sizeof path, "%s/labels/%.*s.txt", dir, (int)(dot ? dot - b : (long)strlen(b)), b);
+    FILE *f = fopen(path, "a");
+    if (!f) return errf(err, errcap, "cannot write %s: %s", path, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        /* xyxy2xywh, then divided by the original size, in float32 as torch does */
+        float cx = (d[i].x1 + d[i].x2) / 2 / (float)w0, cy = (d[i].y1 + d[i].y2) / 2 / (float)h0;
+        float w = (d[i].x2 - d[i].x1) / (float)w0, h = (d[i].y2 - d[i].y1) / (float)h0;
+        fprintf(f, "%d %g %g %g %g", d[i].cls, (double)cx, (double)cy, (double)w, (double)h);
+        if (save_conf) fprintf(f, " %g", (double)d[i].score);
+        fputc('\n', f);
+    }
+    if (fclose(f) != 0) return errf(err, errcap, "cannot write %s: %s", path, strerror(errno));
+    return true;
+}
+
+static bool save_image(const char *dir, const char *src, Image *im, const Detection *d, int n, char *const *names, char *err, int errcap) {
+    if (!annotate_detections(im, d, n, (const char *const *)names, true, err, errcap)) return false;
+    char path[2200];
+    snprintf(path, sizeof path, "%s/%s", dir, base_name(src));
+    const char *dot = strrchr(path, '.');
+    if (dot && strcasecmp(dot, ".png") == 0) return image_write_png(path, im, err, errcap);
+    return image_write_jpeg(path, im, 95, err, errcap);
+}
+
+/* Result.verbose(): "2 persons, 1 bus, " or "(no detections), " */
+static void describe(const Detection *d, int n, int nc, char *const *names, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = 0;
+    if (n == 0) {
+        snprintf(out, cap, "(no detections), ");
+        return;
+    }
+    for (int c = 0; c < nc; c++) {
+        int k = 0;
+        for (int i = 0; i < n; i++) k += d[i].cls == c;
+        if (k && len < cap) len += (size_t)snprintf(out + len, cap - len, "%d %s%s, ", k, names[c], k > 1 ? "s" : "");
+    }
+}
+
+typedef struct Run {
+    const PredictArgs *a;
+    EvalModel m;
+    Sources src;
+    char **names;
+    char dir[1100];
+    uint8_t *pixels;
+    Detection *dets;
+    double t_pre, t_inf, t_post;
+    int labels_written;
+} Run;
+
+static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
+    const EvalModel *m = &r->m;
+    const int S = m->imgsz, rows = 4 + m->nc;
+    const size_t img_bytes = 3 * (size_t)S * (size_t)S;
+    Slot *slots = calloc((size_t)count, sizeof *slots);
+    if (!slots) return errf(err, errcap, "out of memory");
+    bool ok = false;
+    double t0 = monotonic_seconds();
+    memset(r->pixels, 114, img_bytes * (size_t)m->batch);
+    for (int j = 0; j < count; j++)
+        if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &slots[j].orig, err, errcap)) goto out;
+    double t1 = monotonic_seconds();
+    if (!eval_model_run(&r->m, r->pixels, err, errcap)) goto out;
+    double t2 = monotonic_seconds(), post = 0;
+    for (int j = 0; j < count; j++) {
+        double p0 = monotonic_seconds();
+        const float *p = m->pred + (size_t)j * (size_t)rows * (size_t)m->anchors;
+        int n = m->end2end ? e2e_image(p, m->anchors, m->nc, r->a->conf, r->a->max_det, r->dets)
+                           : nms_image(p, m->anchors, m->nc, r->a->conf, r->a->iou, false, r->a->max_det, r->dets);
+        if (n < 0) {
+            errf(err, errcap, "selecting detections failed (out of memory)");
+            goto out;
+        }
+        const char *path = r->src.path[first + j];
+        Image *im = &slots[j].orig;
+        to_original(r->dets, n, S, im->w, im->h);
+        post += monotonic_seconds() - p0;
+        char line[4096];
+        describe(r->dets, n, m->nc, r->names, line, sizeof line);
+        printf("image %d/%d %s: %dx%d %s%.1fms\n", first + j + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
+        if (r->a->save_txt) {
+            if (!save_txt(r->dir, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
+            r->labels_written += n > 0;
+        }
+        if (r->a->save && !save_image(r->dir, path, im, r->dets, n, r->names, err, errcap)) goto out;
+    }
+    fflush(stdout);
+    r->t_pre += t1 - t0, r->t_inf += t2 - t1, r->t_post += post;
+    ok = true;
+out:
+    for (int j = 0; j < count; j++) image_free(&slots[j].orig);
+    free(slots);
+    return ok;
+}
+
+/* Every source must be a readable image before anything is written. */
+static bool probe_sources(const Sources *s, char *err, int errcap) {
+    for (int i = 0; i < s->n; i++) {
+        int w, h;
+        if (!image_probe(s->path[i], &w, &h, err, errcap)) return false;
+    }
+    return true;
+}
+
+int predict_main(const PredictArgs *a) {
+    Run r = {.a = a};
+    char err[2048], report[512];
+    int rc = 2;
+    if (!list_sources(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
+    if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
+    printf("%s\n", report);
+    if (!(r.names = class_names(a->weights, r.m.nc)) || !(r.pixels = malloc(3 * (size_t)r.m.imgsz * (size_t)r.m.imgsz * (size_t)r.m.batch)) ||
+        !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1)))) {
+        snprintf(err, sizeof err, "out of memory");
+        goto fail;
+    }
+    rc = 1;
+    if (a->save || a->save_txt) {
+        char lab[1200];
+        if (!report_run_dir(a->project, a->name, a->exist_ok, r.dir, sizeof r.dir, err, sizeof err)) goto fail;
+        snprintf(lab, sizeof lab, "%s/labels", r.dir);
+        if (a->save_txt && !report_make_dir(lab, err, sizeof err)) goto fail;
+    }
+    for (int i = 0; i < r.src.n; i += r.m.batch)
+        if (!predict_batch(&r, i, r.src.n - i < r.m.batch ? r.src.n - i : r.m.batch, err, sizeof err)) goto fail;
+    printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / r.src.n,
+           r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.batch, r.m.imgsz, r.m.imgsz);
+    if (a->save || a->save_txt) {
+        printf("Results saved to %s\n", r.dir);
+        if (a->save_txt) printf("%d label%s saved to %s/labels\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.dir);
+    }
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "yolort: error: %s\n", err);
+    free(r.pixels);
+    free(r.dets);
+    names_free(r.names, r.m.nc); /* before the model's close clears nc */
+    eval_model_close(&r.m);
+    sources_free(&r.src);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/* runtime/predict/predict.h — `yolort predict PLAN --weights W --source S`:
+ * Ultralytics' predict mode on a plan's eval-mode model (letterbox to the
+ * plan's square size, NMS or an end-to-end head's selection, boxes in the
+ * original pixels), with its console lines and its run directory
+ * (annotated images, labels/STEM.txt). */
+#ifndef YOLOCC_PREDICT_H
+#define YOLOCC_PREDICT_H
+#include <stdbool.h>
+
+typedef struct PredictArgs {
+    const char *plan, *weights, *source, *project, *name;
+    double conf, iou;
+    int max_det;
+    bool exist_ok, save, save_txt, save_conf, reference;
+} PredictArgs;
+
+/* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on. */
+void predict_args_defaults(PredictArgs *a);
+
+/* The whole command: 0 done, 1 a failure while predicting, 2 bad arguments,
+ * plan, weights or source. Prints to stdout; errors to stderr. */
+int predict_main(const PredictArgs *a);
+
+#endif
