@@ -13,6 +13,7 @@
 #include "train_step_cuda.h"
 #include "synthetic.h"
 #include "predict/predict.h"
+#include "predict/val.h"
 #include "train/bench_step.h"
 #include "train/trainer.h"
 #include "train_step.h"
@@ -23,6 +24,7 @@ static const char USAGE[] =
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
     "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR [options]   detect objects\n"
+    "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [--workers N]   mAP on the val split\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
     "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
@@ -362,6 +364,20 @@ static int predict_cmd(int argc, char **argv) {
     return predict_main(&a);
 }
 
+/* `yolort val PLAN --weights W --data DATA.yaml [options]` */
+static int val_cmd(int argc, char **argv) {
+    ValArgs a = {.plan = argv[2], .workers = 2};
+    const TrainOpt opts[] = {
+        {"--weights", OPT_STR, &a.weights, 0, 0}, {"--data", OPT_STR, &a.data, 0, 0}, {"--workers", OPT_INT, &a.workers, 0, 256},
+        {"--reference", OPT_FLAG, &a.reference, 0, 0},
+    };
+    int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
+    if (bad) return bad;
+    if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
+    if (!a.data) return usage_error("%s", "no data: pass --data DATA.yaml");
+    return val_main(&a);
+}
+
 /* `yolort datagen DIR [options]` */
 static int datagen_main(int argc, char **argv) {
     DatagenOptions o = datagen_defaults();
@@ -463,6 +479,8 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "datagen") == 0) return datagen_main(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) return bench_main(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "predict") == 0) return predict_cmd(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "val") == 0) return val_cmd(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "val") == 0) return usage_error("%s", "expected: yolort val FILE.plan --weights W.safetensors --data DATA.yaml");
     if (argc == 2 && strcmp(argv[1], "predict") == 0) return usage_error("%s", "expected: yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR");
     if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");
     if (argc < 3 || strcmp(argv[1], "train") != 0)

@@ -85,10 +85,35 @@ static void read_results(const char *name, ResultsTable *t) {
     cr_assert(results_csv_read(p, t, err, sizeof err), "%s", err);
 }
 
+/* The validation table the output holds from the line starting with `from`
+ * (the header, "all" and the class rows) up to the first line starting
+ * with `until`; malloc'd. */
+static char *table_between(const char *out, const char *from, const char *until) {
+    const char *a = strstr(out, from);
+    cr_assert(a, "no '%s' in:\n%s", from, out);
+    a = strstr(a, "Class");
+    cr_assert(a, "no table after '%s'", from);
+    while (a > out && a[-1] != '\n') a--;
+    const char *b = strstr(a, until);
+    cr_assert(b, "no '%s' after the table in:\n%s", until, a);
+    return strndup(a, (size_t)(b - a));
+}
+
 Test(trainer, run_directory_and_files, .timeout = 900) {
     prepare();
     CliResult r = train("files", "--epochs 2");
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    /* `yolort val` on best.safetensors prints the table the trainer's final evaluation of that file printed */
+    char vargs[1200];
+    snprintf(vargs, sizeof vargs, "val %s/tiny.plan --weights %s/runs/files/weights/best.safetensors --data %s/data/data.yaml", ROOT, ROOT, ROOT);
+    CliResult v = tu_run_bin(yolort_bin(), vargs);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    char *final = table_between(r.out, "Validating ", "Results saved"), *val = table_between(v.out, "val: ", "Speed: ");
+    cr_expect_str_eq(val, final, "yolort val:\n%s\nthe trainer's final evaluation:\n%s", val, final);
+    cr_expect(strstr(v.out, "Transferred 195/195 items"), "%s", v.out);
+    free(final);
+    free(val);
+    tu_free(&v);
     cr_expect(strstr(r.out, "box_loss") && strstr(r.out, "Instances") && strstr(r.out, "2/2"), "%s", r.out);
     cr_expect(strstr(r.out, "mAP50-95)") && strstr(r.out, "all "), "%s", r.out);
     cr_expect(strstr(r.out, "train: 32 images") || strstr(r.out, "train: "), "%s", r.out);

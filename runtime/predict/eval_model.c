@@ -18,8 +18,9 @@ static bool find_io(EvalModel *m, char *err, int errcap) {
     m->boxes = plan_meta_tensor(ep, "inputs", "boxes");
     m->counts = plan_meta_tensor(ep, "inputs", "counts");
     m->pred_id = plan_meta_tensor(ep, "outputs", "predictions");
+    m->items_id = plan_meta_tensor(ep, "outputs", "items");
     m->end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"));
-    if (m->images < 0 || m->boxes < 0 || m->counts < 0 || m->pred_id < 0) return errf(err, errcap, "the validation graph's META is incomplete");
+    if (m->images < 0 || m->boxes < 0 || m->counts < 0 || m->pred_id < 0 || m->items_id < 0) return errf(err, errcap, "the validation graph's META is incomplete");
     const Shape *im = &ep->g.tensors[m->images].shape, *p = &ep->g.tensors[m->pred_id].shape, *bx = &ep->g.tensors[m->boxes].shape;
     if (im->nd != 4 || im->d[1] != 3 || im->d[2] != im->d[3] || p->nd != 3 || p->d[0] != im->d[0] || p->d[1] < 5 || bx->nd != 3)
         return errf(err, errcap, "the validation graph's inputs or predictions have unexpected shapes");
@@ -100,14 +101,16 @@ out:
     return ok;
 }
 
-bool eval_model_run(EvalModel *m, const uint8_t *px, char *err, int errcap) {
+bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const int64_t *label_counts, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
-    size_t n_px = (size_t)m->batch * 3 * (size_t)m->imgsz * (size_t)m->imgsz;
+    size_t n_px = (size_t)m->batch * 3 * (size_t)m->imgsz * (size_t)m->imgsz, n_boxes = (size_t)m->batch * (size_t)m->max_boxes * 5;
     float *boxes = m->ev.buf[m->boxes];
     int64_t *counts = m->ev.buf[m->counts];
-    /* no labels: the graph's loss sees empty images and its value is not read */
-    memset(boxes, 0, sizeof(float) * (size_t)m->batch * (size_t)m->max_boxes * 5);
-    memset(counts, 0, sizeof(int64_t) * (size_t)m->batch);
+    /* no labels: the graph's loss sees empty images */
+    if (labels) memcpy(boxes, labels, sizeof(float) * n_boxes);
+    else memset(boxes, 0, sizeof(float) * n_boxes);
+    if (label_counts) memcpy(counts, label_counts, sizeof(int64_t) * (size_t)m->batch);
+    else memset(counts, 0, sizeof(int64_t) * (size_t)m->batch);
     if (!m->takes_bytes) {
         float *im = m->ev.buf[m->images];
         for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
@@ -117,10 +120,13 @@ bool eval_model_run(EvalModel *m, const uint8_t *px, char *err, int errcap) {
         bool ok = (m->takes_bytes ? cuda_step_set_images_u8(m->cuda, m->images, px, err, errcap) : cuda_step_set_input(m->cuda, m->images, m->ev.buf[m->images], err, errcap)) &&
                   cuda_step_set_input(m->cuda, m->boxes, boxes, err, errcap) && cuda_step_set_input(m->cuda, m->counts, counts, err, errcap);
         if (ok && !cuda_step_run(m->cuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "the model on the GPU: %s", why);
-        return ok && cuda_step_download(m->cuda, m->pred_id, m->pred, err, errcap);
+        const int ids[] = {m->pred_id, m->items_id};
+        void *const hosts[] = {m->pred, m->items};
+        return ok && cuda_step_download_many(m->cuda, 2, ids, hosts, err, errcap);
     }
     if (!interp_run(&m->ev, 0, ep->g.n_ops, err, errcap)) return false;
     memcpy(m->pred, m->ev.buf[m->pred_id], sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->pred_id].shape));
+    memcpy(m->items, m->ev.buf[m->items_id], sizeof m->items);
     return true;
 }
 

@@ -1,5 +1,6 @@
 /* runtime/predict/eval_model.h — a training plan's validation graph (the
- * eval-mode model) on its own, with weights from a safetensors file: on the
+ * eval-mode model and its loss) on its own, with weights from a safetensors
+ * file, for yolort predict and yolort val: on the
  * CPU (interpreter + the plan's generated kernels) or, for a CUDA plan, on the
  * device. Owns only that graph's buffers; no images, no NMS, no files but
  * the plan and the weights. */
@@ -20,7 +21,8 @@ typedef struct EvalModel {
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
     bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
-    int images, boxes, counts, pred_id;
+    float items[3];         /* the validation loss's box, cls, dfl after run() */
+    int images, boxes, counts, pred_id, items_id;
     int batch, imgsz, nc, anchors, max_boxes;
     bool end2end;           /* a v10Detect head: top-k selection instead of NMS */
 } EvalModel;
@@ -32,9 +34,11 @@ typedef struct EvalModel {
 bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap);
 
 /* One batch: pixels [batch, 3, imgsz, imgsz] RGB planar, as bytes (floats
- * value / 255 are made from them on the side that runs the model). The
- * predictions land in m->pred. */
-bool eval_model_run(EvalModel *m, const uint8_t *pixels, char *err, int errcap);
+ * value / 255 are made from them on the side that runs the model), and the
+ * labels as the loader gives them (boxes [batch, max_boxes, 5], counts
+ * [batch]; both NULL: no labels). The predictions land in m->pred, the loss
+ * items in m->items. */
+bool eval_model_run(EvalModel *m, const uint8_t *pixels, const float *boxes, const int64_t *counts, char *err, int errcap);
 
 void eval_model_close(EvalModel *m);
 

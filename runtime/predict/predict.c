@@ -206,7 +206,7 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     for (int j = 0; j < count; j++)
         if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &slots[j].orig, err, errcap)) goto out;
     double t1 = monotonic_seconds();
-    if (!eval_model_run(&r->m, r->pixels, err, errcap)) goto out;
+    if (!eval_model_run(&r->m, r->pixels, NULL, NULL, err, errcap)) goto out;
     double t2 = monotonic_seconds(), post = 0;
     for (int j = 0; j < count; j++) {
         double p0 = monotonic_seconds();

@@ -72,6 +72,26 @@ int train_main(const TrainArgs *a);
  * per_class prints one table row per class (the final evaluation). */
 bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap);
 
+/* One batch through a model's eval mode: predictions [batch, 4 + nc,
+ * anchors] (an end-to-end head: x1 y1 x2 y2 boxes) and the 3 loss items. */
+typedef bool (*ValBatchFn)(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap);
+
+/* What a validation pass reads: a split through its letterboxing loader
+ * (LoaderOptions.train false) and the model that runs each batch. */
+typedef struct ValPass {
+    Loader *loader;
+    const DataSplit *split;
+    char **names;           /* nc class names, for the table */
+    int nc, anchors;
+    bool end2end;           /* top-k selection instead of NMS */
+    ValBatchFn run;
+    void *ctx;
+} ValPass;
+
+/* Ultralytics' DetectionValidator over the split: prints the table (all,
+ * and per class with per_class) and fills out (losses: per-batch means). */
+bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, int errcap);
+
 double monotonic_seconds(void);
 
 #endif

@@ -1,8 +1,9 @@
 /* runtime/train/validate.c — one validation pass (training-semantics §8.1):
- * the plan's eval graph on the EMA weights over the val split, NMS (or an
- * end-to-end head's top-k selection), boxes mapped back to original pixels,
- * mAP, and the validation losses. Must not touch: the training step, the
- * EMA's values, files. */
+ * a model's eval-mode outputs over a split (the trainer's validation graph on
+ * the EMA, or yolort val's loaded weights), NMS (or an end-to-end head's
+ * top-k selection), boxes mapped back to original pixels, mAP, and the
+ * validation losses. Must not touch: the training step, the EMA's values,
+ * files. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,15 +70,10 @@ static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, int B, int 
     return true;
 }
 
-bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap) {
-    const Plan *ep = t->plan.eval;
-    EvalIO io;
+bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, int errcap) {
     memset(out, 0, sizeof *out);
-    if (!eval_io(ep, &io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
-    const Shape *ps = &ep->g.tensors[io.pred].shape;
-    int B = (int)ps->d[0], rows = (int)ps->d[1], A = (int)ps->d[2], nc = rows - 4, S = (int)ep->g.tensors[io.images].shape.d[2];
-    int max_boxes = (int)ep->g.tensors[io.boxes].shape.d[1], ml = max_labels(&t->ds.val);
-    MetricsAccumulator *acc = metrics_init(nc);
+    const int rows = v->nc + 4, A = v->anchors, ml = max_labels(v->split);
+    MetricsAccumulator *acc = metrics_init(v->nc);
     Detection *dets = malloc(sizeof(Detection) * 300);
     float *gt = malloc(sizeof(float) * 4 * (size_t)ml);
     int *gcls = malloc(sizeof(int) * (size_t)ml);
@@ -86,34 +82,33 @@ bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int err
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
-    if (!loader_start_epoch(t->val_loader, 0, false, 0, err, errcap)) goto out;
-    if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) goto out; /* the EMA */
+    if (!loader_start_epoch(v->loader, 0, false, 0, err, errcap)) goto out;
     int batches = 0;
     double loss[3] = {0};
     for (;;) {
         Batch b;
         err[0] = 0;
-        if (!loader_next(t->val_loader, &b, err, errcap)) {
+        if (!loader_next(v->loader, &b, err, errcap)) {
             if (err[0]) goto out;
             break;
         }
         const float *items, *pred;
-        if (!eval_batch(t, &io, &b, B, S, max_boxes, &pred, &items, err, errcap)) goto out;
+        if (!v->run(v->ctx, &b, &pred, &items, err, errcap)) goto out;
         for (int k = 0; k < 3; k++) loss[k] += items[k];
         batches++;
         for (int i = 0; i < b.n_valid; i++) {
             const ImageInfo *inf = &b.info[i];
             const float *p = pred + (size_t)i * (size_t)rows * (size_t)A;
-            int n = io.end2end ? e2e_image(p, A, nc, 0.001, 300, dets) : nms_image(p, A, nc, 0.001, 0.7, true, 300, dets);
+            int n = v->end2end ? e2e_image(p, A, v->nc, 0.001, 300, dets) : nms_image(p, A, v->nc, 0.001, 0.7, true, 300, dets);
             if (n < 0) {
-                snprintf(err, (size_t)errcap, "%s failed (out of memory)", io.end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
+                snprintf(err, (size_t)errcap, "%s failed (out of memory)", v->end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
             }
             metrics_dets_to_original(dets, n, inf->ratio, inf->pad_x, inf->pad_y, inf->orig_w, inf->orig_h);
-            const Sample *s = &t->ds.val.samples[inf->index];
+            const Sample *s = &v->split->samples[inf->index];
             gt_boxes(s, gt, gcls);
             if (metrics_add_image(acc, dets, n, gt, gcls, s->n_labels) != 0) {
-                snprintf(err, (size_t)errcap, "%s: a label class is outside the model's %d classes", s->image, nc);
+                snprintf(err, (size_t)errcap, "%s: a label class is outside the model's %d classes", s->image, v->nc);
                 goto out;
             }
         }
@@ -123,7 +118,7 @@ bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int err
         snprintf(err, (size_t)errcap, "out of memory computing metrics");
         goto out;
     }
-    metrics_print(stdout, &m, (const char *const *)t->ds.names, per_class);
+    metrics_print(stdout, &m, (const char *const *)v->names, per_class);
     fflush(stdout);
     *out = (ValResult){m.mp, m.mr, m.map50, m.map50_95, m.fitness, {0}, (int)m.seen, (int)m.instances};
     for (int k = 0; k < 3; k++) out->loss[k] = batches ? loss[k] / batches : 0;
@@ -135,4 +130,28 @@ out:
     free(gt);
     free(gcls);
     return ok;
+}
+
+typedef struct TrainerEval {
+    Trainer *t;
+    EvalIO io;
+    int B, S, max_boxes;
+} TrainerEval;
+
+static bool trainer_eval_batch(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
+    TrainerEval *e = ctx;
+    return eval_batch(e->t, &e->io, b, e->B, e->S, e->max_boxes, pred, items, err, errcap);
+}
+
+bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap) {
+    const Plan *ep = t->plan.eval;
+    TrainerEval e = {.t = t};
+    memset(out, 0, sizeof *out);
+    if (!eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
+    const Shape *ps = &ep->g.tensors[e.io.pred].shape;
+    e.B = (int)ps->d[0], e.S = (int)ep->g.tensors[e.io.images].shape.d[2], e.max_boxes = (int)ep->g.tensors[e.io.boxes].shape.d[1];
+    if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
+    ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = (int)ps->d[1] - 4, .anchors = (int)ps->d[2],
+                 .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e};
+    return validate_pass(&v, per_class, out, err, errcap);
 }
