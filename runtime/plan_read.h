@@ -30,4 +30,15 @@ void plan_free(Plan *p);
 /* META lookups: a tensor id stored under key (top level or "inputs"/"outputs"), or -1 */
 int plan_meta_tensor(const Plan *p, const char *group, const char *key);
 
+/* A validation graph's inputs and outputs (from its META) and their sizes. */
+typedef struct EvalIO {
+    int images, boxes, counts, pred, items;   /* tensor ids */
+    int batch, imgsz, nc, anchors, max_boxes;
+    bool end2end;                             /* a v10Detect head: top-k selection instead of NMS */
+} EvalIO;
+/* False when META lacks one of them or their shapes are not those of a
+ * detection model's validation graph (images [B, 3, S, S], boxes [B, M, 5],
+ * predictions [B, 4 + nc, anchors]). */
+bool plan_eval_io(const Plan *ep, EvalIO *io);
+
 #endif

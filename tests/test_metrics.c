@@ -254,14 +254,15 @@ Test(metrics, nms_threshold_is_strict) {
     cr_expect_eq(nms_pair(100, 1, 0.7), 2, "other class: offset by 7680, never overlaps");
 }
 
+/* Three anchors, two classes: anchor 0's classes tie at 0.5, anchor 1's
+ * best is exactly conf 0.25 (not > conf), anchor 2 has 0.3 and 0.7. */
+static const float NMS_ROWS[] = {20, 20, 10, 10, 0.5f, 0.5f,
+                                 60, 60, 10, 10, 0.25f, 0.1f,
+                                 100, 100, 10, 10, 0.3f, 0.7f};
+
 Test(metrics, nms_multilabel_conf_and_order) {
-    /* anchor 0: classes 0 and 1 both above conf, equal scores -> class 0
-     * first; anchor 1: score exactly conf (0.25f) is not > conf; anchor 2:
-     * best class only matters for nothing here, both classes emitted. */
-    const float rows[] = {20, 20, 10, 10, 0.5f, 0.5f,
-                          60, 60, 10, 10, 0.25f, 0.1f,
-                          100, 100, 10, 10, 0.3f, 0.7f};
-    float *p = pred_of(rows, 3, 2);
+    /* anchor 0: both classes, class 0 first; anchor 2: both classes emitted */
+    float *p = pred_of(NMS_ROWS, 3, 2);
     Detection out[8];
     int n = nms_image(p, 3, 2, 0.25, 0.7, true, 300, out);
     cr_assert_eq(n, 4);
@@ -278,14 +279,11 @@ Test(metrics, nms_multilabel_conf_and_order) {
 }
 
 /* Prediction's NMS (multi_label=False): each anchor's best class alone
- * (cls.max(1): the first index of a tie), kept when it is above conf. The
- * same rows as above: anchor 0 ties (class 0 only), anchor 1 falls at conf,
- * anchor 2 keeps class 1 and drops class 0's 0.3 that validation keeps. */
+ * (cls.max(1): the first index of a tie), kept when it is above conf. On
+ * NMS_ROWS anchor 0 ties (class 0 only), anchor 1 falls at conf, anchor 2
+ * keeps class 1 and drops class 0's 0.3 that validation keeps. */
 Test(metrics, nms_single_label_keeps_each_anchors_best_class) {
-    const float rows[] = {20, 20, 10, 10, 0.5f, 0.5f,
-                          60, 60, 10, 10, 0.25f, 0.1f,
-                          100, 100, 10, 10, 0.3f, 0.7f};
-    float *p = pred_of(rows, 3, 2);
+    float *p = pred_of(NMS_ROWS, 3, 2);
     Detection out[8];
     int n = nms_image(p, 3, 2, 0.25, 0.7, false, 300, out);
     cr_assert_eq(n, 2);

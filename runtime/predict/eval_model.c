@@ -12,22 +12,6 @@
 #include "../train_step_cuda.h"
 #include "../weights.h"
 
-static bool find_io(EvalModel *m, char *err, int errcap) {
-    const Plan *ep = m->plan.eval;
-    m->images = plan_meta_tensor(ep, "inputs", "images");
-    m->boxes = plan_meta_tensor(ep, "inputs", "boxes");
-    m->counts = plan_meta_tensor(ep, "inputs", "counts");
-    m->pred_id = plan_meta_tensor(ep, "outputs", "predictions");
-    m->items_id = plan_meta_tensor(ep, "outputs", "items");
-    m->end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"));
-    if (m->images < 0 || m->boxes < 0 || m->counts < 0 || m->pred_id < 0 || m->items_id < 0) return errf(err, errcap, "the validation graph's META is incomplete");
-    const Shape *im = &ep->g.tensors[m->images].shape, *p = &ep->g.tensors[m->pred_id].shape, *bx = &ep->g.tensors[m->boxes].shape;
-    if (im->nd != 4 || im->d[1] != 3 || im->d[2] != im->d[3] || p->nd != 3 || p->d[0] != im->d[0] || p->d[1] < 5 || bx->nd != 3)
-        return errf(err, errcap, "the validation graph's inputs or predictions have unexpected shapes");
-    m->batch = (int)im->d[0], m->imgsz = (int)im->d[2], m->nc = (int)p->d[1] - 4, m->anchors = (int)p->d[2], m->max_boxes = (int)bx->d[1];
-    return true;
-}
-
 /* The CPU side: the arena of the memory plan and the generated kernels, as the trainer's validation runs them. */
 static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
@@ -68,8 +52,8 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
         errf(err, errcap, "%s: the plan has no validation graph; recompile it with this yolocc", plan);
         goto out;
     }
-    if (!find_io(m, why, sizeof why)) {
-        errf(err, errcap, "%s: %s", plan, why);
+    if (!plan_eval_io(ep, &m->io)) {
+        errf(err, errcap, "%s: the validation graph's META is incomplete or its inputs have unexpected shapes", plan);
         goto out;
     }
     if (!target_prepare(m->plan.meta, err, errcap)) goto out;
@@ -78,7 +62,7 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
         errf(err, errcap, "%s: a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", plan, precision_name(m->plan.precision));
         goto out;
     }
-    if (!interp_init(&m->ev, &ep->g) || !(m->pred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->pred_id].shape)))) {
+    if (!interp_init(&m->ev, &ep->g) || !(m->pred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->io.pred].shape)))) {
         errf(err, errcap, "out of memory");
         goto out;
     }
@@ -103,30 +87,30 @@ out:
 
 bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const int64_t *label_counts, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
-    size_t n_px = (size_t)m->batch * 3 * (size_t)m->imgsz * (size_t)m->imgsz, n_boxes = (size_t)m->batch * (size_t)m->max_boxes * 5;
-    float *boxes = m->ev.buf[m->boxes];
-    int64_t *counts = m->ev.buf[m->counts];
+    size_t n_px = (size_t)m->io.batch * 3 * (size_t)m->io.imgsz * (size_t)m->io.imgsz, n_boxes = (size_t)m->io.batch * (size_t)m->io.max_boxes * 5;
+    float *boxes = m->ev.buf[m->io.boxes];
+    int64_t *counts = m->ev.buf[m->io.counts];
     /* no labels: the graph's loss sees empty images */
     if (labels) memcpy(boxes, labels, sizeof(float) * n_boxes);
     else memset(boxes, 0, sizeof(float) * n_boxes);
-    if (label_counts) memcpy(counts, label_counts, sizeof(int64_t) * (size_t)m->batch);
-    else memset(counts, 0, sizeof(int64_t) * (size_t)m->batch);
+    if (label_counts) memcpy(counts, label_counts, sizeof(int64_t) * (size_t)m->io.batch);
+    else memset(counts, 0, sizeof(int64_t) * (size_t)m->io.batch);
     if (!m->takes_bytes) {
-        float *im = m->ev.buf[m->images];
+        float *im = m->ev.buf[m->io.images];
         for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
     }
     if (m->cuda) {
         char why[1024];
-        bool ok = (m->takes_bytes ? cuda_step_set_images_u8(m->cuda, m->images, px, err, errcap) : cuda_step_set_input(m->cuda, m->images, m->ev.buf[m->images], err, errcap)) &&
-                  cuda_step_set_input(m->cuda, m->boxes, boxes, err, errcap) && cuda_step_set_input(m->cuda, m->counts, counts, err, errcap);
+        bool ok = (m->takes_bytes ? cuda_step_set_images_u8(m->cuda, m->io.images, px, err, errcap) : cuda_step_set_input(m->cuda, m->io.images, m->ev.buf[m->io.images], err, errcap)) &&
+                  cuda_step_set_input(m->cuda, m->io.boxes, boxes, err, errcap) && cuda_step_set_input(m->cuda, m->io.counts, counts, err, errcap);
         if (ok && !cuda_step_run(m->cuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "the model on the GPU: %s", why);
-        const int ids[] = {m->pred_id, m->items_id};
+        const int ids[] = {m->io.pred, m->io.items};
         void *const hosts[] = {m->pred, m->items};
         return ok && cuda_step_download_many(m->cuda, 2, ids, hosts, err, errcap);
     }
     if (!interp_run(&m->ev, 0, ep->g.n_ops, err, errcap)) return false;
-    memcpy(m->pred, m->ev.buf[m->pred_id], sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->pred_id].shape));
-    memcpy(m->items, m->ev.buf[m->items_id], sizeof m->items);
+    memcpy(m->pred, m->ev.buf[m->io.pred], sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->io.pred].shape));
+    memcpy(m->items, m->ev.buf[m->io.items], sizeof m->items);
     return true;
 }
 

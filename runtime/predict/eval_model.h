@@ -20,11 +20,9 @@ typedef struct EvalModel {
     bool has_gen;
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
     bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
+    EvalIO io;              /* the graph's inputs, outputs and sizes */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
     float items[3];         /* the validation loss's box, cls, dfl after run() */
-    int images, boxes, counts, pred_id, items_id;
-    int batch, imgsz, nc, anchors, max_boxes;
-    bool end2end;           /* a v10Detect head: top-k selection instead of NMS */
 } EvalModel;
 
 /* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);

@@ -196,13 +196,13 @@ typedef struct Run {
 
 static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     const EvalModel *m = &r->m;
-    const int S = m->imgsz, rows = 4 + m->nc;
+    const int S = m->io.imgsz, rows = 4 + m->io.nc;
     const size_t img_bytes = 3 * (size_t)S * (size_t)S;
     Slot *slots = calloc((size_t)count, sizeof *slots);
     if (!slots) return errf(err, errcap, "out of memory");
     bool ok = false;
     double t0 = monotonic_seconds();
-    memset(r->pixels, 114, img_bytes * (size_t)m->batch);
+    memset(r->pixels, 114, img_bytes * (size_t)m->io.batch);
     for (int j = 0; j < count; j++)
         if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &slots[j].orig, err, errcap)) goto out;
     double t1 = monotonic_seconds();
@@ -210,9 +210,9 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     double t2 = monotonic_seconds(), post = 0;
     for (int j = 0; j < count; j++) {
         double p0 = monotonic_seconds();
-        const float *p = m->pred + (size_t)j * (size_t)rows * (size_t)m->anchors;
-        int n = m->end2end ? e2e_image(p, m->anchors, m->nc, r->a->conf, r->a->max_det, r->dets)
-                           : nms_image(p, m->anchors, m->nc, r->a->conf, r->a->iou, false, r->a->max_det, r->dets);
+        const float *p = m->pred + (size_t)j * (size_t)rows * (size_t)m->io.anchors;
+        int n = m->io.end2end ? e2e_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->max_det, r->dets)
+                           : nms_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->iou, false, r->a->max_det, r->dets);
         if (n < 0) {
             errf(err, errcap, "selecting detections failed (out of memory)");
             goto out;
@@ -222,7 +222,7 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
         to_original(r->dets, n, S, im->w, im->h);
         post += monotonic_seconds() - p0;
         char line[4096];
-        describe(r->dets, n, m->nc, r->names, line, sizeof line);
+        describe(r->dets, n, m->io.nc, r->names, line, sizeof line);
         printf("image %d/%d %s: %dx%d %s%.1fms\n", first + j + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
         if (r->a->save_txt) {
             if (!save_txt(r->dir, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
@@ -255,7 +255,7 @@ int predict_main(const PredictArgs *a) {
     if (!list_sources(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
-    if (!(r.names = class_names(a->weights, r.m.nc)) || !(r.pixels = malloc(3 * (size_t)r.m.imgsz * (size_t)r.m.imgsz * (size_t)r.m.batch)) ||
+    if (!(r.names = class_names(a->weights, r.m.io.nc)) || !(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
         !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1)))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
@@ -267,10 +267,10 @@ int predict_main(const PredictArgs *a) {
         snprintf(lab, sizeof lab, "%s/labels", r.dir);
         if (a->save_txt && !report_make_dir(lab, err, sizeof err)) goto fail;
     }
-    for (int i = 0; i < r.src.n; i += r.m.batch)
-        if (!predict_batch(&r, i, r.src.n - i < r.m.batch ? r.src.n - i : r.m.batch, err, sizeof err)) goto fail;
+    for (int i = 0; i < r.src.n; i += r.m.io.batch)
+        if (!predict_batch(&r, i, r.src.n - i < r.m.io.batch ? r.src.n - i : r.m.io.batch, err, sizeof err)) goto fail;
     printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / r.src.n,
-           r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.batch, r.m.imgsz, r.m.imgsz);
+           r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
     if (a->save || a->save_txt) {
         printf("Results saved to %s\n", r.dir);
         if (a->save_txt) printf("%d label%s saved to %s/labels\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.dir);
@@ -280,7 +280,7 @@ fail:
     if (rc) fprintf(stderr, "yolort: error: %s\n", err);
     free(r.pixels);
     free(r.dets);
-    names_free(r.names, r.m.nc); /* before the model's close clears nc */
+    names_free(r.names, r.m.io.nc); /* before the model's close clears nc */
     eval_model_close(&r.m);
     sources_free(&r.src);
     return rc;

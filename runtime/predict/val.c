@@ -29,22 +29,22 @@ int val_main(const ValArgs *a) {
     if (!eval_model_open(&m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail_model;
     printf("%s\n", report);
     if (!dataset_load(a->data, &ds, stderr, err, sizeof err)) goto fail;
-    if (ds.nc != m.nc) {
-        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d", a->data, ds.nc, m.nc);
+    if (ds.nc != m.io.nc) {
+        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d", a->data, ds.nc, m.io.nc);
         goto fail;
     }
     char line[512];
     dataset_issues_format("val", &ds.val, line, sizeof line);
     printf("%s\n", line);
-    LoaderOptions o = {.batch = m.batch, .imgsz = m.imgsz, .max_boxes = m.max_boxes, .train = false, .workers = a->workers, .bytes = true};
+    LoaderOptions o = {.batch = m.io.batch, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes, .train = false, .workers = a->workers, .bytes = true};
     if (!(l = loader_open(&ds.val, &o, err, sizeof err))) goto fail;
     rc = 1;
-    ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.nc, .anchors = m.anchors, .end2end = m.end2end, .run = model_batch, .ctx = &m};
+    ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .run = model_batch, .ctx = &m};
     ValResult res;
     double t0 = monotonic_seconds();
     if (!validate_pass(&v, true, &res, err, sizeof err)) goto fail;
     printf("Speed: %.1fms per image (load, inference and postprocess) at shape (%d, 3, %d, %d)\n", res.images ? (monotonic_seconds() - t0) * 1e3 / res.images : 0.0,
-           m.batch, m.imgsz, m.imgsz);
+           m.io.batch, m.io.imgsz, m.io.imgsz);
     rc = 0;
 fail:
     loader_close(l);

@@ -12,23 +12,6 @@
 #include "metrics.h"
 #include "trainer.h"
 
-typedef struct EvalIO {
-    int images, boxes, counts, pred, items;
-    bool end2end; /* a v10Detect head: its own top-k selection instead of NMS */
-} EvalIO;
-
-static bool eval_io(const Plan *ep, EvalIO *io) {
-    io->images = plan_meta_tensor(ep, "inputs", "images");
-    io->boxes = plan_meta_tensor(ep, "inputs", "boxes");
-    io->counts = plan_meta_tensor(ep, "inputs", "counts");
-    io->pred = plan_meta_tensor(ep, "outputs", "predictions");
-    io->items = plan_meta_tensor(ep, "outputs", "items");
-    io->end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"));
-    if (io->images < 0 || io->boxes < 0 || io->counts < 0 || io->pred < 0 || io->items < 0) return false;
-    const Shape *p = &ep->g.tensors[io->pred].shape;
-    return p->nd == 3 && ep->g.tensors[io->images].shape.nd == 4 && p->d[0] == ep->g.tensors[io->images].shape.d[0];
-}
-
 /* The labels of a sample as original-pixel xyxy boxes. */
 static void gt_boxes(const Sample *s, float *xyxy, int *cls) {
     for (int k = 0; k < s->n_labels; k++) {
@@ -49,8 +32,8 @@ static int max_labels(const DataSplit *s) {
 
 /* One batch through the validation graph: on the device for a CUDA plan
  * (the EMA uploaded once per pass), else on the interpreter. */
-static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, int B, int S, int max_boxes, const float **pred, const float **items, char *err,
-                       int errcap) {
+static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
+    const int B = io->batch, S = io->imgsz, max_boxes = io->max_boxes;
     const Plan *ep = t->plan.eval;
     if (t->evcuda) {
         char why[1024];
@@ -135,23 +118,20 @@ out:
 typedef struct TrainerEval {
     Trainer *t;
     EvalIO io;
-    int B, S, max_boxes;
 } TrainerEval;
 
 static bool trainer_eval_batch(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
     TrainerEval *e = ctx;
-    return eval_batch(e->t, &e->io, b, e->B, e->S, e->max_boxes, pred, items, err, errcap);
+    return eval_batch(e->t, &e->io, b, pred, items, err, errcap);
 }
 
 bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap) {
     const Plan *ep = t->plan.eval;
     TrainerEval e = {.t = t};
     memset(out, 0, sizeof *out);
-    if (!eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
-    const Shape *ps = &ep->g.tensors[e.io.pred].shape;
-    e.B = (int)ps->d[0], e.S = (int)ep->g.tensors[e.io.images].shape.d[2], e.max_boxes = (int)ep->g.tensors[e.io.boxes].shape.d[1];
+    if (!plan_eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
     if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
-    ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = (int)ps->d[1] - 4, .anchors = (int)ps->d[2],
+    ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc, .anchors = e.io.anchors,
                  .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e};
     return validate_pass(&v, per_class, out, err, errcap);
 }
