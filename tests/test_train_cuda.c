@@ -10,6 +10,7 @@
 #include "../runtime/train_step.h"
 #include "../runtime/weights.h"
 #include "test_gpu.h"
+#include "test_predict.h"
 
 static int64_t n_of(const Graph *g, int t) { return shape_numel(&g->tensors[t].shape); }
 
@@ -355,4 +356,16 @@ Test(train_cuda, yolort_train_runs_on_the_gpu) {
     results_table_free(&t);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_expect_eq(system(args), 0);
+}
+
+/* GPU suite: an fp32 CUDA plan's validation graph on the device (cuDNN
+ * convolutions, generated kernels, the box decode) gives the same label
+ * files as Ultralytics', within 1e-5 (cuDNN's engines sum in another order
+ * than the CPU; fp32 throughout). */
+Test(train_cuda, predict_with_an_fp32_cuda_plan_labels_equal_ultralytics_predictor, .timeout = 600) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    cuda_device_close(&probe);
+    check_against_ultralytics_on("v8tiny", "0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false);
+    check_against_ultralytics_on("v10tiny", "0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false);
 }

@@ -1,0 +1,154 @@
+/* tests/test_predict.h — helpers of the `yolort predict` tests (test_predict.c,
+ * and the GPU suite's CUDA-plan case in test_train_cuda.c): a private
+ * directory with a fixture model's plan, the command, label files read back
+ * and compared with what Ultralytics' DetectionPredictor wrote
+ * (tests/parity/predict). */
+#ifndef YOLOCC_TEST_PREDICT_H
+#define YOLOCC_TEST_PREDICT_H
+#include <math.h>
+
+#include "../runtime/data/image_io.h"
+#include "test_util.h"
+
+#define FIXTURE "tests/parity/predict"
+
+static inline inline const char *predict_bin(void) {
+    const char *b = getenv("YOLORT_BIN");
+    return b ? b : "build/yolort";
+}
+
+/* A private directory holding MODEL's plan (tests/parity/MODEL.yaml) at
+ * 64 px, batch 1: its validation graph takes 2 images, so 3 sources make a
+ * partial batch. */
+static inline void setup_dir_for(char dir[64], const char *model, const char *target) {
+    strcpy(dir, "/tmp/yolocc-predict-XXXXXX");
+    cr_assert(mkdtemp(dir), "mkdtemp");
+    char args[512];
+    snprintf(args, sizeof args, "tests/parity/%s.yaml --imgsz 64 --batch 1 %s -o %s/m.plan", model, target, dir);
+    CliResult r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+}
+
+static inline void setup_dir(char dir[64], const char *model) { setup_dir_for(dir, model, ""); }
+
+static inline void remove_dir(const char *dir) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+static inline CliResult predict(const char *dir, const char *model, const char *extra) {
+    char args[1024];
+    snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/%s.safetensors --source " FIXTURE " --project %s/runs %s", dir, model, dir, extra);
+    return tu_run_bin(predict_bin(), args);
+}
+
+typedef struct Row {
+    int cls;
+    double v[5]; /* cx cy w h conf */
+} Row;
+
+/* A label file as rows; *n = -1 when it is absent. */
+static inline Row *read_rows(const char *path, int *n) {
+    char *text = tu_slurp(path, NULL);
+    *n = -1;
+    if (!text) return NULL;
+    Row *rows = malloc(sizeof(Row) * ((size_t)tu_lines(text) + 1));
+    cr_assert(rows);
+    *n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        Row *r = &rows[*n];
+        int used = 0;
+        cr_assert_eq(sscanf(line, "%d %lf %lf %lf %lf %lf%n", &r->cls, &r->v[0], &r->v[1], &r->v[2], &r->v[3], &r->v[4], &used), 6, "%s: bad line '%s'", path, line);
+        cr_assert_eq(line[used], 0, "%s: trailing text in '%s'", path, line);
+        (*n)++;
+    }
+    free(text);
+    return rows;
+}
+
+/* Our labels against Ultralytics': the same detections in the same order
+ * (score descending), classes equal, values within tol (on the CPU 2e-6:
+ * both print 6 significant digits, and Ultralytics' predictor fuses BN into
+ * the convolutions, which moves the last digit). Returns the number of rows
+ * compared. */
+static inline int compare_labels(const char *run, const char *expected_dir, const char *stem, double tol) {
+    char got_path[512], want_path[512];
+    snprintf(got_path, sizeof got_path, "%s/labels/%s.txt", run, stem);
+    snprintf(want_path, sizeof want_path, FIXTURE "/%s/%s.txt", expected_dir, stem);
+    int n_got, n_want;
+    Row *got = read_rows(got_path, &n_got), *want = read_rows(want_path, &n_want);
+    cr_assert_geq(n_want, 1, "%s: the fixture has no detections", want_path);
+    cr_assert_eq(n_got, n_want, "%s: %d detections, Ultralytics %d", got_path, n_got, n_want);
+    double worst = 0;
+    for (int i = 0; i < n_got; i++) {
+        cr_expect_eq(got[i].cls, want[i].cls, "%s line %d: class %d, Ultralytics %d", got_path, i + 1, got[i].cls, want[i].cls);
+        for (int k = 0; k < 5; k++) {
+            double d = fabs(got[i].v[k] - want[i].v[k]);
+            worst = d > worst ? d : worst;
+            cr_expect_leq(d, tol, "%s line %d value %d: %.6g, Ultralytics %.6g", got_path, i + 1, k, got[i].v[k], want[i].v[k]);
+        }
+        if (i) cr_expect_geq(got[i - 1].v[4], got[i].v[4], "%s: sorted by score", got_path);
+    }
+    cr_log_info("%s: %d detections as Ultralytics', worst difference %.3g", stem, n_got, worst);
+    free(got);
+    free(want);
+    return n_got;
+}
+
+/* MODEL's predictions at CONF (plan compiled with TARGET options) against
+ * the fixture's label files within tol, the console lines, and with images
+ * the annotated images (libgd; a GPU machine may lack it). */
+static inline void check_against_ultralytics_on(const char *model, const char *conf, const char *target, double tol, bool images) {
+    char dir[64], extra[128], run[128], expected_dir[64];
+    setup_dir_for(dir, model, target);
+    snprintf(extra, sizeof extra, "--conf %s --save-txt --save-conf%s", conf, images ? "" : " --no-save");
+    snprintf(expected_dir, sizeof expected_dir, "%s/conf%s", model, conf);
+    CliResult r = predict(dir, model, extra);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    snprintf(run, sizeof run, "%s/runs/predict", dir);
+    const char *stems[] = {"small", "tall", "wide"}; /* sorted() order of the directory */
+    int total = 0;
+    for (int i = 0; i < 3; i++) {
+        int n = compare_labels(run, expected_dir, stems[i], tol);
+        total += n;
+        /* the console line: "image 1/3 PATH: 64x64 COUNTS, T ms", classes named from the weights' metadata */
+        char head[256];
+        snprintf(head, sizeof head, "image %d/3 " FIXTURE "/%s.png: 64x64 ", i + 1, stems[i]);
+        const char *line = strstr(r.out, head);
+        cr_assert(line, "no line starting '%s' in:\n%s", head, r.out);
+        int reds = 0, cls0 = 0, m;
+        char lab[512];
+        snprintf(lab, sizeof lab, "%s/labels/%s.txt", run, stems[i]);
+        Row *rows = read_rows(lab, &m);
+        for (int k = 0; k < m; k++) cls0 += rows[k].cls == 0;
+        free(rows);
+        cr_assert(cls0 > 1, "the fixture gives class 0 several boxes");
+        cr_expect_eq(sscanf(line + strlen(head), "%d reds,", &reds), 1, "expected '%d reds, ...' after '%s'", cls0, head);
+        cr_expect_eq(reds, cls0, "%s: the line counts %d reds, the labels %d", stems[i], reds, cls0);
+        if (!images) continue;
+        /* the annotated image: the original's size, boxes drawn on it */
+        char shown[512], orig[512], err[256];
+        snprintf(shown, sizeof shown, "%s/%s.png", run, stems[i]);
+        snprintf(orig, sizeof orig, FIXTURE "/%s.png", stems[i]);
+        Image a, b;
+        cr_assert(image_load(shown, &a, err, sizeof err), "%s", err);
+        cr_assert(image_load(orig, &b, err, sizeof err), "%s", err);
+        cr_expect(a.w == b.w && a.h == b.h, "%s is %dx%d, the source %dx%d", shown, a.w, a.h, b.w, b.h);
+        size_t changed = 0;
+        for (size_t k = 0; a.w == b.w && a.h == b.h && k < (size_t)a.w * (size_t)a.h * 3; k++) changed += a.px[k] != b.px[k];
+        cr_expect_gt(changed, 0, "%s: no box drawn", shown);
+        image_free(&a);
+        image_free(&b);
+    }
+    cr_expect(strstr(r.out, "Speed: ") && strstr(r.out, "per image at shape (2, 3, 64, 64)"), "no speed line:\n%s", r.out);
+    char saved[256];
+    snprintf(saved, sizeof saved, "3 labels saved to %s/labels", run);
+    cr_expect(strstr(r.out, saved), "no '%s' in:\n%s", saved, r.out);
+    cr_log_info("%s at conf %s: %d detections over 3 images equal Ultralytics'", model, conf, total);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
+#endif
