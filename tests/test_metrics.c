@@ -241,7 +241,7 @@ static int nms_pair(float h, int cls_b, double iou) {
                           50, h / 2, 100, h, cls_b ? 0.0f : 0.8f, cls_b ? 0.8f : 0.0f};
     float *p = pred_of(rows, 2, 2);
     Detection out[4];
-    int n = nms_image(p, 2, 2, 0.001, iou, true, 300, out);
+    int n = nms_image(p, 2, 2, &(NmsOptions){.conf = 0.001, .iou = iou, .max_det = 300, .multi_label = true}, out);
     free(p);
     return n;
 }
@@ -264,7 +264,7 @@ Test(metrics, nms_multilabel_conf_and_order) {
     /* anchor 0: both classes, class 0 first; anchor 2: both classes emitted */
     float *p = pred_of(NMS_ROWS, 3, 2);
     Detection out[8];
-    int n = nms_image(p, 3, 2, 0.25, 0.7, true, 300, out);
+    int n = nms_image(p, 3, 2, &(NmsOptions){.conf = 0.25, .iou = 0.7, .max_det = 300, .multi_label = true}, out);
     cr_assert_eq(n, 4);
     cr_expect(out[0].score == 0.7f && out[0].cls == 1 && out[0].x1 == 95);
     cr_expect(out[1].score == 0.5f && out[1].cls == 0 && out[1].x1 == 15);
@@ -273,7 +273,7 @@ Test(metrics, nms_multilabel_conf_and_order) {
     /* nc == 1: the single class, same threshold rule. */
     const float one[] = {20, 20, 10, 10, 0.5f, 60, 60, 10, 10, 0.2f};
     float *q = pred_of(one, 2, 1);
-    cr_expect_eq(nms_image(q, 2, 1, 0.25, 0.7, true, 300, out), 1);
+    cr_expect_eq(nms_image(q, 2, 1, &(NmsOptions){.conf = 0.25, .iou = 0.7, .max_det = 300, .multi_label = true}, out), 1);
     free(p);
     free(q);
 }
@@ -285,12 +285,12 @@ Test(metrics, nms_multilabel_conf_and_order) {
 Test(metrics, nms_single_label_keeps_each_anchors_best_class) {
     float *p = pred_of(NMS_ROWS, 3, 2);
     Detection out[8];
-    int n = nms_image(p, 3, 2, 0.25, 0.7, false, 300, out);
+    int n = nms_image(p, 3, 2, &(NmsOptions){.conf = 0.25, .iou = 0.7, .max_det = 300, .multi_label = false}, out);
     cr_assert_eq(n, 2);
     cr_expect(out[0].score == 0.7f && out[0].cls == 1 && out[0].x1 == 95);
     cr_expect(out[1].score == 0.5f && out[1].cls == 0 && out[1].x1 == 15);
     /* a best class at or under conf leaves the anchor out even when NMS would keep it */
-    cr_expect_eq(nms_image(p, 3, 2, 0.7, 0.7, false, 300, out), 0);
+    cr_expect_eq(nms_image(p, 3, 2, &(NmsOptions){.conf = 0.7, .iou = 0.7, .max_det = 300, .multi_label = false}, out), 0);
     free(p);
 }
 
@@ -301,7 +301,7 @@ Test(metrics, nms_conf_compared_in_float32) {
     const float rows[] = {20, 20, 10, 10, 0.001f, 60, 60, 10, 10, nextafterf(0.001f, 1)};
     float *p = pred_of(rows, 2, 1);
     Detection out[2];
-    cr_expect_eq(nms_image(p, 2, 1, 0.001, 0.7, true, 300, out), 1);
+    cr_expect_eq(nms_image(p, 2, 1, &(NmsOptions){.conf = 0.001, .iou = 0.7, .max_det = 300, .multi_label = true}, out), 1);
     cr_expect_eq(out[0].x1, 55);
     free(p);
 }
@@ -314,10 +314,10 @@ Test(metrics, nms_max_det_keeps_highest) {
     }
     float *p = pred_of(rows, 6, 1);
     Detection out[3];
-    cr_assert_eq(nms_image(p, 6, 1, 0.001, 0.7, true, 3, out), 3);
+    cr_assert_eq(nms_image(p, 6, 1, &(NmsOptions){.conf = 0.001, .iou = 0.7, .max_det = 3, .multi_label = true}, out), 3);
     cr_expect(out[0].score == 0.6f && out[1].score == 0.5f && out[2].score == 0.4f);
-    cr_expect_eq(nms_image(p, 6, 1, 0.001, 0.7, true, 0, out), 0);
-    cr_expect_eq(nms_image(p, 6, 0, 0.001, 0.7, true, 3, out), -1);
+    cr_expect_eq(nms_image(p, 6, 1, &(NmsOptions){.conf = 0.001, .iou = 0.7, .max_det = 0, .multi_label = true}, out), 0);
+    cr_expect_eq(nms_image(p, 6, 0, &(NmsOptions){.conf = 0.001, .iou = 0.7, .max_det = 3, .multi_label = true}, out), -1);
     free(p);
 }
 
@@ -523,7 +523,7 @@ static void check_nms_fixture(const char *name) {
         p = cap_pred(nc, A);
     }
     Detection *out = malloc(sizeof(Detection) * (size_t)max_det);
-    const int n = nms_image(p, A, nc, num(j, "conf"), num(j, "iou"), true, max_det, out);
+    const int n = nms_image(p, A, nc, &(NmsOptions){.conf = num(j, "conf"), .iou = num(j, "iou"), .max_det = max_det, .multi_label = true}, out);
     cr_assert_eq(n, cJSON_GetArraySize(kept), "%s: kept %d, want %d", name, n, cJSON_GetArraySize(kept));
     double worst = 0;
     for (int i = 0; i < n; i++) {

@@ -5,14 +5,27 @@
  * directory, and one clear error with no output for bad input. */
 #include "test_predict.h"
 
-static void check_against_ultralytics(const char *model, const char *conf) { check_against_ultralytics_on(model, conf, "", 2e-6, true); }
+static void check_against_ultralytics(const char *model, const char *fixture_case, const char *args) {
+    check_against_ultralytics_on(model, fixture_case, args, "", 2e-6, true);
+}
 
-Test(predict, yolov8_style_labels_equal_ultralytics_predictor, .timeout = 300) { check_against_ultralytics("v8tiny", "0.25"); }
-Test(predict, yolov8_style_labels_equal_ultralytics_predictor_at_conf_0_6, .timeout = 300) { check_against_ultralytics("v8tiny", "0.6"); }
+Test(predict, yolov8_style_labels_equal_ultralytics_predictor, .timeout = 300) { check_against_ultralytics("v8tiny", "conf0.25", "--conf 0.25"); }
+Test(predict, yolov8_style_labels_equal_ultralytics_predictor_at_conf_0_6, .timeout = 300) { check_against_ultralytics("v8tiny", "conf0.6", "--conf 0.6"); }
+/* Ultralytics' classes filter: anchors whose best class is left out are no candidates */
+Test(predict, yolov8_style_classes_filter_equals_ultralytics, .timeout = 300) { check_against_ultralytics("v8tiny", "conf0.25_classes_1_2", "--classes 1,2"); }
+/* at IoU 0.3 boxes of different classes overlap enough that class-agnostic NMS keeps fewer (34 against 41 in wide.png) */
+Test(predict, yolov8_style_iou_and_agnostic_nms_equal_ultralytics, .timeout = 300) {
+    check_against_ultralytics("v8tiny", "conf0.25_iou0.3", "--iou 0.3");
+    check_against_ultralytics("v8tiny", "conf0.25_iou0.3_agnostic", "--iou 0.3 --agnostic-nms");
+}
 
-/* an end-to-end head: its one2one top-k selection instead of NMS, then conf */
-Test(predict, yolov10_style_labels_equal_ultralytics_predictor, .timeout = 300) { check_against_ultralytics("v10tiny", "0.25"); }
-Test(predict, yolov10_style_labels_equal_ultralytics_predictor_at_conf_0_6, .timeout = 300) { check_against_ultralytics("v10tiny", "0.6"); }
+/* an end-to-end head: its one2one top-k selection instead of NMS, then conf (and classes, after max_det; no NMS for IoU to change) */
+Test(predict, yolov10_style_labels_equal_ultralytics_predictor, .timeout = 300) { check_against_ultralytics("v10tiny", "conf0.25", "--conf 0.25"); }
+Test(predict, yolov10_style_labels_equal_ultralytics_predictor_at_conf_0_6, .timeout = 300) { check_against_ultralytics("v10tiny", "conf0.6", "--conf 0.6"); }
+Test(predict, yolov10_style_classes_and_agnostic_equal_ultralytics, .timeout = 300) {
+    check_against_ultralytics("v10tiny", "conf0.25_classes_1_2", "--classes 1,2");
+    check_against_ultralytics("v10tiny", "conf0.25_iou0.3_agnostic", "--iou 0.3 --agnostic-nms");
+}
 
 /* --max-det keeps the highest-scoring detections: the first lines of the full list */
 Test(predict, max_det_keeps_the_best, .timeout = 300) {
@@ -71,6 +84,8 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
         {"", "Transferred 0/"},
         {"", "--conf must be a number in [0, 1]"},
         {"", "no weights"},
+        {"", "--classes: 3 is not a class of the model (0..2)"},
+        {"", "--classes must be class indices separated by commas"},
     };
     snprintf(cases[0].args, sizeof cases[0].args, "--weights " FIXTURE "/v8tiny.safetensors --source");
     snprintf(cases[1].args, sizeof cases[1].args, "--weights " FIXTURE "/nope.safetensors --source " FIXTURE);
@@ -79,6 +94,8 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     snprintf(cases[4].args, sizeof cases[4].args, "--weights tests/parity/v11tiny.safetensors --source " FIXTURE);
     snprintf(cases[5].args, sizeof cases[5].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --conf 2");
     snprintf(cases[6].args, sizeof cases[6].args, "--source " FIXTURE);
+    snprintf(cases[7].args, sizeof cases[7].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --classes 0,3");
+    snprintf(cases[8].args, sizeof cases[8].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --classes 1,x");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[900];
         snprintf(args, sizeof args, "predict %s/m.plan --project %s/runs %s", dir, dir, cases[i].args);

@@ -8,8 +8,10 @@ statistics recalibrated on random images, the Detect head's last class and
 box convolutions scaled, its class biases zeroed and its box biases
 favouring short distances, so that class scores
 spread over (0, 1) and boxes vary; class names in its metadata), and
-`MODEL/confC/STEM.txt`: what Ultralytics' DetectionPredictor writes with
-save_txt and save_conf at conf C (0.25, 0.6), iou 0.7, on the CPU in float32.
+`MODEL/CASE/STEM.txt`: what Ultralytics' DetectionPredictor writes with
+save_txt and save_conf for each CASE's arguments (conf 0.25 or 0.6, classes
+[1, 2], iou 0.3 with and without agnostic_nms), iou 0.7 otherwise, on the
+CPU in float32 (an empty file where it found nothing).
 The model is Ultralytics' own DetectionModel built from tests/parity/MODEL.yaml, run by
 the predictor exactly as `yolo predict` runs a .pt model (AutoBackend, BN
 fused into the convolutions, square letterbox since rect is off).
@@ -34,7 +36,14 @@ from make_fixtures import build_detection_model  # noqa: E402
 OUT = ROOT / "tests" / "parity" / "predict"
 NAMES = ["red", "green", "blue"]
 MODELS = ("v8tiny", "v10tiny")  # a YOLOv8 head (NMS) and an end-to-end v10Detect head (top-k, no NMS)
-CONFS = (0.25, 0.6)
+# label directory -> the predictor's arguments (iou 0.7 unless given; yolort predict's options in tests/test_predict.c)
+CASES = {
+    "conf0.25": dict(conf=0.25),
+    "conf0.6": dict(conf=0.6),
+    "conf0.25_classes_1_2": dict(conf=0.25, classes=[1, 2]),
+    "conf0.25_iou0.3": dict(conf=0.25, iou=0.3),
+    "conf0.25_iou0.3_agnostic": dict(conf=0.25, iou=0.3, agnostic_nms=True),
+}
 IMAGES = {"wide.png": (96, 64), "tall.png": (64, 96), "small.png": (40, 30)}  # (w, h)
 
 
@@ -94,13 +103,13 @@ def main():
 
     for name in MODELS:
         model = fixture_model(name)
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(OUT / f"{name}.safetensors"),
+        save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, str(OUT / f"{name}.safetensors"),
                   metadata={"format": "pt", "producer": "tools/make_predict_fixture.py", "names": json.dumps(NAMES)})
-        for conf in CONFS:
-            sub = OUT / name / f"conf{conf}"
+        for case, args in CASES.items():
+            sub = OUT / name / case
             with tempfile.TemporaryDirectory() as tmp:
-                p = DetectionPredictor(overrides=dict(conf=conf, iou=0.7, imgsz=64, device="cpu", save=False, save_txt=True,
-                                                      save_conf=True, project=tmp, name="run", verbose=False, half=False))
+                p = DetectionPredictor(overrides={**dict(iou=0.7, imgsz=64, device="cpu", save=False, save_txt=True, save_conf=True,
+                                                         project=tmp, name="run", verbose=False, half=False), **args})
                 results = list(p(source=paths, model=model, stream=True))
                 shutil.rmtree(sub, ignore_errors=True)
                 sub.mkdir(parents=True)
@@ -108,7 +117,7 @@ def main():
                     stem = Path(r.path).stem
                     src = Path(tmp) / "run" / "labels" / f"{stem}.txt"
                     (sub / f"{stem}.txt").write_text(src.read_text() if src.exists() else "")
-                    print(f"{name} conf {conf} {stem}: {len(r.boxes)} detections")
+                    print(f"{name} {case} {stem}: {len(r.boxes)} detections")
 
 
 if __name__ == "__main__":

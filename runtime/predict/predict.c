@@ -182,8 +182,34 @@ static void describe(const Detection *d, int n, int nc, char *const *names, char
     }
 }
 
+/* The detections of the kept classes, in order; returns how many. */
+static int keep_classes(Detection *d, int n, const unsigned char *keep) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (keep[d[i].cls]) d[k++] = d[i];
+    return k;
+}
+
+/* --classes "0,2" into one flag per class; false with err on a bad list */
+static bool parse_classes(const char *list, int nc, unsigned char *keep, char *err, int errcap) {
+    const char *p = list;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long c = strtol(p, &end, 10);
+        if (end == p || errno || (*end && *end != ','))
+            return errf(err, errcap, "--classes must be class indices separated by commas (e.g. 0,2), got '%s'", list);
+        if (c < 0 || c >= nc) return errf(err, errcap, "--classes: %ld is not a class of the model (0..%d)", c, nc - 1);
+        keep[c] = 1;
+        if (!*end) return true;
+        p = end + 1;
+    }
+}
+
 typedef struct Run {
     const PredictArgs *a;
+    NmsOptions nms;
+    unsigned char *keep;    /* per class: --classes keeps it (NULL: all kept) */
     EvalModel m;
     Sources src;
     char **names;
@@ -211,12 +237,12 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     for (int j = 0; j < count; j++) {
         double p0 = monotonic_seconds();
         const float *p = m->pred + (size_t)j * (size_t)rows * (size_t)m->io.anchors;
-        int n = m->io.end2end ? e2e_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->max_det, r->dets)
-                           : nms_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->iou, false, r->a->max_det, r->dets);
+        int n = m->io.end2end ? e2e_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->max_det, r->dets) : nms_image(p, m->io.anchors, m->io.nc, &r->nms, r->dets);
         if (n < 0) {
             errf(err, errcap, "selecting detections failed (out of memory)");
             goto out;
         }
+        if (m->io.end2end && r->keep) n = keep_classes(r->dets, n, r->keep); /* after conf and max_det, as Ultralytics' end-to-end branch */
         const char *path = r->src.path[first + j];
         Image *im = &slots[j].orig;
         to_original(r->dets, n, S, im->w, im->h);
@@ -260,6 +286,15 @@ int predict_main(const PredictArgs *a) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
+    r.nms = (NmsOptions){.conf = a->conf, .iou = a->iou, .max_det = a->max_det, .agnostic = a->agnostic_nms};
+    if (a->classes) {
+        if (!(r.keep = calloc((size_t)r.m.io.nc, 1))) {
+            snprintf(err, sizeof err, "out of memory");
+            goto fail;
+        }
+        if (!parse_classes(a->classes, r.m.io.nc, r.keep, err, sizeof err)) goto fail;
+        r.nms.classes = r.keep;
+    }
     rc = 1;
     if (a->save || a->save_txt) {
         char lab[1200];
@@ -280,6 +315,7 @@ fail:
     if (rc) fprintf(stderr, "yolort: error: %s\n", err);
     free(r.pixels);
     free(r.dets);
+    free(r.keep);
     names_free(r.names, r.m.io.nc); /* before the model's close clears nc */
     eval_model_close(&r.m);
     sources_free(&r.src);

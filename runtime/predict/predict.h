@@ -9,9 +9,10 @@
 
 typedef struct PredictArgs {
     const char *plan, *weights, *source, *project, *name;
+    const char *classes;    /* "0,2": keep only these classes (NULL: all) */
     double conf, iou;
     int max_det;
-    bool exist_ok, save, save_txt, save_conf, reference;
+    bool agnostic_nms, exist_ok, save, save_txt, save_conf, reference;
 } PredictArgs;
 
 /* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on. */

@@ -101,33 +101,35 @@ float anchor_best_score(const float *pred, size_t A, int nc, size_t a) {
 
 /* The classes of anchor a that become NMS candidates: every class above
  * conf (multi_label), or only the first best one when it is above conf
- * (x[:, 4:].max(1): torch returns the first index of a tie). Writes their
- * indices to cls (when not NULL) and returns how many. */
-static int anchor_candidates(const float *pred, size_t A, int nc, size_t a, float conf_f, bool multi_label, int *cls) {
+ * (x[:, 4:].max(1): torch returns the first index of a tie); of those, the
+ * ones o->classes keeps. Writes their indices to cls (when not NULL) and
+ * returns how many. */
+static int anchor_candidates(const float *pred, size_t A, int nc, size_t a, float conf_f, const NmsOptions *o, int *cls) {
     if (!(anchor_best_score(pred, A, nc, a) > conf_f)) return 0;
     int n = 0;
-    if (!multi_label) {
+    if (!o->multi_label) {
         int best = 0;
         for (int c = 1; c < nc; c++)
             if (pred[(size_t)(4 + c) * A + a] > pred[(size_t)(4 + best) * A + a]) best = c;
+        if (o->classes && !o->classes[best]) return 0;
         if (cls) cls[0] = best;
         return 1;
     }
     for (int c = 0; c < nc; c++)
-        if (pred[(size_t)(4 + c) * A + a] > conf_f) {
+        if (pred[(size_t)(4 + c) * A + a] > conf_f && (!o->classes || o->classes[c])) {
             if (cls) cls[n] = c;
             n++;
         }
     return n;
 }
 
-int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
-              bool multi_label, int max_det, Detection *out) {
+int nms_image(const float *pred, int n_anchors, int nc, const NmsOptions *o, Detection *out) {
+    const int max_det = o->max_det;
     if (!pred || n_anchors < 0 || nc < 1 || max_det < 0 || (max_det > 0 && !out)) return -1;
     const size_t A = (size_t)n_anchors;
-    const float conf_f = (float)conf;   /* torch compares float32 with the scalar cast to float32 */
+    const float conf_f = (float)o->conf;   /* torch compares float32 with the scalar cast to float32 */
     size_t n = 0;
-    for (size_t a = 0; a < A; a++) n += (size_t)anchor_candidates(pred, A, nc, a, conf_f, multi_label, NULL);
+    for (size_t a = 0; a < A; a++) n += (size_t)anchor_candidates(pred, A, nc, a, conf_f, o, NULL);
     if (n == 0 || max_det == 0) return 0;
     NmsCand *cand = malloc(n * sizeof *cand);
     int *cls = malloc((size_t)nc * sizeof *cls);
@@ -137,7 +139,7 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
     }
     size_t k = 0;
     for (size_t a = 0; a < A; a++) {
-        const int m = anchor_candidates(pred, A, nc, a, conf_f, multi_label, cls);
+        const int m = anchor_candidates(pred, A, nc, a, conf_f, o, cls);
         const float cx = pred[a], cy = pred[A + a], hw = pred[2 * A + a] / 2, hh = pred[3 * A + a] / 2;
         for (int i = 0; i < m; i++) {
             const int c = cls[i];
@@ -164,10 +166,10 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        const float off = (float)cand[i].cls * NMS_CLASS_OFFSET;
-        float *o = ob + i * 5;
-        for (int m = 0; m < 4; m++) o[m] = cand[i].box[m] + off;
-        o[4] = (o[2] - o[0]) * (o[3] - o[1]);
+        const float off = o->agnostic ? 0.0f : (float)cand[i].cls * NMS_CLASS_OFFSET;
+        float *b = ob + i * 5;
+        for (int m = 0; m < 4; m++) b[m] = cand[i].box[m] + off;
+        b[4] = (b[2] - b[0]) * (b[3] - b[1]);
     }
     int kept = 0;
     for (size_t i = 0; i < n && kept < max_det; i++) {
@@ -185,7 +187,7 @@ int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
             h = h > 0.0f ? h : 0.0f;
             const float inter = w * h;
             const float ovr = inter / (bi[4] + bj[4] - inter);
-            if ((double)ovr > iou) sup[j] = 1;
+            if ((double)ovr > o->iou) sup[j] = 1;
         }
     }
     free3(cand, ob, sup);

@@ -18,19 +18,32 @@ typedef struct Detection {
     int cls;
 } Detection;
 
-/* Ultralytics non_max_suppression(agnostic=False) for one image:
- * multi_label true (validation) makes a candidate of every class above conf,
- * false (prediction) of each anchor's best class only. pred is the eval-mode head output of that image, channel-major
- * [4 + nc][n_anchors]: rows 0..3 cx, cy, w, h (network pixels), rows 4.. the
- * sigmoided class scores. Writes at most max_det detections to out, sorted by
- * score descending; equal scores keep candidate order (anchor, then class),
- * which is what the stable sorts of torchvision's CPU NMS produce.
- * conf and iou are double because that is how Ultralytics passes them: conf
- * is compared in float32 (score > (float)conf), IoU in double (ovr > iou),
- * as torchvision's CPU kernel does (its CUDA kernel compares with a float).
- * Returns the number kept, or -1 on bad arguments or allocation failure. */
-int nms_image(const float *pred, int n_anchors, int nc, double conf, double iou,
-              bool multi_label, int max_det, Detection *out);
+/* Ultralytics' non_max_suppression settings: multi_label true (validation)
+ * makes a candidate of every class above conf, false (prediction) of each
+ * anchor's best class only; agnostic suppresses across classes; classes,
+ * when not NULL, flags (one byte per class) the classes kept, applied to the
+ * candidates before NMS as Ultralytics' `classes` argument is. */
+typedef struct NmsOptions {
+    double conf, iou;
+    int max_det;
+    bool multi_label, agnostic;
+    const unsigned char *classes;
+} NmsOptions;
+
+/* Validation's settings: conf 0.001, IoU 0.7, 300 detections, multi-label. */
+#define NMS_VALIDATION ((NmsOptions){.conf = 0.001, .iou = 0.7, .max_det = 300, .multi_label = true})
+
+/* non_max_suppression for one image. pred is the eval-mode head output of
+ * that image, channel-major [4 + nc][n_anchors]: rows 0..3 cx, cy, w, h
+ * (network pixels), rows 4.. the sigmoided class scores. Writes at most
+ * max_det detections to out, sorted by score descending; equal scores keep
+ * candidate order (anchor, then class), which is what the stable sorts of
+ * torchvision's CPU NMS produce. conf and iou are double because that is
+ * how Ultralytics passes them: conf is compared in float32 (score >
+ * (float)conf), IoU in double (ovr > iou), as torchvision's CPU kernel does
+ * (its CUDA kernel compares with a float). Returns the number kept, or -1 on
+ * bad arguments or allocation failure. */
+int nms_image(const float *pred, int n_anchors, int nc, const NmsOptions *o, Detection *out);
 
 /* Anchor a's best class score in pred ([4 + nc][n_anchors], as nms_image
  * reads it); NaN if any of its scores is NaN (torch.amax), so that NMS never

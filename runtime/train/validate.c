@@ -82,7 +82,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
         for (int i = 0; i < b.n_valid; i++) {
             const ImageInfo *inf = &b.info[i];
             const float *p = pred + (size_t)i * (size_t)rows * (size_t)A;
-            int n = v->end2end ? e2e_image(p, A, v->nc, 0.001, 300, dets) : nms_image(p, A, v->nc, 0.001, 0.7, true, 300, dets);
+            int n = v->end2end ? e2e_image(p, A, v->nc, 0.001, 300, dets) : nms_image(p, A, v->nc, &NMS_VALIDATION, dets);
             if (n < 0) {
                 snprintf(err, (size_t)errcap, "%s failed (out of memory)", v->end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
