@@ -69,7 +69,7 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     char dir[64];
     setup_dir(dir, "v8tiny");
     char notimg[128], empty[128], cmd[300];
-    snprintf(notimg, sizeof notimg, "%s/notes.txt", dir);
+    snprintf(notimg, sizeof notimg, "%s/notes.dat", dir);
     snprintf(empty, sizeof empty, "%s/empty", dir);
     snprintf(cmd, sizeof cmd, "echo hello > %s && mkdir %s", notimg, empty);
     cr_assert_eq(system(cmd), 0);
@@ -79,7 +79,7 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     } cases[] = {
         {"", "needs"},
         {"", "nope.safetensors"},
-        {"", "not an image file"},
+        {"", "no images found"},
         {"", "no images found"},
         {"", "Transferred 0/"},
         {"", "--conf must be a number in [0, 1]"},
@@ -150,5 +150,60 @@ Test(predict, val_recalls_the_boxes_predict_wrote, .timeout = 300) {
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "has 1 classes, the plan was compiled for 3") && tu_lines(r.err) == 1, "%s", r.err);
     tu_free(&r);
+    remove_dir(dir);
+}
+
+/* Sources as Ultralytics lists them: a glob pattern (sorted), and a .txt
+ * list whose lines (sorted; empty ones skipped) are paths relative to the
+ * working directory or to the list's folder, or patterns themselves; an
+ * entry that does not exist fails the command before anything is written. */
+Test(predict, glob_and_list_sources, .timeout = 300) {
+    char dir[64], args[5200], cwd[4096];
+    cr_assert(getcwd(cwd, sizeof cwd));
+    setup_dir(dir, "v8tiny");
+    snprintf(args, sizeof args, "cp " FIXTURE "/wide.png %s/a.png && printf 'a.png\\n\\n%s/" FIXTURE "/t*.png\\n' > %s/list.txt", dir, cwd, dir);
+    cr_assert_eq(system(args), 0, "%s", args);
+    struct {
+        const char *source, *want[3];
+    } cases[] = {
+        {"'" FIXTURE "/[st]*.png'", {"/" FIXTURE "/small.png", "/" FIXTURE "/tall.png", NULL}},
+        /* the sorted lines: "/CWD/.../t*.png" before "a.png", which is found relative to the list's folder */
+        {"LIST", {"/" FIXTURE "/tall.png", "/a.png", NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char src[256];
+        if (strcmp(cases[c].source, "LIST") == 0) snprintf(src, sizeof src, "%s/list.txt", dir);
+        else snprintf(src, sizeof src, "%s", cases[c].source);
+        snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s --no-save", dir, src);
+        CliResult r = tu_run_bin(predict_bin(), args);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        const char *at = r.out;
+        for (int i = 0; cases[c].want[i]; i++) {
+            char line[600];
+            snprintf(line, sizeof line, "image %d/2 ", i + 1);
+            at = strstr(at, line);
+            cr_assert(at, "case %zu: no '%s' in:\n%s", c, line, r.out);
+            const char *colon = strchr(at, ':');
+            cr_assert(colon && colon - at > (long)strlen(cases[c].want[i]) &&
+                          strncmp(colon - strlen(cases[c].want[i]), cases[c].want[i], strlen(cases[c].want[i])) == 0 && at[strlen(line)] == '/',
+                      "case %zu: image %d should be an absolute path ending in %s:\n%s", c, i + 1, cases[c].want[i], r.out);
+        }
+        cr_expect(!strstr(r.out, "image 3/"), "case %zu: more than two images:\n%s", c, r.out);
+        tu_free(&r);
+    }
+    snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/none/*.png --project %s/runs", dir, dir, dir);
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_expect(r.status == 2 && strstr(r.err, "no images found") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "printf 'missing.png\\n' >> %s/list.txt", dir);
+    cr_assert_eq(system(args), 0);
+    snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/list.txt --project %s/runs", dir, dir, dir);
+    r = tu_run_bin(predict_bin(), args);
+    cr_expect(r.status == 2 && strstr(r.err, "missing.png does not exist") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    tu_free(&r);
+    char runs[128];
+    struct stat st;
+    snprintf(runs, sizeof runs, "%s/runs", dir);
+    cr_expect_neq(stat(runs, &st), 0, "a failed command created %s", runs);
     remove_dir(dir);
 }

@@ -114,9 +114,10 @@ static inline void check_against_ultralytics_on(const char *model, const char *f
     for (int i = 0; i < 3; i++) {
         int n = compare_labels(run, expected_dir, stems[i], tol);
         total += n;
-        /* the console line: "image 1/3 PATH: 64x64 COUNTS, T ms", classes named from the weights' metadata */
-        char head[256];
-        snprintf(head, sizeof head, "image %d/3 " FIXTURE "/%s.png: 64x64 ", i + 1, stems[i]);
+        /* the console line: "image 1/3 /ABSOLUTE/PATH: 64x64 COUNTS, T ms", classes named from the weights' metadata */
+        char head[4400], cwd[4096];
+        cr_assert(getcwd(cwd, sizeof cwd));
+        snprintf(head, sizeof head, "image %d/3 %s/" FIXTURE "/%s.png: 64x64 ", i + 1, cwd, stems[i]);
         const char *line = strstr(r.out, head);
         cr_assert(line, "no line starting '%s' in:\n%s", head, r.out);
         /* what the labels count, as Results.verbose() words it: "38 reds, 1 green, 41 blues, " */

@@ -5,7 +5,6 @@
 #include "predict.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,59 +23,10 @@
 #include "../train/trainer.h"
 #include "annotate.h"
 #include "eval_model.h"
+#include "sources.h"
 
 void predict_args_defaults(PredictArgs *a) {
     *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .save = true};
-}
-
-typedef struct Sources {
-    char **path;
-    int n;
-} Sources;
-
-static void sources_free(Sources *s) {
-    for (int i = 0; i < s->n; i++) free(s->path[i]);
-    free(s->path);
-    *s = (Sources){0};
-}
-
-static bool sources_push(Sources *s, char *p) {
-    char **q = p ? realloc(s->path, sizeof *q * ((size_t)s->n + 1)) : NULL;
-    if (!q) {
-        free(p);
-        return false;
-    }
-    s->path = q;
-    s->path[s->n++] = p;
-    return true;
-}
-
-static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* An image file, or a directory's image files (not recursive, hidden names
- * skipped) in Python's sorted() order, as LoadImagesAndVideos lists them. */
-static bool list_sources(const char *src, Sources *s, char *err, int errcap) {
-    struct stat st;
-    if (stat(src, &st) != 0) return errf(err, errcap, "%s: %s", src, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) {
-        if (!dataset_is_image_path(src)) return errf(err, errcap, "%s: not an image file (expected one of bmp, jpeg, jpg, png, tif, tiff, webp, ... by its suffix)", src);
-        return sources_push(s, strdup(src)) || errf(err, errcap, "out of memory");
-    }
-    DIR *d = opendir(src);
-    if (!d) return errf(err, errcap, "%s: %s", src, strerror(errno));
-    size_t sl = strlen(src);
-    bool ok = true;
-    for (struct dirent *e; ok && (e = readdir(d));) {
-        if (e->d_name[0] == '.' || !dataset_is_image_path(e->d_name)) continue;
-        char *p = malloc(sl + strlen(e->d_name) + 2);
-        if (p) sprintf(p, "%s%s%s", src, sl && src[sl - 1] == '/' ? "" : "/", e->d_name);
-        ok = sources_push(s, p) || errf(err, errcap, "out of memory");
-    }
-    closedir(d);
-    if (!ok) return false;
-    if (s->n == 0) return errf(err, errcap, "%s: no images found (bmp, jpeg, jpg, png, tif, tiff, webp, ...)", src);
-    qsort(s->path, (size_t)s->n, sizeof *s->path, str_cmp);
-    return true;
 }
 
 /* The class names the weights file carries (yolort train writes them, like
@@ -278,7 +228,7 @@ int predict_main(const PredictArgs *a) {
     Run r = {.a = a};
     char err[2048], report[512];
     int rc = 2;
-    if (!list_sources(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
+    if (!sources_list(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
     if (!(r.names = class_names(a->weights, r.m.io.nc)) || !(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
