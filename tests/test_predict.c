@@ -38,7 +38,7 @@ Test(predict, max_det_keeps_the_best, .timeout = 300) {
     Row *got = read_rows(path, &n), *all = read_rows(FIXTURE "/v8tiny/conf0.25/wide.txt", &m);
     cr_assert_eq(n, 4);
     for (int i = 0; i < n; i++) cr_expect(got[i].cls == all[i].cls && fabs(got[i].v[4] - all[i].v[4]) <= 2e-6, "line %d", i + 1);
-    snprintf(path, sizeof path, "%s/runs/predict/wide.png", dir);
+    snprintf(path, sizeof path, "%s/runs/predict/wide.jpg", dir);
     struct stat st;
     cr_expect_neq(stat(path, &st), 0, "--no-save wrote %s", path);
     free(got);
@@ -57,7 +57,7 @@ Test(predict, run_directories_increment, .timeout = 300) {
         cr_assert_eq(r.status, 0, "%s", r.err);
         tu_free(&r);
     }
-    snprintf(path, sizeof path, "%s/runs/predict2/tall.png", dir);
+    snprintf(path, sizeof path, "%s/runs/predict2/tall.jpg", dir);
     cr_expect_eq(stat(path, &st), 0, "no %s", path);
     snprintf(path, sizeof path, "%s/runs/predict3", dir);
     cr_expect_neq(stat(path, &st), 0, "--exist-ok made %s", path);

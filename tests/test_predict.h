@@ -135,7 +135,7 @@ static inline void check_against_ultralytics_on(const char *model, const char *f
         if (!images) continue;
         /* the annotated image: the original's size, boxes drawn on it */
         char shown[512], orig[512], err[256];
-        snprintf(shown, sizeof shown, "%s/%s.png", run, stems[i]);
+        snprintf(shown, sizeof shown, "%s/%s.jpg", run, stems[i]); /* STEM.jpg whatever the source format, as Ultralytics saves */
         snprintf(orig, sizeof orig, FIXTURE "/%s.png", stems[i]);
         Image a, b;
         cr_assert(image_load(shown, &a, err, sizeof err), "%s", err);

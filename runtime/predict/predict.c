@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "../../ir/diag.h"
@@ -57,12 +56,6 @@ static void names_free(char **names, int nc) {
     free(names);
 }
 
-/* One decoded image, letterboxed into slot j of the batch's planar bytes. */
-typedef struct Slot {
-    Image orig;
-    int index;
-} Slot;
-
 static bool preprocess(const char *path, int S, uint8_t *planar, Image *orig, char *err, int errcap) {
     if (!image_load(path, orig, err, errcap)) return false;
     Image lb;
@@ -108,12 +101,12 @@ static bool save_txt(const char *dir, const char *src, const Detection *d, int n
     return true;
 }
 
+/* the annotated image as STEM.jpg, whatever the source's format (Ultralytics' save_predicted_images; cv2's quality 95) */
 static bool save_image(const char *dir, const char *src, Image *im, const Detection *d, int n, char *const *names, char *err, int errcap) {
     if (!annotate_detections(im, d, n, (const char *const *)names, true, err, errcap)) return false;
+    const char *b = base_name(src), *dot = strrchr(b, '.');
     char path[2200];
-    snprintf(path, sizeof path, "%s/%s", dir, base_name(src));
-    const char *dot = strrchr(path, '.');
-    if (dot && strcasecmp(dot, ".png") == 0) return image_write_png(path, im, err, errcap);
+    snprintf(path, sizeof path, "%s/%.*s.jpg", dir, (int)(dot ? dot - b : (long)strlen(b)), b);
     return image_write_jpeg(path, im, 95, err, errcap);
 }
 
@@ -174,13 +167,13 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     const EvalModel *m = &r->m;
     const int S = m->io.imgsz, rows = 4 + m->io.nc;
     const size_t img_bytes = 3 * (size_t)S * (size_t)S;
-    Slot *slots = calloc((size_t)count, sizeof *slots);
-    if (!slots) return errf(err, errcap, "out of memory");
+    Image *orig = calloc((size_t)count, sizeof *orig); /* the decoded sources, drawn on after the model ran */
+    if (!orig) return errf(err, errcap, "out of memory");
     bool ok = false;
     double t0 = monotonic_seconds();
     memset(r->pixels, 114, img_bytes * (size_t)m->io.batch);
     for (int j = 0; j < count; j++)
-        if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &slots[j].orig, err, errcap)) goto out;
+        if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &orig[j], err, errcap)) goto out;
     double t1 = monotonic_seconds();
     if (!eval_model_run(&r->m, r->pixels, NULL, NULL, err, errcap)) goto out;
     double t2 = monotonic_seconds(), post = 0;
@@ -194,7 +187,7 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
         }
         if (m->io.end2end && r->keep) n = keep_classes(r->dets, n, r->keep); /* after conf and max_det, as Ultralytics' end-to-end branch */
         const char *path = r->src.path[first + j];
-        Image *im = &slots[j].orig;
+        Image *im = &orig[j];
         to_original(r->dets, n, S, im->w, im->h);
         post += monotonic_seconds() - p0;
         char line[4096];
@@ -210,8 +203,8 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
     r->t_pre += t1 - t0, r->t_inf += t2 - t1, r->t_post += post;
     ok = true;
 out:
-    for (int j = 0; j < count; j++) image_free(&slots[j].orig);
-    free(slots);
+    for (int j = 0; j < count; j++) image_free(&orig[j]);
+    free(orig);
     return ok;
 }
 
