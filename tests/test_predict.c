@@ -27,6 +27,24 @@ Test(predict, yolov10_style_classes_and_agnostic_equal_ultralytics, .timeout = 3
     check_against_ultralytics("v10tiny", "conf0.25_iou0.3_agnostic", "--iou 0.3 --agnostic-nms");
 }
 
+/* `yolort ARGS` must fail as bad input: exit 2, one error line holding msg. */
+static void expect_refused(const char *args, const char *msg) {
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_expect_eq(r.status, 2, "yolort %s: exit %d, stderr %s", args, r.status, r.err);
+    cr_expect(strstr(r.err, msg), "yolort %s: expected '%s' in: %s", args, msg, r.err);
+    cr_expect_eq(tu_lines(r.err), 1, "yolort %s: one error line, got: %s", args, r.err);
+    tu_free(&r);
+}
+
+/* ... and nothing written: no DIR/runs, then DIR removed */
+static void expect_nothing_written_and_remove(const char *dir) {
+    char runs[128];
+    struct stat st;
+    snprintf(runs, sizeof runs, "%s/runs", dir);
+    cr_expect_neq(stat(runs, &st), 0, "a failed command created %s", runs);
+    remove_dir(dir);
+}
+
 /* --max-det keeps the highest-scoring detections: the first lines of the full list */
 Test(predict, max_det_keeps_the_best, .timeout = 300) {
     char dir[64], path[256];
@@ -99,17 +117,9 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[900];
         snprintf(args, sizeof args, "predict %s/m.plan --project %s/runs %s", dir, dir, cases[i].args);
-        CliResult r = tu_run_bin(predict_bin(), args);
-        cr_expect_eq(r.status, 2, "case %zu (%s): exit %d, stderr %s", i, cases[i].args, r.status, r.err);
-        cr_expect(strstr(r.err, cases[i].msg), "case %zu: expected '%s' in: %s", i, cases[i].msg, r.err);
-        cr_expect_eq(tu_lines(r.err), 1, "case %zu: one error line, got: %s", i, r.err);
-        tu_free(&r);
+        expect_refused(args, cases[i].msg);
     }
-    char runs[128];
-    struct stat st;
-    snprintf(runs, sizeof runs, "%s/runs", dir);
-    cr_expect_neq(stat(runs, &st), 0, "a failed command created %s", runs);
-    remove_dir(dir);
+    expect_nothing_written_and_remove(dir);
 }
 
 /* `yolort val` end to end: a dataset whose labels are what `yolort predict`
@@ -192,18 +202,10 @@ Test(predict, glob_and_list_sources, .timeout = 300) {
         tu_free(&r);
     }
     snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/none/*.png --project %s/runs", dir, dir, dir);
-    CliResult r = tu_run_bin(predict_bin(), args);
-    cr_expect(r.status == 2 && strstr(r.err, "no images found") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
-    tu_free(&r);
+    expect_refused(args, "no images found");
     snprintf(args, sizeof args, "printf 'missing.png\\n' >> %s/list.txt", dir);
     cr_assert_eq(system(args), 0);
     snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/list.txt --project %s/runs", dir, dir, dir);
-    r = tu_run_bin(predict_bin(), args);
-    cr_expect(r.status == 2 && strstr(r.err, "missing.png does not exist") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
-    tu_free(&r);
-    char runs[128];
-    struct stat st;
-    snprintf(runs, sizeof runs, "%s/runs", dir);
-    cr_expect_neq(stat(runs, &st), 0, "a failed command created %s", runs);
-    remove_dir(dir);
+    expect_refused(args, "missing.png does not exist");
+    expect_nothing_written_and_remove(dir);
 }
