@@ -23,7 +23,7 @@ static const char USAGE[] =
     "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
-    "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR [options]   detect objects\n"
+    "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR|GLOB|LIST.txt [options]   detect objects\n"
     "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [--workers N]   mAP on the val split\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
@@ -362,7 +362,7 @@ static int predict_cmd(int argc, char **argv) {
     if (bad) return bad;
     a.save = !no_save;
     if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
-    if (!a.source) return usage_error("%s", "no source: pass --source IMAGE or --source DIR");
+    if (!a.source) return usage_error("%s", "no source: pass --source IMAGE, DIR, a glob or a .txt list");
     return predict_main(&a);
 }
 
