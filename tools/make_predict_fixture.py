@@ -57,18 +57,18 @@ def make_image(w, h, seed):
     return im
 
 
-def fixture_model(name):
-    """The parity fixture's model at its initial weights, made to detect (see above)."""
-    model = build_detection_model(ROOT / "tests" / "parity" / f"{name}.yaml", None, 3)
-    fx = load_file(str(ROOT / "tests" / "parity" / f"{name}.safetensors"))
-    sd = {k[len("init/"):]: v for k, v in fx.items() if k.startswith("init/")}
+def make_detecting(model, sd, imgsz=64, cls_gain=4.0):
+    """Loads sd (a state_dict, changed in place) into model made to detect: the
+    head's last class convolutions x cls_gain with zero biases, its last box
+    convolutions x2 with DFL biases favouring short distances, then BN
+    statistics recalibrated on random images; leaves model in eval mode."""
     head = model.model[-1]
     h = len(model.model) - 1
     for i in range(head.nl):
         for cls, box in (("cv3", "cv2"), ("one2one_cv3", "one2one_cv2")):
             if f"model.{h}.{cls}.{i}.2.weight" not in sd:
                 continue
-            sd[f"model.{h}.{cls}.{i}.2.weight"] *= 4.0
+            sd[f"model.{h}.{cls}.{i}.2.weight"] *= cls_gain
             sd[f"model.{h}.{cls}.{i}.2.bias"].zero_()
             sd[f"model.{h}.{box}.{i}.2.weight"] *= 2.0
             # DFL bins: favour short distances (about 1.5 strides a side) so boxes fit the image
@@ -85,8 +85,15 @@ def fixture_model(name):
     model.train()
     with torch.no_grad():
         for _ in range(4):
-            model(torch.rand(8, 3, 64, 64, generator=g))
+            model(torch.rand(8, 3, imgsz, imgsz, generator=g))
     model.eval()
+
+
+def fixture_model(name):
+    """The parity fixture's model at its initial weights, made to detect (see above)."""
+    model = build_detection_model(ROOT / "tests" / "parity" / f"{name}.yaml", None, 3)
+    fx = load_file(str(ROOT / "tests" / "parity" / f"{name}.safetensors"))
+    make_detecting(model, {k[len("init/"):]: v for k, v in fx.items() if k.startswith("init/")})
     model.names = {i: n for i, n in enumerate(NAMES)}
     return model
 

@@ -9,7 +9,9 @@ then runs DetectionPredictor on --source as `yolo predict` runs a .pt model
 instead of Ultralytics' cores - 1)
 and prints one JSON object: the predictor's own per-image preprocess,
 inference and postprocess milliseconds averaged over the images, and the
-detections it found.
+detections it found. --detecting first makes the initial model detect as the
+predict fixtures' models do (tools/make_predict_fixture.py); --labels-out
+DIR keeps the label files (DIR/labels/STEM.txt, with scores).
 
     /opt/ultra/bin/python tools/ultralytics_predict_run.py --cfg models/yolov8.yaml --scale n \\
         --imgsz 640 --batch 2 --source DIR --weights-out /tmp/w.safetensors
@@ -22,7 +24,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "parity"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixtures as mf  # noqa: E402  (sets the Ultralytics environment, imports torch)
+from make_predict_fixture import make_detecting  # noqa: E402
 
 torch = mf.torch
 
@@ -38,6 +42,10 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--source", required=True)
     ap.add_argument("--weights-out", required=True)
+    ap.add_argument("--detecting", action="store_true", help="make the initial model detect (make_predict_fixture.make_detecting)")
+    ap.add_argument("--cls-gain", type=float, default=4.0, help="with --detecting: the class convolutions' factor")
+    ap.add_argument("--no-fuse", action="store_true", help="keep BN apart from the convolutions (the predictor fuses them)")
+    ap.add_argument("--labels-out", help="also write the label files (save_txt, save_conf) into LABELS_OUT/labels")
     a = ap.parse_args()
     from safetensors.torch import save_file
     from ultralytics.models.yolo.detect import DetectionPredictor
@@ -49,11 +57,17 @@ def main():
         torch.set_num_threads(a.threads)
 
     model = mf.build_detection_model(a.cfg, a.scale or None, a.nc)
+    if a.detecting:
+        make_detecting(model, {k: v.clone() for k, v in model.state_dict().items()}, a.imgsz, a.cls_gain)
     model.eval()
+    if a.no_fuse:
+        model.is_fused = lambda *args, **kw: True  # AutoBackend then leaves the model as it is
     save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, a.weights_out, metadata={"format": "pt"})
     with tempfile.TemporaryDirectory() as tmp:
+        out = Path(a.labels_out) if a.labels_out else Path(tmp) / "run"
         p = DetectionPredictor(overrides=dict(conf=a.conf, iou=0.7, imgsz=a.imgsz, batch=a.batch, device="cpu", save=False,
-                                              project=tmp, name="run", verbose=False, half=False))
+                                              save_txt=bool(a.labels_out), save_conf=True, project=str(out.parent), name=out.name,
+                                              exist_ok=True, verbose=False, half=False))
         results = list(p(source=a.source, model=model, stream=True))
     n = len(results)
     speed = {k: sum(r.speed[k] for r in results) / n for k in ("preprocess", "inference", "postprocess")}
