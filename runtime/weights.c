@@ -246,12 +246,18 @@ static void keep_name(char *dst, const char *src) {
 }
 
 bool weights_load(const Graph *g, void **buf, const char *path, const char *prefix, WeightsLoadReport *rep, char *err, int errcap) {
+    StFile f;
+    if (!st_read(path, &f, err, errcap)) return false;
+    bool ok = weights_load_parsed(g, buf, &f, path, prefix, rep, err, errcap);
+    st_free(&f);
+    return ok;
+}
+
+bool weights_load_parsed(const Graph *g, void **buf, const StFile *fp, const char *path, const char *prefix, WeightsLoadReport *rep, char *err, int errcap) {
     if (!check_state(g, buf, err, errcap)) return false;
     if (!prefix) prefix = "";
     size_t plen = strlen(prefix);
     WeightsLoadReport r = {.total = g->n_state};
-    StFile f;
-    if (!st_read(path, &f, err, errcap)) return false;
     bool ok = false;
     NameIdx *idx = malloc(((size_t)g->n_state + 1) * sizeof *idx);
     /* per state position: the file tensor to copy and, if converted, its values */
@@ -264,8 +270,8 @@ bool weights_load(const Graph *g, void **buf, const char *path, const char *pref
     for (int i = 0; i < g->n_state; i++) idx[i] = (NameIdx){g->tensors[g->state[i]].name, i};
     /* sorted once, so matching is n log n even for big checkpoints */
     qsort(idx, (size_t)g->n_state, sizeof *idx, by_name);
-    for (int k = 0; k < f.n; k++) {
-        const StTensor *ft = &f.tensors[k];
+    for (int k = 0; k < fp->n; k++) {
+        const StTensor *ft = &fp->tensors[k];
         if (strncmp(ft->name, prefix, plen) != 0) continue;
         r.file_tensors++;
         NameIdx key = {ft->name + plen, 0};
@@ -301,7 +307,6 @@ done:
     free(tmp);
     free(src);
     free(idx);
-    st_free(&f);
     if (ok && rep) *rep = r;
     return ok;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "../ir/ir.h"
+#include "safetensors.h"
 
 /* Storage convention shared by all three calls: buf is indexed by tensor id
  * (like Interp.buf, so `it.buf` can be passed as is) and, for every tensor id
@@ -62,6 +63,8 @@ typedef struct WeightsLoadReport {
  * converted; a file sharing no tensor with the graph is not an error (check
  * rep->matched). rep may be NULL. */
 bool weights_load(const Graph *g, void **buf, const char *path, const char *prefix, WeightsLoadReport *rep, char *err, int errcap);
+/* weights_load from a file already read (st_read) from path, for callers that also read its metadata. */
+bool weights_load_parsed(const Graph *g, void **buf, const StFile *f, const char *path, const char *prefix, WeightsLoadReport *rep, char *err, int errcap);
 
 /* One line like Ultralytics' log: "Transferred 195/195 items from pretrained
  * weights", plus the counts of ignored tensors and the first names. */

@@ -86,15 +86,14 @@ bool annotate_detections(Image *im, const Detection *dets, int n, const char *co
         }
     const int lw = annotate_line_width(im->w, im->h);
     gdFontPtr font = gd->gdFontGetMediumBold();
+    gd->gdImageSetThickness(g, lw); /* the outlines'; filled rectangles and text ignore it */
     for (int i = 0; i < n; i++) {
         const Detection *d = &dets[i];
         unsigned c = PALETTE[(unsigned)d->cls % 20].rgb;
         int color = gdTrueColor((int)(c >> 16), (int)(c >> 8 & 0xff), (int)(c & 0xff));
         int x1 = clampi((int)d->x1, 0, im->w - 1), y1 = clampi((int)d->y1, 0, im->h - 1);
         int x2 = clampi((int)d->x2, 0, im->w - 1), y2 = clampi((int)d->y2, 0, im->h - 1);
-        gd->gdImageSetThickness(g, lw);
         gd->gdImageRectangle(g, x1, y1, x2, y2, color);
-        gd->gdImageSetThickness(g, 1);
         if (!names) continue;
         char label[160];
         if (show_conf) snprintf(label, sizeof label, "%s %.2f", names[d->cls], (double)d->score);

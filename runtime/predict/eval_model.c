@@ -3,14 +3,39 @@
  * not touch the training step (it is never opened here), images or NMS. */
 #include "eval_model.h"
 
+#include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
+#include "../safetensors.h"
 #include "../target.h"
 #include "../train_step_cuda.h"
 #include "../weights.h"
+
+/* The class names a weights file carries (yolort train writes them, like
+ * Ultralytics' checkpoints); else Ultralytics' default names class0, class1, ... */
+static char **metadata_names(const StFile *f, int nc) {
+    char **names = calloc((size_t)nc, sizeof *names);
+    if (!names) return NULL;
+    cJSON *arr = NULL;
+    for (int i = 0; i < f->n_meta && !arr; i++)
+        if (strcmp(f->meta_keys[i], "names") == 0) arr = cJSON_Parse(f->meta_values[i]);
+    bool named = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == nc, ok = true;
+    for (int c = 0; c < nc; c++) {
+        const char *v = named ? cJSON_GetStringValue(cJSON_GetArrayItem(arr, c)) : NULL;
+        char buf[32];
+        snprintf(buf, sizeof buf, "class%d", c);
+        ok = (names[c] = strdup(v ? v : buf)) != NULL && ok;
+    }
+    cJSON_Delete(arr);
+    if (ok) return names;
+    for (int c = 0; c < nc; c++) free(names[c]);
+    free(names);
+    return NULL;
+}
 
 /* The CPU side: the arena of the memory plan and the generated kernels, as the trainer's validation runs them. */
 static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
@@ -72,8 +97,17 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
             errf(err, errcap, "out of memory");
             goto out;
         }
+    StFile f;
+    if (!st_read(weights, &f, err, errcap)) goto out;
     WeightsLoadReport rep;
-    if (!weights_load(&ep->g, m->ev.buf, weights, NULL, &rep, err, errcap)) goto out;
+    bool loaded = weights_load_parsed(&ep->g, m->ev.buf, &f, weights, NULL, &rep, err, errcap);
+    m->names = loaded ? metadata_names(&f, m->io.nc) : NULL;
+    st_free(&f);
+    if (!loaded) goto out;
+    if (!m->names) {
+        errf(err, errcap, "out of memory");
+        goto out;
+    }
     weights_report_format(&rep, report, reportcap);
     if (rep.matched != rep.total) {
         errf(err, errcap, "%s: %s; predictions need every parameter and buffer of the model (is it this plan's model?)", weights, report);
@@ -120,6 +154,8 @@ void eval_model_close(EvalModel *m) {
         free(m->cuda);
     }
     if (m->has_gen) gen_cpu_close(&m->gen);
+    for (int c = 0; m->names && c < m->io.nc; c++) free(m->names[c]);
+    free(m->names);
     if (m->ev.g) interp_free(&m->ev);
     free(m->pred);
     plan_free(&m->plan);

@@ -21,6 +21,7 @@ typedef struct EvalModel {
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
     bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
     EvalIO io;              /* the graph's inputs, outputs and sizes */
+    char **names;           /* io.nc class names: the weights file's metadata `names`, else class0, class1, ... */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
     float items[3];         /* the validation loss's box, cls, dfl after run() */
 } EvalModel;
@@ -28,7 +29,8 @@ typedef struct EvalModel {
 /* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);
  * every state tensor must come from the file. reference: the oracle kernels.
  * On failure err says why and nothing stays open. *report receives the
- * weights line ("Transferred a/b items ..."). */
+ * weights line ("Transferred a/b items ..."). The file is read once, for its
+ * tensors and its class names. */
 bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap);
 
 /* One batch: pixels [batch, 3, imgsz, imgsz] RGB planar, as bytes (floats

@@ -4,7 +4,6 @@
  * touch the training step or a dataset's labels. */
 #include "predict.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +15,6 @@
 #include "../data/augment.h"
 #include "../data/dataset.h"
 #include "../data/image_io.h"
-#include "../safetensors.h"
 #include "../train/metrics.h"
 #include "../train/report.h"
 #include "../train/trainer.h"
@@ -26,34 +24,6 @@
 
 void predict_args_defaults(PredictArgs *a) {
     *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .save = true};
-}
-
-/* The class names the weights file carries (yolort train writes them, like
- * Ultralytics' checkpoints); else Ultralytics' default names class0, class1, ... */
-static char **class_names(const char *weights, int nc) {
-    char **names = calloc((size_t)nc, sizeof *names);
-    if (!names) return NULL;
-    StFile f;
-    cJSON *arr = NULL;
-    if (st_read(weights, &f, NULL, 0)) {
-        for (int i = 0; i < f.n_meta; i++)
-            if (strcmp(f.meta_keys[i], "names") == 0) arr = cJSON_Parse(f.meta_values[i]);
-        st_free(&f);
-    }
-    bool named = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == nc;
-    for (int c = 0; c < nc; c++) {
-        const char *v = named ? cJSON_GetStringValue(cJSON_GetArrayItem(arr, c)) : NULL;
-        char buf[32];
-        snprintf(buf, sizeof buf, "class%d", c);
-        names[c] = strdup(v ? v : buf);
-    }
-    cJSON_Delete(arr);
-    return names;
-}
-
-static void names_free(char **names, int nc) {
-    for (int c = 0; names && c < nc; c++) free(names[c]);
-    free(names);
 }
 
 static bool preprocess(const char *path, int S, uint8_t *planar, Image *orig, char *err, int errcap) {
@@ -76,17 +46,17 @@ static void to_original(Detection *d, int n, int S, int w0, int h0) {
     metrics_dets_to_original(d, n, (float)gain, pad_x, pad_y, w0, h0);
 }
 
-static const char *base_name(const char *p) {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
+/* DIR/STEM.SUFFIX for a source path (its name without the extension), as Ultralytics names its outputs */
+static void stem_path(char *out, size_t cap, const char *dir, const char *src, const char *suffix) {
+    const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
+    snprintf(out, cap, "%s/%.*s%s", dir, (int)(dot ? dot - b : (long)strlen(b)), b, suffix);
 }
 
-/* Results.save_txt: "cls cx cy w h [conf]" normalised, %g, appended. */
-static bool save_txt(const char *dir, const char *src, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
+/* Results.save_txt into LABELS/STEM.txt: "cls cx cy w h [conf]" normalised, %g, appended. */
+static bool save_txt(const char *labels, const char *src, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
     if (n == 0) return true;
-    const char *b = base_name(src), *dot = strrchr(b, '.');
     char path[2200];
-    snprintf(path, sizeof path, "%s/labels/%.*s.txt", dir, (int)(dot ? dot - b : (long)strlen(b)), b);
+    stem_path(path, sizeof path, labels, src, ".txt");
     FILE *f = fopen(path, "a");
     if (!f) return errf(err, errcap, "cannot write %s: %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
@@ -104,9 +74,8 @@ static bool save_txt(const char *dir, const char *src, const Detection *d, int n
 /* the annotated image as STEM.jpg, whatever the source's format (Ultralytics' save_predicted_images; cv2's quality 95) */
 static bool save_image(const char *dir, const char *src, Image *im, const Detection *d, int n, char *const *names, char *err, int errcap) {
     if (!annotate_detections(im, d, n, (const char *const *)names, true, err, errcap)) return false;
-    const char *b = base_name(src), *dot = strrchr(b, '.');
     char path[2200];
-    snprintf(path, sizeof path, "%s/%.*s.jpg", dir, (int)(dot ? dot - b : (long)strlen(b)), b);
+    stem_path(path, sizeof path, dir, src, ".jpg");
     return image_write_jpeg(path, im, 95, err, errcap);
 }
 
@@ -155,8 +124,7 @@ typedef struct Run {
     unsigned char *keep;    /* per class: --classes keeps it (NULL: all kept) */
     EvalModel m;
     Sources src;
-    char **names;
-    char dir[1100];
+    char dir[1100], labels[1200];   /* the run directory, its labels/ */
     uint8_t *pixels;
     Detection *dets;
     double t_pre, t_inf, t_post;
@@ -191,13 +159,13 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
         to_original(r->dets, n, S, im->w, im->h);
         post += monotonic_seconds() - p0;
         char line[4096];
-        describe(r->dets, n, m->io.nc, r->names, line, sizeof line);
+        describe(r->dets, n, m->io.nc, r->m.names, line, sizeof line);
         printf("image %d/%d %s: %dx%d %s%.1fms\n", first + j + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
         if (r->a->save_txt) {
-            if (!save_txt(r->dir, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
+            if (!save_txt(r->labels, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
             r->labels_written += n > 0;
         }
-        if (r->a->save && !save_image(r->dir, path, im, r->dets, n, r->names, err, errcap)) goto out;
+        if (r->a->save && !save_image(r->dir, path, im, r->dets, n, r->m.names, err, errcap)) goto out;
     }
     fflush(stdout);
     r->t_pre += t1 - t0, r->t_inf += t2 - t1, r->t_post += post;
@@ -224,7 +192,7 @@ int predict_main(const PredictArgs *a) {
     if (!sources_list(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
-    if (!(r.names = class_names(a->weights, r.m.io.nc)) || !(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
+    if (!(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
         !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1)))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
@@ -240,10 +208,9 @@ int predict_main(const PredictArgs *a) {
     }
     rc = 1;
     if (a->save || a->save_txt) {
-        char lab[1200];
         if (!report_run_dir(a->project, a->name, a->exist_ok, r.dir, sizeof r.dir, err, sizeof err)) goto fail;
-        snprintf(lab, sizeof lab, "%s/labels", r.dir);
-        if (a->save_txt && !report_make_dir(lab, err, sizeof err)) goto fail;
+        snprintf(r.labels, sizeof r.labels, "%s/labels", r.dir);
+        if (a->save_txt && !report_make_dir(r.labels, err, sizeof err)) goto fail;
     }
     for (int i = 0; i < r.src.n; i += r.m.io.batch)
         if (!predict_batch(&r, i, r.src.n - i < r.m.io.batch ? r.src.n - i : r.m.io.batch, err, sizeof err)) goto fail;
@@ -251,7 +218,7 @@ int predict_main(const PredictArgs *a) {
            r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
     if (a->save || a->save_txt) {
         printf("Results saved to %s\n", r.dir);
-        if (a->save_txt) printf("%d label%s saved to %s/labels\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.dir);
+        if (a->save_txt) printf("%d label%s saved to %s\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.labels);
     }
     rc = 0;
 fail:
@@ -259,7 +226,6 @@ fail:
     free(r.pixels);
     free(r.dets);
     free(r.keep);
-    names_free(r.names, r.m.io.nc); /* before the model's close clears nc */
     eval_model_close(&r.m);
     sources_free(&r.src);
     return rc;
