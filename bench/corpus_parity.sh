@@ -17,15 +17,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-CORPUS=${YOLOCC_CORPUS:-../shared/reference/ultralytics-cfg}
 . "$(dirname "$0")/lib.sh"
 bench_start build/yolocc build/yolort
 bench_need_ultralytics
-[ -d "$CORPUS" ] || { echo "no corpus at $CORPUS (YOLOCC_CORPUS)" >&2; exit 1; }
-for f in "$CORPUS"/*.yaml; do
+mapfile -t files < <(bench_corpus_files "$only")
+[ ${#files[@]} -gt 0 ] || { echo "no corpus model to run" >&2; exit 1; }
+for f in "${files[@]}"; do
   name=$(basename "$f" .yaml)
-  case "$name" in rtdetr-* | yolov8-rtdetr | yolo26 | yolov12_sunsmarterjie) continue ;; esac # out of scope (the corpus README)
-  if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   echo "$name" >>"$tmp/names"
   # yolocc first: a model it refuses to train gets its message, and no Ultralytics run
   if ! build/yolocc "$f" --imgsz "$imgsz" --batch 2 --nc 3 -o "$tmp/$name.plan" >"$tmp/$name.cerr" 2>&1; then

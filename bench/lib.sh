@@ -46,3 +46,18 @@ bench_need_ultralytics() {
 bench_machine() {
   echo "$(nproc)-core $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (no GPU)"
 }
+
+# bench_corpus_files ONLY: the in-scope model files of the Ultralytics corpus
+# ($YOLOCC_CORPUS, default ../shared/reference/ultralytics-cfg), one path a
+# line; ONLY, when not empty, keeps the names it lists (comma-separated).
+# Exits 1 when there is no corpus.
+bench_corpus_files() {
+  local corpus=${YOLOCC_CORPUS:-../shared/reference/ultralytics-cfg} only=$1 f name
+  [ -d "$corpus" ] || { echo "no corpus at $corpus (YOLOCC_CORPUS)" >&2; exit 1; }
+  for f in "$corpus"/*.yaml; do
+    name=$(basename "$f" .yaml)
+    case "$name" in rtdetr-* | yolov8-rtdetr | yolo26 | yolov12_sunsmarterjie) continue ;; esac # out of scope (the corpus README)
+    if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+    echo "$f"
+  done
+}

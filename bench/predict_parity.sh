@@ -28,19 +28,17 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-CORPUS=${YOLOCC_CORPUS:-../shared/reference/ultralytics-cfg}
 . "$(dirname "$0")/lib.sh"
 bench_start build/yolocc build/yolort
 bench_need_ultralytics
-[ -d "$CORPUS" ] || { echo "no corpus at $CORPUS (YOLOCC_CORPUS)" >&2; exit 1; }
+mapfile -t files < <(bench_corpus_files "$only")
+[ ${#files[@]} -gt 0 ] || { echo "no corpus model to run" >&2; exit 1; }
 mkdir "$tmp/images"
 cp tests/parity/predict/*.png "$tmp/images/"
 build/yolort datagen "$tmp/data" --images 5 --size 160 --classes 3 --seed 3 >/dev/null
 cp "$tmp"/data/images/*/*.jpg "$tmp/images/"
-for f in "$CORPUS"/*.yaml; do
+for f in "${files[@]}"; do
   name=$(basename "$f" .yaml)
-  case "$name" in rtdetr-* | yolov8-rtdetr | yolo26 | yolov12_sunsmarterjie) continue ;; esac # out of scope (the corpus README)
-  if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   echo "$name" >>"$tmp/names"
   if ! build/yolocc "$f" --imgsz "$imgsz" --batch 1 --nc 3 -o "$tmp/$name.plan" >"$tmp/$name.cerr" 2>&1; then
     sed -n '1p' "$tmp/$name.cerr" >"$tmp/$name.refused"
