@@ -41,8 +41,6 @@ static char **metadata_names(const StFile *f, int nc) {
 static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
     if (ep->offset && (!interp_use_arena(&m->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&m->ev, &ep->fusion))) return errf(err, errcap, "out of memory");
-    for (int id = 0; id < ep->g.n_tensors; id++)
-        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
     if (ep->kernels && !reference) {
         char why[400];
         if (!gen_cpu_open(&m->gen, ep, why, sizeof why)) return errf(err, errcap, "validation kernels: %s", why);
@@ -54,8 +52,6 @@ static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
 
 static bool open_cuda(EvalModel *m, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
-    for (int id = 0; id < ep->g.n_tensors; id++)
-        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
     if (!(m->cuda = calloc(1, sizeof *m->cuda))) return errf(err, errcap, "out of memory");
     char why[1024];
     if (!cuda_step_open(m->cuda, ep, 0, why, sizeof why)) {
@@ -92,8 +88,9 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
         goto out;
     }
     m->ev.fast = !reference;
-    for (int i = 0; i < ep->g.n_state; i++)
-        if (!interp_tensor(&m->ev, ep->g.state[i])) {
+    /* host buffers for everything but activations: state, inputs, outputs (the CUDA side's host copies) */
+    for (int id = 0; id < ep->g.n_tensors; id++)
+        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) {
             errf(err, errcap, "out of memory");
             goto out;
         }
