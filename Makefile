@@ -8,17 +8,19 @@ WARN    := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla
 # Open MPI (CPU data parallelism, runtime/dist); its headers as system headers
 MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/dev/null))
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
-DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS)
+DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS) -I$(BUILD)/gen
 CFLAGS  ?= -O2 -g
 # libgomp: the CPU target's generated kernels (built with -fopenmp, loaded
 # at run time) start its worker threads; linked even though nothing here
 # calls it, so it stays loaded after a plan's kernels are closed (unloading it
 # under its idle workers crashes the process at exit)
-LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto $(MPI_LIBS) -Wl,--no-as-needed -lgomp -Wl,--as-needed -ldl -lpthread -lm
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto -lprotobuf-c $(MPI_LIBS) -Wl,--no-as-needed -lgomp -Wl,--as-needed -ldl -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c))
-HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtime/*/*.h templates/*.h)
+# the ONNX schema yolort export writes, turned into C by protoc-c (runtime/export/onnx.proto)
+PB_SRC  := $(BUILD)/gen/onnx.pb-c.c
+LIB_SRC := $(wildcard ir/*.c) $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard passes/*.c) $(filter-out runtime/yolort_main.c,$(wildcard runtime/*.c runtime/*/*.c)) $(PB_SRC)
+HDRS    := $(wildcard ir/*.h ir/*.def compiler/*.h passes/*.h runtime/*.h runtime/*/*.h templates/*.h) $(BUILD)/gen/onnx.pb-c.h
 TEST_SRC:= $(wildcard tests/*.c)
 CORPUS  ?= ../shared/reference/ultralytics-cfg
 
@@ -29,7 +31,7 @@ TPL_OBJ := $(BUILD)/obj/templates.o
 OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(TPL_OBJ)
 SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(TPL_OBJ)
 
-.PHONY: all deps demo test check check-gpu fuzz fuzz-run bench-loader golden clean
+.PHONY: all deps demo test check check-gpu fuzz fuzz-run bench-loader golden clean ort-venv
 
 all: $(BUILD)/yolocc $(BUILD)/yolort
 
@@ -39,6 +41,10 @@ $(BUILD)/.deps: scripts/install-deps.sh
 	@touch $@
 
 deps: $(BUILD)/.deps
+
+$(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h &: runtime/export/onnx.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen --proto_path=runtime/export runtime/export/onnx.proto
 
 $(BUILD)/gen/templates.S: $(TPL) scripts/embed-templates.sh
 	@mkdir -p $(dir $@)
@@ -89,7 +95,20 @@ demo: $(BUILD)/.deps
 	  --source $(DEMO)/data/images/val --save-txt --project $(DEMO)/runs --name predict
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
+# ONNX Runtime from PyPI, for the export tests: the exported file runs in the
+# runtime it is deployed with. Where PyPI cannot be reached those tests skip
+# (.ci/run makes the venv first, so CI fails instead).
+ORT_VERSION := 1.32.0
+$(BUILD)/ort/.installed:
+	rm -rf $(BUILD)/ort
+	python3 -m venv $(BUILD)/ort
+	$(BUILD)/ort/bin/pip install -q --disable-pip-version-check onnxruntime==$(ORT_VERSION)
+	touch $@
+
+ort-venv: $(BUILD)/ort/.installed
+
 test: $(BUILD)/.deps
+	-$(MAKE) ort-venv
 	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/yolort $(BUILD)/san/run_tests $(BUILD)/yolocc $(BUILD)/yolort
 	YOLOCC_BIN=$(BUILD)/san/yolocc YOLORT_BIN=$(BUILD)/san/yolort YOLOCC_FAST_BIN=$(BUILD)/yolocc YOLORT_FAST_BIN=$(BUILD)/yolort \
 	  YOLOCC_CORPUS=$(CORPUS) ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \

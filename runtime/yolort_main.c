@@ -12,6 +12,7 @@
 #include "dist/dp_train.h"
 #include "train_step_cuda.h"
 #include "synthetic.h"
+#include "export/export.h"
 #include "predict/predict.h"
 #include "predict/val.h"
 #include "train/bench_step.h"
@@ -25,6 +26,7 @@ static const char USAGE[] =
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
     "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR|GLOB|LIST.txt [options]   detect objects\n"
     "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [--workers N]   mAP on the val split\n"
+    "       yolort export FILE.plan --weights W.safetensors [--format onnx] [-o FILE.onnx] [options]   deployable model\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
     "Runs a yolocc training plan on the CPU. The plan fixes batch, image size, optimizer and weight\n"
@@ -57,6 +59,12 @@ static const char USAGE[] =
     "  --save-txt (labels/STEM.txt: cls cx cy w h, normalised) --save-conf (and the score) --no-save (no annotated images)\n"
     "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
     "  file (yolort train writes them), else class0, class1, ...\n"
+    "\n"
+    "export options (Ultralytics names and defaults): --format onnx  --batch N (1)  --dynamic (any batch)\n"
+    "  --opset N (17, 14..21)  --max-det N (300; v10 heads: detections kept)  -o FILE (W with .onnx)\n"
+    "  The eval-mode model with its batch norms folded into the convs, weights inside, input 'images'\n"
+    "  [N, 3, S, S] RGB 0..1 at the plan's image size, output 'output0' as Ultralytics' export writes it\n"
+    "  ([N, 4 + nc, anchors] xywh + scores, or [N, max_det, 6] for v10 heads) and its metadata.\n"
     "\n"
     "bench: SGD steps (lr 0.01, momentum 0.937) on one synthetic batch from fresh weights; prints the median\n"
     "step time, images/s (batch / median) and peak memory: for a CUDA plan the device's used-memory increase\n"
@@ -366,6 +374,22 @@ static int predict_cmd(int argc, char **argv) {
     return predict_main(&a);
 }
 
+/* `yolort export PLAN --weights W [options]` */
+static int export_cmd(int argc, char **argv) {
+    ExportArgs a;
+    export_args_defaults(&a);
+    a.plan = argv[2];
+    const TrainOpt opts[] = {
+        {"--weights", OPT_STR, &a.weights, 0, 0}, {"--format", OPT_STR, &a.format, 0, 0}, {"-o", OPT_STR, &a.output, 0, 0},
+        {"--batch", OPT_INT, &a.batch, 1, 4096},  {"--opset", OPT_INT, &a.opset, 1, 1000}, {"--max-det", OPT_INT, &a.max_det, 1, 100000},
+        {"--dynamic", OPT_FLAG, &a.dynamic, 0, 0},
+    };
+    int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
+    if (bad) return bad;
+    if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
+    return export_main(&a);
+}
+
 /* `yolort val PLAN --weights W --data DATA.yaml [options]` */
 static int val_cmd(int argc, char **argv) {
     ValArgs a = {.plan = argv[2], .workers = 2};
@@ -482,6 +506,8 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) return bench_main(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "predict") == 0) return predict_cmd(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "val") == 0) return val_cmd(argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "export") == 0) return export_cmd(argc, argv);
+    if (argc == 2 && strcmp(argv[1], "export") == 0) return usage_error("%s", "expected: yolort export FILE.plan --weights W.safetensors");
     if (argc == 2 && strcmp(argv[1], "val") == 0) return usage_error("%s", "expected: yolort val FILE.plan --weights W.safetensors --data DATA.yaml");
     if (argc == 2 && strcmp(argv[1], "predict") == 0) return usage_error("%s", "expected: yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR");
     if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");

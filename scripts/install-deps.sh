@@ -3,7 +3,7 @@
 # tests with, skipping what is already there. Needs root (or sudo) only when
 # something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
 # the CPU target's data parallelism; libssl-dev (libcrypto) hashes kernel-cache
-# keys; g++ builds the CUDA kernels' source for the host in the cuda_emul
+# keys; protobuf-c writes the ONNX files of yolort export; g++ builds the CUDA kernels' source for the host in the cuda_emul
 # tests. The CUDA toolkit is expected at /usr/local/cuda (NVRTC and the
 # headers the CUDA tests check against; no GPU needed).
 set -euo pipefail
@@ -17,6 +17,8 @@ declare -A NEED=(
   [/usr/include/jpeglib.h]=libjpeg62-turbo-dev
   [/usr/include/png.h]=libpng-dev
   [/usr/include/gd.h]=libgd-dev
+  [/usr/include/protobuf-c/protobuf-c.h]=libprotobuf-c-dev
+  [/usr/bin/protoc-c]=protobuf-c-compiler
   [/usr/include/openssl/evp.h]=libssl-dev
   [/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h]=libopenblas-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev

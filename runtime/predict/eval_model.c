@@ -63,7 +63,7 @@ static bool open_cuda(EvalModel *m, char *err, int errcap) {
     return cuda_step_use_graphs(m->cuda, cuda_step_graphs_wanted(m->cuda), err, errcap) && cuda_step_upload_state(m->cuda, m->ev.buf, err, errcap);
 }
 
-bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap) {
+bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *report, int reportcap, char *err, int errcap) {
     memset(m, 0, sizeof *m);
     char why[1024];
     if (!plan_read(plan, &m->plan, why, sizeof why)) return errf(err, errcap, "%s", why);
@@ -77,17 +77,10 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
         errf(err, errcap, "%s: the validation graph's META is incomplete or its inputs have unexpected shapes", plan);
         goto out;
     }
-    if (!target_prepare(m->plan.meta, err, errcap)) goto out;
-    bool cuda = plan_targets_cuda(&m->plan);
-    if (!cuda && m->plan.precision != PREC_FP32) {
-        errf(err, errcap, "%s: a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", plan, precision_name(m->plan.precision));
-        goto out;
-    }
     if (!interp_init(&m->ev, &ep->g) || !(m->pred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->io.pred].shape)))) {
         errf(err, errcap, "out of memory");
         goto out;
     }
-    m->ev.fast = !reference;
     /* host buffers for everything but activations: state, inputs, outputs (the CUDA side's host copies) */
     for (int id = 0; id < ep->g.n_tensors; id++)
         if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) {
@@ -110,8 +103,19 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
         errf(err, errcap, "%s: %s; predictions need every parameter and buffer of the model (is it this plan's model?)", weights, report);
         goto out;
     }
-    ok = cuda ? open_cuda(m, err, errcap) : open_cpu(m, reference, err, errcap);
+    ok = true;
 out:
+    if (!ok) eval_model_close(m);
+    return ok;
+}
+
+bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap) {
+    if (!eval_model_load(m, plan, weights, report, reportcap, err, errcap)) return false;
+    bool cuda = plan_targets_cuda(&m->plan), ok = target_prepare(m->plan.meta, err, errcap);
+    if (ok && !cuda && m->plan.precision != PREC_FP32)
+        ok = errf(err, errcap, "%s: a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", plan, precision_name(m->plan.precision));
+    m->ev.fast = !reference;
+    if (ok) ok = cuda ? open_cuda(m, err, errcap) : open_cpu(m, reference, err, errcap);
     if (!ok) eval_model_close(m);
     return ok;
 }

@@ -33,6 +33,11 @@ typedef struct EvalModel {
  * tensors and its class names. */
 bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool reference, char *report, int reportcap, char *err, int errcap);
 
+/* The first half of eval_model_open: the plan, the weights in host memory
+ * (m->ev.buf) and the class names, without opening the CPU kernels or the
+ * device; eval_model_run cannot be called on it. For yolort export. */
+bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *report, int reportcap, char *err, int errcap);
+
 /* One batch: pixels [batch, 3, imgsz, imgsz] RGB planar, as bytes (floats
  * value / 255 are made from them on the side that runs the model), and the
  * labels as the loader gives them (boxes [batch, max_boxes, 5], counts
