@@ -16,15 +16,20 @@
 # --cls-gain (0.25): the class convolutions' factor; the fixtures' 4 (and
 # for the large YOLOv10s even 1) saturates scores to 1.0, whose ties
 # torch.topk and NMS then break differently on the two sides.
-# Usage: bench/predict_parity.sh [--append] [--imgsz N (128)] [--only NAME,...] [--cls-gain X]
-append="" imgsz=128 only="" gain=0.25
+# --onnx: Ultralytics' side predicts with the ONNX file `yolort export` writes
+# from the same weights (AutoBackend, ONNX Runtime) instead of the PyTorch
+# model: the exported file against yolort predict, through Ultralytics' own
+# pre- and postprocessing (rows in their own table).
+# Usage: bench/predict_parity.sh [--append] [--imgsz N (128)] [--only NAME,...] [--cls-gain X] [--onnx]
+append="" imgsz=128 only="" gain=0.25 onnx=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --append) append=1 ;;
     --imgsz) imgsz=$2; shift ;;
     --only) only=$2; shift ;;
     --cls-gain) gain=$2; shift ;;
-    *) echo "usage: bench/predict_parity.sh [--append] [--imgsz N] [--only NAME,...] [--cls-gain X]" >&2; exit 2 ;;
+    --onnx) onnx=1 ;;
+    *) echo "usage: bench/predict_parity.sh [--append] [--imgsz N] [--only NAME,...] [--cls-gain X] [--onnx]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -47,6 +52,16 @@ for f in "${files[@]}"; do
   echo "$name: Ultralytics, yolocc" >&2
   "$ULTRA_PY" tools/ultralytics_predict_run.py --cfg "$f" --scale "" --imgsz "$imgsz" --batch 2 --threads "$(nproc)" --detecting --cls-gain "$gain" --no-fuse \
     --source "$tmp/images" --weights-out "$tmp/$name.safetensors" --labels-out "$tmp/$name.u" >/dev/null
+  if [ -n "$onnx" ]; then
+    # dynamic batch: the predictor batches 2 images
+    if build/yolort export "$tmp/$name.plan" --weights "$tmp/$name.safetensors" -o "$tmp/$name.onnx" --dynamic >/dev/null 2>"$tmp/$name.xerr"; then
+      rm -rf "$tmp/$name.u"
+      "$ULTRA_PY" tools/ultralytics_predict_run.py --model "$tmp/$name.onnx" --imgsz "$imgsz" --batch 2 --threads "$(nproc)" \
+        --source "$tmp/images" --labels-out "$tmp/$name.u" >/dev/null 2>"$tmp/$name.oerr" || sed -n '$p' "$tmp/$name.oerr" >"$tmp/$name.failed"
+    else
+      sed -n '1p' "$tmp/$name.xerr" >"$tmp/$name.failed"
+    fi
+  fi
   build/yolort predict "$tmp/$name.plan" --weights "$tmp/$name.safetensors" --source "$tmp/images" --save-txt --save-conf --no-save \
     --project "$tmp" --name "$name.y" >/dev/null 2>"$tmp/$name.yerr" || sed -n '1p' "$tmp/$name.yerr" >"$tmp/$name.failed"
 done
@@ -110,5 +125,5 @@ if bad:
 PY
 ) || status=$? # the rows are recorded whatever the verdict
 echo "$rows"
-if [ -n "$append" ]; then bench_append_rows "| detections yolocc / Ultralytics |" "$rows"; fi
+if [ -n "$append" ]; then bench_append_rows "$([ -n "$onnx" ] && echo "| detections yolort predict / Ultralytics on the ONNX file |" || echo "| detections yolocc / Ultralytics |")" "$rows"; fi
 exit $status

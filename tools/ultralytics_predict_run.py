@@ -11,7 +11,9 @@ and prints one JSON object: the predictor's own per-image preprocess,
 inference and postprocess milliseconds averaged over the images, and the
 detections it found. --detecting first makes the initial model detect as the
 predict fixtures' models do (tools/make_predict_fixture.py); --labels-out
-DIR keeps the label files (DIR/labels/STEM.txt, with scores).
+DIR keeps the label files (DIR/labels/STEM.txt, with scores). --model FILE
+predicts with that file instead (an ONNX file `yolort export` wrote, loaded
+by AutoBackend with ONNX Runtime); nothing is built or written then.
 
     /opt/ultra/bin/python tools/ultralytics_predict_run.py --cfg models/yolov8.yaml --scale n \\
         --imgsz 640 --batch 2 --source DIR --weights-out /tmp/w.safetensors
@@ -33,7 +35,8 @@ torch = mf.torch
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cfg", required=True)
+    ap.add_argument("--cfg", help="model YAML to build (unless --model)")
+    ap.add_argument("--model", help="predict with this model file (e.g. MODEL.onnx) instead of building --cfg")
     ap.add_argument("--scale", default="")
     ap.add_argument("--nc", type=int, default=3)
     ap.add_argument("--imgsz", type=int, default=640)
@@ -41,12 +44,14 @@ def main():
     ap.add_argument("--conf", type=float, default=0.25)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--source", required=True)
-    ap.add_argument("--weights-out", required=True)
+    ap.add_argument("--weights-out", help="write the built model's state_dict here (with --cfg)")
     ap.add_argument("--detecting", action="store_true", help="make the initial model detect (make_predict_fixture.make_detecting)")
     ap.add_argument("--cls-gain", type=float, default=4.0, help="with --detecting: the class convolutions' factor")
     ap.add_argument("--no-fuse", action="store_true", help="keep BN apart from the convolutions (the predictor fuses them)")
     ap.add_argument("--labels-out", help="also write the label files (save_txt, save_conf) into LABELS_OUT/labels")
     a = ap.parse_args()
+    if not a.model and not (a.cfg and a.weights_out):
+        ap.error("give --model, or --cfg and --weights-out")
     from safetensors.torch import save_file
     from ultralytics.models.yolo.detect import DetectionPredictor
     from ultralytics.utils import torch_utils
@@ -56,13 +61,16 @@ def main():
         torch_utils.NUM_THREADS = a.threads
         torch.set_num_threads(a.threads)
 
-    model = mf.build_detection_model(a.cfg, a.scale or None, a.nc)
-    if a.detecting:
-        make_detecting(model, {k: v.clone() for k, v in model.state_dict().items()}, a.imgsz, a.cls_gain)
-    model.eval()
-    if a.no_fuse:
-        model.is_fused = lambda *args, **kw: True  # AutoBackend then leaves the model as it is
-    save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, a.weights_out, metadata={"format": "pt"})
+    if a.model:
+        model = a.model
+    else:
+        model = mf.build_detection_model(a.cfg, a.scale or None, a.nc)
+        if a.detecting:
+            make_detecting(model, {k: v.clone() for k, v in model.state_dict().items()}, a.imgsz, a.cls_gain)
+        model.eval()
+        if a.no_fuse:
+            model.is_fused = lambda *args, **kw: True  # AutoBackend then leaves the model as it is
+        save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, a.weights_out, metadata={"format": "pt"})
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(a.labels_out) if a.labels_out else Path(tmp) / "run"
         p = DetectionPredictor(overrides=dict(conf=a.conf, iou=0.7, imgsz=a.imgsz, batch=a.batch, device="cpu", save=False,
