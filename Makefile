@@ -80,7 +80,8 @@ $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 # The quick start: set-up, build, then the main job on a built-in default:
 # generate a shapes dataset, compile a small YOLOv8-style model into a plan and
 # train it on the CPU with validation mAP, progress bars and a run directory,
-# then detect objects in the validation images with the best weights.
+# then detect objects in the validation images with the best weights and
+# export them as a deployable ONNX file.
 DEMO        := $(BUILD)/demo
 DEMO_EPOCHS ?= 12
 demo: $(BUILD)/.deps
@@ -93,20 +94,23 @@ demo: $(BUILD)/.deps
 	rm -rf $(DEMO)/runs/predict
 	$(BUILD)/yolort predict $(DEMO)/tiny.plan --weights $(DEMO)/runs/train/weights/best.safetensors \
 	  --source $(DEMO)/data/images/val --save-txt --project $(DEMO)/runs --name predict
+	$(BUILD)/yolort export $(DEMO)/tiny.plan --weights $(DEMO)/runs/train/weights/best.safetensors
 
-# The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
-# ONNX Runtime from PyPI, for the export tests: the exported file runs in the
-# runtime it is deployed with. Where PyPI cannot be reached those tests skip
+# ONNX Runtime and onnx (its checker) from PyPI, for the export tests: the
+# exported file is checked against the ONNX spec and runs in the runtime it
+# is deployed with. Where PyPI cannot be reached those tests skip
 # (.ci/run makes the venv first, so CI fails instead).
 ORT_VERSION := 1.32.0
-$(BUILD)/ort/.installed:
+ONNX_VERSION := 1.23.2
+$(BUILD)/ort/.installed: Makefile
 	rm -rf $(BUILD)/ort
 	python3 -m venv $(BUILD)/ort
-	$(BUILD)/ort/bin/pip install -q --disable-pip-version-check onnxruntime==$(ORT_VERSION)
+	$(BUILD)/ort/bin/pip install -q --disable-pip-version-check onnxruntime==$(ORT_VERSION) onnx==$(ONNX_VERSION)
 	touch $@
 
 ort-venv: $(BUILD)/ort/.installed
 
+# The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps
 	-$(MAKE) ort-venv
 	$(MAKE) $(BUILD)/san/yolocc $(BUILD)/san/yolort $(BUILD)/san/run_tests $(BUILD)/yolocc $(BUILD)/yolort

@@ -14,12 +14,13 @@
 
 #include "../runtime/export/export.h"
 #include "onnx.pb-c.h" /* build/gen, from runtime/export/onnx.proto */
+#include "../compiler/nvrtc_build.h"
 #include "../runtime/plan_read.h"
 #include "../runtime/predict/eval_model.h"
 #include "../runtime/train/metrics.h"
 #include "test_predict.h"
 
-/* The Python with onnxruntime: $YOLOCC_ORT_PYTHON, else the venv of `make ort-venv`. */
+/* The Python with onnxruntime and onnx: $YOLOCC_ORT_PYTHON, else the venv of `make ort-venv`. */
 static const char *ort_python(void) {
     const char *p = getenv("YOLOCC_ORT_PYTHON");
     return p ? p : "build/ort/bin/python";
@@ -27,7 +28,7 @@ static const char *ort_python(void) {
 
 static bool have_onnxruntime(void) {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s -c 'import onnxruntime, numpy' >/dev/null 2>&1", ort_python());
+    snprintf(cmd, sizeof cmd, "%s -c 'import onnxruntime, onnx, numpy' >/dev/null 2>&1", ort_python());
     return system(cmd) == 0;
 }
 
@@ -235,6 +236,40 @@ static void onnx_equals_the_plan(const char *model) {
 
 Test(export, v8tiny_onnx_runtime_equals_the_plans_model, .timeout = 120) { onnx_equals_the_plan("v8tiny"); }
 Test(export, v10tiny_onnx_runtime_equals_the_plans_model_and_its_topk, .timeout = 120) { onnx_equals_the_plan("v10tiny"); }
+
+/* A CUDA plan (bf16, channels last: layout copies of the images and every
+ * conv weight) exports, without a GPU, the same graph and weights as the CPU
+ * plan of the model: the layout copies vanish, the state is fp32 either way. */
+Test(export, a_cuda_nhwc_bf16_plan_exports_the_cpu_plans_graph, .timeout = 300) {
+    char why[256];
+    if (!nvrtc_available(why, sizeof why)) cr_skip_test("SKIP: NVRTC not available: %s", why);
+    char cpu[64], gpu[64];
+    setup_dir(cpu, "v8tiny");
+    setup_dir_for(gpu, "v8tiny", "--target cuda --layout nhwc --precision bf16");
+    YoloccOnnx__ModelProto *m[2];
+    const char *dirs[2] = {cpu, gpu};
+    for (int i = 0; i < 2; i++) {
+        CliResult r = export_(dirs[i], "v8tiny", "");
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_free(&r);
+        char path[128];
+        snprintf(path, sizeof path, "%s/m.onnx", dirs[i]);
+        m[i] = read_model(path);
+    }
+    const YoloccOnnx__GraphProto *a = m[0]->graph, *b = m[1]->graph;
+    cr_assert_eq(a->n_node, b->n_node);
+    for (size_t i = 0; i < a->n_node; i++) cr_expect_str_eq(a->node[i]->op_type, b->node[i]->op_type, "node %zu", i);
+    cr_assert_eq(a->n_initializer, b->n_initializer);
+    for (size_t i = 0; i < a->n_initializer; i++) {
+        const YoloccOnnx__TensorProto *x = a->initializer[i], *y = b->initializer[i];
+        cr_expect_str_eq(x->name, y->name);
+        cr_assert_eq(x->raw_data.len, y->raw_data.len, "%s", x->name);
+        cr_expect_eq(memcmp(x->raw_data.data, y->raw_data.data, x->raw_data.len), 0, "%s differs", x->name);
+    }
+    for (int i = 0; i < 2; i++) yolocc_onnx__model_proto__free_unpacked(m[i], NULL);
+    remove_dir(cpu);
+    remove_dir(gpu);
+}
 
 Test(export, refuses_bad_arguments_without_writing_a_file) {
     char dir[64], path[128];

@@ -130,8 +130,9 @@ int export_main(const ExportArgs *a) {
     double dt = monotonic_seconds() - t0;
     printf("ONNX: export success \u2705 %.1fs, saved as '%s' (%.1f MB)\n\n", dt, out_path, (double)bytes / 1e6);
     printf("Export complete (%.1fs)\n", dt);
-    char *abs = realpath(out_path, NULL);
-    printf("Results saved to %s\n", abs ? abs : out_path);
+    char *abs = realpath(out_path, NULL), *slash = abs ? strrchr(abs, '/') : NULL;
+    if (slash) *slash = '\0';
+    printf("Results saved to %s\n", slash ? (slash == abs ? "/" : abs) : ".");
     free(abs);
     printf("Predict:         yolo predict task=detect model=%s imgsz=%d\n", out_path, m.io.imgsz);
     printf("Validate:        yolo val task=detect model=%s imgsz=%d data=DATA.yaml\n", out_path, m.io.imgsz);

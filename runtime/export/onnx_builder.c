@@ -127,6 +127,21 @@ const char *onnx_const_i64s(OnnxBuilder *b, const int64_t *v, int count) {
 
 const char *onnx_const_scalar(OnnxBuilder *b, float v) { return onnx_const_f32(b, NULL, NULL, 0, &v); }
 
+static int by_name(const void *a, const void *b) { return strcmp((*(YoloccOnnx__TensorProto *const *)a)->name, (*(YoloccOnnx__TensorProto *const *)b)->name); }
+
+/* ONNX requires unique initializer names; a duplicate would let a reader take either value. */
+static bool initializers_unique(OnnxBuilder *b, char *err, int errcap) {
+    YoloccOnnx__TensorProto **sorted = malloc(sizeof *sorted * (size_t)(b->n_inits + 1));
+    if (!sorted) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (b->n_inits) memcpy(sorted, b->inits, sizeof *sorted * (size_t)b->n_inits);
+    qsort(sorted, (size_t)b->n_inits, sizeof *sorted, by_name);
+    bool ok = true;
+    for (int i = 1; i < b->n_inits && ok; i++)
+        if (strcmp(sorted[i - 1]->name, sorted[i]->name) == 0) ok = snprintf(err, (size_t)errcap, "internal error: two initializers named %s", sorted[i]->name) < 0;
+    free(sorted);
+    return ok;
+}
+
 static YoloccOnnx__ValueInfoProto *value_info(OnnxBuilder *b, const OnnxValue *v) {
     YoloccOnnx__ValueInfoProto *vi = alloc(b, sizeof *vi);
     YoloccOnnx__TypeProto *ty = alloc(b, sizeof *ty);
@@ -182,6 +197,7 @@ bool onnx_write(OnnxBuilder *b, const char *path, const char *graph_name, const 
         kvp[i] = &kv[i];
     }
     if (b->oom) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (!initializers_unique(b, err, errcap)) return false;
     g->n_node = (size_t)b->n_nodes, g->node = b->nodes;
     g->n_initializer = (size_t)b->n_inits, g->initializer = b->inits;
     g->n_input = (size_t)n_in, g->input = ins;
