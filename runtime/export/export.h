@@ -1,7 +1,7 @@
 /* runtime/export/export.h — `yolort export PLAN --weights W`: Ultralytics'
  * export mode, format onnx: the plan's eval-mode model with its trained
- * weights as one self-contained ONNX file that Ultralytics' AutoBackend,
- * ONNX Runtime, OpenCV DNN or TensorRT load. */
+ * weights as one self-contained ONNX file, laid out as Ultralytics' export
+ * writes it, for ONNX Runtime and Ultralytics' AutoBackend. */
 #ifndef YOLOCC_EXPORT_H
 #define YOLOCC_EXPORT_H
 #include <stdbool.h>

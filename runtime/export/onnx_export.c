@@ -87,11 +87,13 @@ static const char *i64s(Ex *x, const int64_t *v, int n) {
     return c;
 }
 
-/* Reshape to dims; dimension 0 copies the input's (ONNX's 0) so the batch stays free. */
+/* Reshape to dims with the exported batch as dimension 0: the fixed batch,
+ * or -1 (inferred) for a dynamic one. Literal sizes rather than ONNX's 0
+ * ("copy the input's"), which some importers (OpenCV's DNN) get wrong. */
 static const char *reshape_keep_batch(Ex *x, const Op *op, const char *in, const int64_t *dims, int nd) {
     int64_t d[IR_MAX_DIMS + 2];
     memcpy(d, dims, sizeof(int64_t) * (size_t)nd);
-    d[0] = 0;
+    d[0] = x->o->dynamic ? -1 : x->o->batch;
     return op_(x, op, "Reshape", in, i64s(x, d, nd));
 }
 
@@ -447,7 +449,7 @@ static const char *gather_rows(Ex *x, const Op *op, const char *src, const char 
 /* pred [N, 4 + nc, A] (xyxy, scores) -> [N, k, 6]: the k anchors with the highest
  * class score, then the k best (anchor, class) pairs among them as x1 y1 x2 y2 score class */
 static bool emit_end2end(Ex *x, const Op *pred_op, const char *pred, int64_t nc, int64_t k, const char *out_name) {
-    int64_t perm[3] = {0, 2, 1}, sizes[2] = {4, nc}, flat[2] = {0, -1}, last = -1;
+    int64_t perm[3] = {0, 2, 1}, sizes[2] = {4, nc}, flat[2] = {x->o->dynamic ? -1 : x->o->batch, k * nc}, last = -1;
     const char *t = transpose(x, pred_op, pred, perm, 3);
     const char *parts[2] = {onnx_fresh(x->b, pred_op->scope, "boxes"), onnx_fresh(x->b, pred_op->scope, "scores")};
     const char *sin[2] = {t, i64s(x, sizes, 2)};
