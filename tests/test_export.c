@@ -341,6 +341,49 @@ Test(export, a_cuda_nhwc_bf16_plan_exports_the_cpu_plans_graph, .timeout = 300) 
     remove_dir(gpu);
 }
 
+/* v8tiny with fresh weights and what the corpus models lack: each other
+ * activation a model YAML may name (`activation:`), and a transposed conv in
+ * place of the upsampling. */
+Test(export, activations_and_transposed_conv_in_onnx_runtime_equal_the_plans_model, .timeout = 300) {
+    if (!have_onnxruntime()) cr_skip_test("SKIP: onnxruntime not installed (%s; make ort-venv)", ort_python());
+    static const struct {
+        const char *label, *activation, *upsample;
+    } VARIANTS[] = {
+        {"nn.ReLU()", "nn.ReLU()", NULL},         {"nn.LeakyReLU(0.1)", "nn.LeakyReLU(0.1)", NULL}, {"nn.Hardswish()", "nn.Hardswish()", NULL},
+        {"nn.GELU()", "nn.GELU()", NULL},         {"nn.Sigmoid()", "nn.Sigmoid()", NULL},
+        {"nn.ConvTranspose2d", NULL, "[-1, 1, nn.ConvTranspose2d, [32, 2, 2]]"},
+    };
+    const char *upsample = "[-1, 1, nn.Upsample, [None, 2, nearest]]";
+    char *yaml = tu_slurp("tests/parity/v8tiny.yaml", NULL);
+    cr_assert(yaml);
+    char *up = strstr(yaml, upsample);
+    cr_assert(up, "v8tiny.yaml has no '%s' row", upsample);
+    for (size_t i = 0; i < sizeof VARIANTS / sizeof VARIANTS[0]; i++) {
+        char dir[64], path[128], args[512];
+        strcpy(dir, "/tmp/yolocc-export-XXXXXX");
+        cr_assert(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/variant.yaml", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert(f);
+        if (VARIANTS[i].activation) fprintf(f, "activation: %s\n", VARIANTS[i].activation);
+        fprintf(f, "%.*s%s%s", (int)(up - yaml), yaml, VARIANTS[i].upsample ? VARIANTS[i].upsample : upsample, up + strlen(upsample));
+        cr_assert_eq(fclose(f), 0);
+        snprintf(args, sizeof args, "%s --imgsz 64 --batch 1 -o %s/m.plan", path, dir);
+        CliResult r = tu_run(args);
+        cr_assert_eq(r.status, 0, "%s: %s", VARIANTS[i].label, r.err);
+        tu_free(&r);
+        fresh_weights(dir, 0.25f);
+        snprintf(args, sizeof args, "export %s/m.plan --weights %s/w.safetensors -o %s/m.onnx --dynamic", dir, dir, dir);
+        r = tu_run_bin(predict_bin(), args);
+        cr_assert_eq(r.status, 0, "%s: %s", VARIANTS[i].label, r.err);
+        tu_free(&r);
+        snprintf(path, sizeof path, "%s/w.safetensors", dir);
+        cr_expect_leq(onnx_vs_plan(dir, path, VARIANTS[i].label), 2e-5, "%s: ONNX Runtime and the plan differ", VARIANTS[i].label);
+        remove_dir(dir);
+    }
+    free(yaml);
+}
+
 Test(export, refuses_bad_arguments_without_writing_a_file) {
     char dir[64], path[128];
     setup_dir(dir, "v8tiny");
