@@ -269,6 +269,20 @@ static void fresh_weights(const char *dir, float var) {
     plan_free(&p);
 }
 
+/* DIR/m.plan with fresh weights, exported (dynamic batch) and run in ONNX
+ * Runtime against the plan; the directory is removed. */
+static void fresh_export_equals_the_plan(const char *dir, const char *label) {
+    fresh_weights(dir, 0.25f);
+    char args[512], weights[128];
+    snprintf(args, sizeof args, "export %s/m.plan --weights %s/w.safetensors -o %s/m.onnx --dynamic", dir, dir, dir);
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_assert_eq(r.status, 0, "%s: %s", label, r.err);
+    tu_free(&r);
+    snprintf(weights, sizeof weights, "%s/w.safetensors", dir);
+    cr_expect_leq(onnx_vs_plan(dir, weights, label), 2e-5, "%s: ONNX Runtime and the plan differ", label);
+    remove_dir(dir);
+}
+
 /* Every in-scope model of the Ultralytics corpus that has a small scale (n,
  * t, or the file's default), at 64 px with fresh weights: exported, checked
  * by onnx.checker and run in ONNX Runtime against the plan. Together they
@@ -290,15 +304,7 @@ Test(export, corpus_models_in_onnx_runtime_equal_the_plans_model, .timeout = 150
         CliResult r = tu_run_bin(fast ? fast : tu_bin(), args);
         cr_assert_eq(r.status, 0, "%s: %s", MODELS[i], r.err);
         tu_free(&r);
-        fresh_weights(dir, 0.25f);
-        snprintf(args, sizeof args, "export %s/m.plan --weights %s/w.safetensors -o %s/m.onnx --dynamic", dir, dir, dir);
-        r = tu_run_bin(predict_bin(), args);
-        cr_assert_eq(r.status, 0, "%s: %s", MODELS[i], r.err);
-        tu_free(&r);
-        char weights[128];
-        snprintf(weights, sizeof weights, "%s/w.safetensors", dir);
-        cr_expect_leq(onnx_vs_plan(dir, weights, MODELS[i]), 2e-5, "%s: ONNX Runtime and the plan differ", MODELS[i]);
-        remove_dir(dir);
+        fresh_export_equals_the_plan(dir, MODELS[i]);
         exported++;
     }
     cr_expect_eq(exported, (int)(sizeof MODELS / sizeof MODELS[0]));
@@ -372,14 +378,7 @@ Test(export, activations_and_transposed_conv_in_onnx_runtime_equal_the_plans_mod
         CliResult r = tu_run(args);
         cr_assert_eq(r.status, 0, "%s: %s", VARIANTS[i].label, r.err);
         tu_free(&r);
-        fresh_weights(dir, 0.25f);
-        snprintf(args, sizeof args, "export %s/m.plan --weights %s/w.safetensors -o %s/m.onnx --dynamic", dir, dir, dir);
-        r = tu_run_bin(predict_bin(), args);
-        cr_assert_eq(r.status, 0, "%s: %s", VARIANTS[i].label, r.err);
-        tu_free(&r);
-        snprintf(path, sizeof path, "%s/w.safetensors", dir);
-        cr_expect_leq(onnx_vs_plan(dir, path, VARIANTS[i].label), 2e-5, "%s: ONNX Runtime and the plan differ", VARIANTS[i].label);
-        remove_dir(dir);
+        fresh_export_equals_the_plan(dir, VARIANTS[i].label);
     }
     free(yaml);
 }
