@@ -35,9 +35,15 @@ static bool is_alias(const Graph *g, const Op *op) {
     return op->kind == OP_DETACH || (op->kind == OP_RESHAPE && shape_eq(&g->tensors[op->in[0]].shape, &g->tensors[op->out[0]].shape));
 }
 
+/* The tensor an alias op copies into t, or -1 when no alias produces t. */
+static int alias_source(const Graph *g, int t) {
+    int p = g->tensors[t].producer;
+    return p >= 0 && is_alias(g, &g->ops[p]) ? g->ops[p].in[0] : -1;
+}
+
 /* The state tensor (parameter or buffer) behind t, through aliases; -1 if none. */
 static int state_of(const Graph *g, int t) {
-    while (g->tensors[t].producer >= 0 && is_alias(g, &g->ops[g->tensors[t].producer])) t = g->ops[g->tensors[t].producer].in[0];
+    for (int s; (s = alias_source(g, t)) >= 0;) t = s;
     TensorKind k = g->tensors[t].kind;
     return (k == TK_PARAM || k == TK_BUFFER) && g->tensors[t].dtype == DT_F32 ? t : -1;
 }
@@ -46,10 +52,10 @@ static int state_of(const Graph *g, int t) {
  * state_dict name on first use, so that a weight only a folded conv reads is
  * never written unfolded too. Aliases resolve to their source. */
 static const char *value(Ex *x, int t) {
-    while (!x->name[t] && x->g->tensors[t].producer >= 0 && is_alias(x->g, &x->g->ops[x->g->tensors[t].producer])) t = x->g->ops[x->g->tensors[t].producer].in[0];
+    for (int s; !x->name[t] && (s = alias_source(x->g, t)) >= 0;) t = s;
     if (x->name[t]) return x->name[t];
     const Tensor *tt = &x->g->tensors[t];
-    if ((tt->kind != TK_PARAM && tt->kind != TK_BUFFER) || tt->dtype != DT_F32 || !x->buf[t]) {
+    if (state_of(x->g, t) != t || !x->buf[t]) {
         errf(x->err, x->errcap, "internal error: tensor %%%d is read before it is produced", t);
         return NULL;
     }
@@ -211,7 +217,7 @@ static bool emit_channel_scale(Ex *x, const Op *op) {
     if (st >= 0) scale = onnx_const_f32(x->b, NULL, dims, xs->nd, x->buf[st]);
     else scale = op_(x, op, "Reshape", in_(x, op, 1), i64s(x, dims, xs->nd));
     const char *in[2] = {in_(x, op, 0), scale};
-    return scale ? emit1(x, op, "Mul", in, 2) : oom(x);
+    return emit1(x, op, "Mul", in, 2); /* a NULL scale: its call has set the error or the builder's oom */
 }
 
 /* ---- layout ---- */
@@ -526,7 +532,6 @@ bool onnx_export_graph(OnnxBuilder *b, const Graph *g, void *const *buf, const E
     for (int i = 0; ok && i < g->n_ops; i++) {
         const Op *op = &g->ops[i];
         if (!needed[i]) continue;
-        if (op->kind == OP_BATCHNORM && x.skip[i]) continue;
         if (!EMIT[op->kind]) {
             ok = errf(err, errcap, "%s: op %s has no ONNX form (only the eval-mode model from the images to the predictions is exported)", op->scope ? op->scope : "?", op_def(op->kind)->name);
             break;
@@ -553,7 +558,12 @@ bool onnx_export_graph(OnnxBuilder *b, const Graph *g, void *const *buf, const E
     free(x.fold_bn);
     free(x.skip);
     free(needed);
-    /* a rule may have failed inside an expression whose NULL the caller then passed on */
-    if (ok && err[0]) ok = false;
-    return ok && !b->oom ? true : (ok ? oom(&x) : false);
+    /* a rule may have failed inside an expression whose NULL the caller then
+     * passed on, or a constant's allocation may have failed unreported */
+    if (ok && (err[0] || b->oom)) ok = false;
+    if (!ok && !err[0]) {
+        if (b->oom) oom(&x);
+        else errf(err, errcap, "internal error: an ONNX rule failed without saying why");
+    }
+    return ok;
 }
