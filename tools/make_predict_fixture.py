@@ -47,6 +47,12 @@ CASES = {
 IMAGES = {"wide.png": (96, 64), "tall.png": (64, 96), "small.png": (40, 30)}  # (w, h)
 
 
+def predictor_overrides(project, case_args):
+    """DetectionPredictor's arguments for one CASE, labels (with scores) into PROJECT/run/labels."""
+    return {**dict(iou=0.7, imgsz=64, device="cpu", save=False, save_txt=True, save_conf=True, project=project, name="run", verbose=False,
+                   half=False), **case_args}
+
+
 def make_image(w, h, seed):
     rng = np.random.default_rng(seed)
     im = rng.integers(0, 256, (h, w, 3), dtype=np.uint8) // 4 + 96
@@ -115,8 +121,7 @@ def main():
         for case, args in CASES.items():
             sub = OUT / name / case
             with tempfile.TemporaryDirectory() as tmp:
-                p = DetectionPredictor(overrides={**dict(iou=0.7, imgsz=64, device="cpu", save=False, save_txt=True, save_conf=True,
-                                                         project=tmp, name="run", verbose=False, half=False), **args})
+                p = DetectionPredictor(overrides=predictor_overrides(tmp, args))
                 results = list(p(source=paths, model=model, stream=True))
                 shutil.rmtree(sub, ignore_errors=True)
                 sub.mkdir(parents=True)

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "parity" / "predict"
-CASES = {"conf0.25": dict(conf=0.25), "conf0.6": dict(conf=0.6), "conf0.25_classes_1_2": dict(conf=0.25, classes=[1, 2]),
-         "conf0.25_iou0.3": dict(conf=0.25, iou=0.3), "conf0.25_iou0.3_agnostic": dict(conf=0.25, iou=0.3, agnostic_nms=True)}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_predict_fixture import CASES, predictor_overrides  # noqa: E402  (the cases and arguments the fixtures were made with)
+from make_predict_fixture import OUT as FIXTURE  # noqa: E402
 
 
 def lines(path):
@@ -48,8 +48,7 @@ def main():
         name = Path(onnx).stem
         for case, args in CASES.items():
             with tempfile.TemporaryDirectory() as tmp:
-                p = DetectionPredictor(overrides={**dict(iou=0.7, imgsz=64, device="cpu", save=False, save_txt=True, save_conf=True,
-                                                         project=tmp, name="run", verbose=False, half=False), **args})
+                p = DetectionPredictor(overrides=predictor_overrides(tmp, args))
                 results = list(p(source=images, model=onnx, stream=True))
                 n = sum(len(r.boxes) for r in results)
                 msgs, worst = [], 0.0
