@@ -102,13 +102,15 @@ demo: $(BUILD)/.deps
 # (.ci/run makes the venv first, so CI fails instead).
 ORT_VERSION := 1.32.0
 ONNX_VERSION := 1.23.2
-$(BUILD)/ort/.installed: Makefile
+# the stamp names the versions, so changing one remakes the venv and nothing else does
+ORT_STAMP := $(BUILD)/ort/.installed-$(ORT_VERSION)-$(ONNX_VERSION)
+$(ORT_STAMP):
 	rm -rf $(BUILD)/ort
 	python3 -m venv $(BUILD)/ort
 	$(BUILD)/ort/bin/pip install -q --disable-pip-version-check onnxruntime==$(ORT_VERSION) onnx==$(ONNX_VERSION)
 	touch $@
 
-ort-venv: $(BUILD)/ort/.installed
+ort-venv: $(ORT_STAMP)
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps
