@@ -42,7 +42,7 @@ YoloccOnnx__NodeProto *onnx_node(OnnxBuilder *b, const char *op_type, const char
     n->n_input = (size_t)n_in, n->input = ins;
     n->n_output = (size_t)n_out, n->output = outs;
     n->op_type = dup(b, op_type);
-    n->name = arena_printf(b->a, "/%s/%s_%d", scope && *scope ? scope : "graph", op_type, b->fresh++);
+    n->name = (char *)onnx_fresh(b, scope, op_type);
     if (!n->name || b->oom || !arena_grow(b->a, (void **)&b->nodes, b->n_nodes, &b->cap_nodes, sizeof *b->nodes)) {
         b->oom = true;
         return NULL;
