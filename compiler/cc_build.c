@@ -166,6 +166,7 @@ static bool compile_in(const char *dir, const char *name, char *err, int errcap)
     argv[n++] = "-o";
     argv[n++] = so_path;
     argv[n++] = c_path;
+    argv[n++] = "-lmvec";
     argv[n++] = "-lm";
     argv[n] = NULL;
     int log = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -3,6 +3,20 @@
  * reference oracle the CPU target is tested against (fp32 shortcuts such as
  * a float sigmoid move gradients by up to 3e-3 relative over a step). */
 #include <math.h>
+/* glibc's libmvec (since 2.22) has vector versions of exp (within 4 ulp of
+ * double, far below the fp32 rounding each op ends in), so the elementwise
+ * loops below vectorise instead of calling libm once per element */
+#pragma omp declare simd notinbranch
+double exp(double);
+/* x86-64: every map is also built for AVX2 (4 doubles a vector and libmvec's
+ * AVX2 functions), chosen when the plan loads, so a plan still runs on any
+ * x86-64. No FMA contraction (-std=c11): the clones differ only in the
+ * ulps of libmvec's exp, which the fp32 rounding absorbs. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define YK_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define YK_CLONES
+#endif
 /* templates/kernel_abi.h — the argument block every generated kernel takes.
  * Embedded verbatim at the top of generated C and CUDA sources and included
  * by the runtime that fills it, so both sides read one definition. */
@@ -102,12 +116,12 @@ void yk_channel_reduce_75e4ae4b(const YkArgs *ap) {
 }
 
 /* yk_map_6c656ee0: elementwise over [n, c, inner] */
-void yk_map_6c656ee0(const YkArgs *ap) {
+YK_CLONES void yk_map_6c656ee0(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -115,6 +129,7 @@ void yk_map_6c656ee0(const YkArgs *ap) {
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -133,12 +148,12 @@ void yk_map_6c656ee0(const YkArgs *ap) {
 }
 
 /* yk_map_0aa07bc0: elementwise over [n, c, inner] */
-void yk_map_0aa07bc0(const YkArgs *ap) {
+YK_CLONES void yk_map_0aa07bc0(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -146,6 +161,7 @@ void yk_map_0aa07bc0(const YkArgs *ap) {
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -164,12 +180,12 @@ void yk_map_0aa07bc0(const YkArgs *ap) {
 }
 
 /* yk_map_3f420548: elementwise over [n, c, inner] */
-void yk_map_3f420548(const YkArgs *ap) {
+YK_CLONES void yk_map_3f420548(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -177,6 +193,7 @@ void yk_map_3f420548(const YkArgs *ap) {
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -553,16 +570,17 @@ void yk_channel_reduce_cccde98d(const YkArgs *ap) {
 }
 
 /* yk_map_93f7f4b9: elementwise over [n, c, inner] */
-void yk_map_93f7f4b9(const YkArgs *ap) {
+YK_CLONES void yk_map_93f7f4b9(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
 
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -576,16 +594,17 @@ void yk_map_93f7f4b9(const YkArgs *ap) {
 }
 
 /* yk_map_0006b475: elementwise over [n, c, inner] */
-void yk_map_0006b475(const YkArgs *ap) {
+YK_CLONES void yk_map_0006b475(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
 
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -712,16 +731,17 @@ void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
 }
 
 /* yk_map_833ce356: elementwise over [n, c, inner] */
-void yk_map_833ce356(const YkArgs *ap) {
+YK_CLONES void yk_map_833ce356(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
 
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -735,16 +755,17 @@ void yk_map_833ce356(const YkArgs *ap) {
 }
 
 /* yk_map_925fcdff: elementwise over [n, c, inner] */
-void yk_map_925fcdff(const YkArgs *ap) {
+YK_CLONES void yk_map_925fcdff(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
 
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -789,18 +810,19 @@ void yk_list_norm_06c3052a(const YkArgs *ap) {
 }
 
 /* yk_rows_9917710c: elementwise over [n, c, inner] */
-void yk_rows_9917710c(const YkArgs *ap) {
+YK_CLONES void yk_rows_9917710c(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
             const yk_real r3 = (yk_real)((const float *)a.t[3])[0];
             const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
             const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -824,12 +846,12 @@ void yk_rows_9917710c(const YkArgs *ap) {
 }
 
 /* yk_rows_75c6984e: elementwise over [n, c, inner] */
-void yk_rows_75c6984e(const YkArgs *ap) {
+YK_CLONES void yk_rows_75c6984e(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
@@ -837,6 +859,7 @@ void yk_rows_75c6984e(const YkArgs *ap) {
             const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
             const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
             const yk_real r8 = (yk_real)0.00050000000000000001;
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
@@ -863,18 +886,19 @@ void yk_rows_75c6984e(const YkArgs *ap) {
 }
 
 /* yk_rows_1380fdcc: elementwise over [n, c, inner] */
-void yk_rows_1380fdcc(const YkArgs *ap) {
+YK_CLONES void yk_rows_1380fdcc(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for collapse(2) schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for collapse(2) schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long n = 0; n < a.n; n++)
         for (long long c = 0; c < c_; c++) {
             const long long base_ = (n * c_ + c) * inner_;
             const yk_real r3 = (yk_real)((const float *)a.t[3])[2];
             const yk_real r4 = (yk_real)((const float *)a.t[4])[0];
             const yk_real r5 = (yk_real)((const float *)a.t[5])[0];
+#pragma omp simd
             for (long long k = 0; k < inner_; k++) {
                 const long long i = base_ + k;
                 (void)i;
