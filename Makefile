@@ -10,6 +10,8 @@ MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell pkg-config --cflags ompi-c 2>/de
 MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
 DEFS    := -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(MPI_CFLAGS) -I$(BUILD)/gen
 CFLAGS  ?= -O2 -g
+# OpenMP: the fast CPU convolutions share the generated kernels' thread pool
+OMP     := -fopenmp
 # libgomp: the CPU target's generated kernels (built with -fopenmp, loaded
 # at run time) start its worker threads; linked even though nothing here
 # calls it, so it stays loaded after a plan's kernels are closed (unloading it
@@ -56,11 +58,11 @@ $(TPL_OBJ): $(BUILD)/gen/templates.S $(TPL)
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(DEFS) $(CFLAGS) -c $< -o $@
+	$(CC) $(WARN) $(DEFS) $(OMP) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/san/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(DEFS) -O1 -g $(SAN) -c $< -o $@
+	$(CC) $(WARN) $(DEFS) $(OMP) -O1 -g $(SAN) -c $< -o $@
 
 $(BUILD)/yolocc: $(OBJ) $(BUILD)/obj/compiler/main.o
 	$(CC) $(CFLAGS) $^ -o $@ $(LIBS)
@@ -75,7 +77,7 @@ $(BUILD)/san/yolort: $(SAN_OBJ) $(BUILD)/san/runtime/yolort_main.o
 	$(CC) $(SAN) $^ -o $@ $(LIBS)
 
 $(BUILD)/san/run_tests: $(SAN_OBJ) $(TEST_SRC) $(wildcard tests/*.h) $(HDRS)
-	$(CC) $(WARN) $(DEFS) -O1 -g $(SAN) $(TEST_SRC) $(SAN_OBJ) -o $@ $(LIBS) -lcriterion
+	$(CC) $(WARN) $(DEFS) $(OMP) -O1 -g $(SAN) $(TEST_SRC) $(SAN_OBJ) -o $@ $(LIBS) -lcriterion
 
 # The quick start: set-up, build, then the main job on a built-in default:
 # generate a shapes dataset, compile a small YOLOv8-style model into a plan and

@@ -2,14 +2,26 @@
  * (forward, dgrad, wgrad, bias grad, transposed conv) and the fast-kernel
  * table. Must not touch the reference kernels: ref_conv.c stays the oracle. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_conv.h"
 
-/* im2col scratch per call is capped so that big images cost bounded memory;
- * output rows are processed in chunks that fit. */
-enum { COL_CAP = 1 << 21 };   /* floats: 8 MiB */
+/* Each convolution is cut into tiles (images, row chunks, column slabs,
+ * input-channel blocks) that the OpenMP threads of the generated kernels
+ * share, every tile calling a single-threaded sgemm: one thread pool on the
+ * cores instead of OpenBLAS's own pthreads spinning beside libgomp's (which
+ * made two threads slower than one). The tiling is a function of the shape
+ * alone and every output element is summed inside one tile, so results are
+ * the same bits whatever the thread count.
+ * COL_CAP bounds a tile's im2col scratch (floats: 8 MiB); TILE_MIN_COLS and
+ * TILE_SPLIT cut an image's output into at most 16 pieces of at least 512
+ * columns, so a GEMM's packing stays small next to its arithmetic. A conv
+ * of fewer than PARALLEL_MIN_MACS multiply-adds (~0.1 ms on one core) runs
+ * its tiles on the calling thread: waking the team would cost more, and on
+ * a loaded machine a sleeping worker stalls the whole conv. */
+enum { COL_CAP = 1 << 21, TILE_MIN_COLS = 512, TILE_SPLIT = 16, CHAN_BLOCKS = 8, PARALLEL_MIN_MACS = 1 << 22 };
 
 typedef struct Geom {
     int64_t n, ci, h, w;        /* input */
@@ -35,6 +47,9 @@ static bool is_pointwise(const Geom *c) {
 /* One input channel per group: tiny GEMMs lose to direct loops. */
 static bool is_depthwise(const Geom *c) { return c->cig == 1 && c->groups > 1; }
 
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 /* Output positions o in [lo, hi) whose input coordinate o*s + off lies in [0, in). */
 static void span(int64_t out, int64_t in, int s, int64_t off, int64_t *lo, int64_t *hi) {
     *lo = off >= 0 ? 0 : (-off + s - 1) / s;
@@ -43,26 +58,69 @@ static void span(int64_t out, int64_t in, int s, int64_t off, int64_t *lo, int64
     if (*lo > *hi) *lo = *hi;
 }
 
-/* Rows of output per chunk so that the chunk's im2col matrix fits COL_CAP. */
-static int64_t chunk_rows(const Geom *c) {
-    int64_t rows = COL_CAP / (c->k * c->wo);
-    return rows < 1 ? 1 : rows > c->ho ? c->ho : rows;
+/* ---- tiling ---- */
+
+/* Pieces of `len` units, `unit` columns each: enough for the threads, not
+ * so many that a piece drops below TILE_MIN_COLS columns. */
+static int64_t pieces(int64_t len, int64_t unit) { return clamp64(len * unit / TILE_MIN_COLS, 1, len < TILE_SPLIT ? len : TILE_SPLIT); }
+
+/* Output rows per im2col chunk whose matrix has krows rows: at most what
+ * fits COL_CAP; split: also cut for the threads (forward tiles). */
+static int64_t chunk_rows(const Geom *c, int64_t krows, bool split) {
+    int64_t cap = clamp64(COL_CAP / (krows * c->wo), 1, c->ho);
+    int64_t rows = split ? cdiv(c->ho, pieces(c->ho, c->wo)) : c->ho;
+    return rows < cap ? rows : cap;
 }
 
-static float *col_alloc(const Geom *c, char *err, int errcap) {
-    size_t n = (size_t)(c->k * c->wo * chunk_rows(c));
-    float *p = malloc(n * sizeof(float));
-    if (!p) snprintf(err, (size_t)errcap, "out of memory for a %zu-byte im2col buffer", n * sizeof(float));
-    return p;
+/* Input channels per block of a group's cig (dgrad, wgrad): blocks own
+ * disjoint rows of the im2col matrix, so of dx and of dw. */
+static int64_t block_chans(const Geom *c) { return cdiv(c->cig, clamp64(c->cig / 4, 1, CHAN_BLOCKS)); }
+
+typedef struct Job Job;
+typedef void TileFn(const Job *j, int64_t tile, float *col);
+struct Job {
+    const Geom *c;
+    const float *a, *b;      /* the path's two inputs (x or dy, w or x) */
+    const float *bias;       /* forward: the bias or NULL */
+    float *out;
+    int64_t rows;            /* output rows per im2col chunk */
+    int64_t cols, slabs;     /* pointwise: columns per slab, slabs per image */
+    int64_t chans, blocks;   /* input channels per block, blocks per group */
+    TileFn *tile;
+};
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_threaded(void) { openblas_set_num_threads(1); }
+
+/* Runs j->tile over [0, tiles) on the OpenMP threads, each with its own
+ * col_floats of im2col scratch (none when 0). */
+static bool job_run(const Job *j, int64_t tiles, int64_t col_floats, char *err, int errcap) {
+    pthread_once(&blas_once, blas_single_threaded);
+    const Geom *c = j->c;
+    bool ok = true, big = c->n * c->co * c->ho * c->wo * c->k >= PARALLEL_MIN_MACS;
+#pragma omp parallel if (tiles > 1 && big)
+    {
+        float *col = col_floats ? malloc((size_t)col_floats * sizeof(float)) : NULL;
+        if (col_floats && !col) {
+#pragma omp atomic write
+            ok = false;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < tiles; t++)
+            if (col || !col_floats) j->tile(j, t, col);
+        free(col);
+    }
+    if (!ok) snprintf(err, (size_t)errcap, "out of memory for a %lld-byte im2col buffer", (long long)col_floats * (long long)sizeof(float));
+    return ok;
 }
 
-/* col[(ci*kh + i)*kw + j][oh - oh0][ow] = x[ci][oh*sh - pt + i*dh][ow*sw - pl + j*dw], zero outside the image */
-static void im2col(const Geom *c, const float *x, int64_t oh0, int64_t oh1, float *col) {
+/* col[((ci - ci0)*kh + i)*kw + j][oh - oh0][ow] = x[ci][oh*sh - pt + i*dh][ow*sw - pl + j*dw], zero outside the image */
+static void im2col(const Geom *c, const float *x, int64_t ci0, int64_t ci1, int64_t oh0, int64_t oh1, float *col) {
     int64_t ncol = (oh1 - oh0) * c->wo;
-    for (int64_t ci = 0; ci < c->cig; ci++)
+    for (int64_t ci = ci0; ci < ci1; ci++)
         for (int i = 0; i < c->kh; i++)
             for (int j = 0; j < c->kw; j++) {
-                float *dst = col + ((ci * c->kh + i) * c->kw + j) * ncol;
+                float *dst = col + (((ci - ci0) * c->kh + i) * c->kw + j) * ncol;
                 int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
                 span(c->wo, c->w, c->sw, off, &lo, &hi);
                 for (int64_t oh = oh0; oh < oh1; oh++, dst += c->wo) {
@@ -82,12 +140,12 @@ static void im2col(const Geom *c, const float *x, int64_t oh0, int64_t oh1, floa
 }
 
 /* The adjoint of im2col: every column entry is added back where it was read. */
-static void col2im(const Geom *c, const float *col, int64_t oh0, int64_t oh1, float *x) {
+static void col2im(const Geom *c, const float *col, int64_t ci0, int64_t ci1, int64_t oh0, int64_t oh1, float *x) {
     int64_t ncol = (oh1 - oh0) * c->wo;
-    for (int64_t ci = 0; ci < c->cig; ci++)
+    for (int64_t ci = ci0; ci < ci1; ci++)
         for (int i = 0; i < c->kh; i++)
             for (int j = 0; j < c->kw; j++) {
-                const float *src = col + ((ci * c->kh + i) * c->kw + j) * ncol;
+                const float *src = col + (((ci - ci0) * c->kh + i) * c->kw + j) * ncol;
                 int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
                 span(c->wo, c->w, c->sw, off, &lo, &hi);
                 for (int64_t oh = oh0; oh < oh1; oh++, src += c->wo) {
@@ -102,174 +160,222 @@ static void col2im(const Geom *c, const float *col, int64_t oh0, int64_t oh1, fl
             }
 }
 
+/* Forward tiles start their output rows (len elements, stride apart, one
+ * per output channel from co0) at the bias, or at 0 when fill_zero; false:
+ * nothing written, the GEMM overwrites. */
+static bool start_outputs(const Job *j, float *y, int64_t co0, int64_t rows, int64_t stride, int64_t len, bool fill_zero) {
+    if (!j->bias && !fill_zero) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        float v = j->bias ? j->bias[co0 + r] : 0.0f, *p = y + r * stride;
+        for (int64_t i = 0; i < len; i++) p[i] = v;
+    }
+    return true;
+}
+
 /* ---- depthwise (one input channel per group): direct loops ---- */
 
-static void dw_forward(const Geom *c, const float *x, const float *w, float *y) {
-    int64_t hw = c->h * c->w, howo = c->ho * c->wo;
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t co = 0; co < c->co; co++) {
-            const float *xc = x + (n * c->ci + co / c->cog) * hw;
-            float *yc = y + (n * c->co + co) * howo;
-            for (int i = 0; i < c->kh; i++)
-                for (int j = 0; j < c->kw; j++) {
-                    float wv = w[(co * c->kh + i) * c->kw + j];
-                    int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
-                    span(c->wo, c->w, c->sw, off, &lo, &hi);
-                    for (int64_t oh = 0; oh < c->ho; oh++) {
-                        int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                        if (ih < 0 || ih >= c->h) continue;
-                        const float *src = xc + ih * c->w + off;
-                        float *dst = yc + oh * c->wo;
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * c->sw];
-                    }
-                }
+/* tile: image n, output channel co */
+static void dw_forward_tile(const Job *jb, int64_t t, float *col) {
+    (void)col;
+    const Geom *c = jb->c;
+    int64_t n = t / c->co, co = t % c->co, hw = c->h * c->w, howo = c->ho * c->wo;
+    const float *xc = jb->a + (n * c->ci + co / c->cog) * hw;
+    float *yc = jb->out + (n * c->co + co) * howo;
+    start_outputs(jb, yc, co, 1, howo, howo, true);
+    for (int i = 0; i < c->kh; i++)
+        for (int j = 0; j < c->kw; j++) {
+            float wv = jb->b[(co * c->kh + i) * c->kw + j];
+            int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
+            span(c->wo, c->w, c->sw, off, &lo, &hi);
+            for (int64_t oh = 0; oh < c->ho; oh++) {
+                int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
+                if (ih < 0 || ih >= c->h) continue;
+                const float *src = xc + ih * c->w + off;
+                float *dst = yc + oh * c->wo;
+                for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * c->sw];
+            }
         }
 }
 
-static void dw_dgrad(const Geom *c, const float *dy, const float *w, float *dx) {
-    int64_t hw = c->h * c->w, howo = c->ho * c->wo;
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t co = 0; co < c->co; co++) {
-            float *xc = dx + (n * c->ci + co / c->cog) * hw;
-            const float *yc = dy + (n * c->co + co) * howo;
-            for (int i = 0; i < c->kh; i++)
-                for (int j = 0; j < c->kw; j++) {
-                    float wv = w[(co * c->kh + i) * c->kw + j];
-                    int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
-                    span(c->wo, c->w, c->sw, off, &lo, &hi);
-                    for (int64_t oh = 0; oh < c->ho; oh++) {
-                        int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                        if (ih < 0 || ih >= c->h) continue;
-                        float *dst = xc + ih * c->w + off;
-                        const float *src = yc + oh * c->wo;
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow * c->sw] += wv * src[ow];
-                    }
-                }
-        }
-}
-
-/* double sums like the oracle's */
-static void dw_wgrad(const Geom *c, const float *dy, const float *x, float *dw) {
-    int64_t hw = c->h * c->w, howo = c->ho * c->wo;
-    for (int64_t co = 0; co < c->co; co++)
+/* tile: image n, input channel (= group) g, which its cog output channels write */
+static void dw_dgrad_tile(const Job *jb, int64_t t, float *col) {
+    (void)col;
+    const Geom *c = jb->c;
+    int64_t n = t / c->groups, g = t % c->groups, hw = c->h * c->w, howo = c->ho * c->wo;
+    float *xc = jb->out + (n * c->ci + g) * hw;
+    memset(xc, 0, (size_t)hw * sizeof(float));
+    for (int64_t co = g * c->cog; co < (g + 1) * c->cog; co++) {
+        const float *yc = jb->a + (n * c->co + co) * howo;
         for (int i = 0; i < c->kh; i++)
             for (int j = 0; j < c->kw; j++) {
+                float wv = jb->b[(co * c->kh + i) * c->kw + j];
                 int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
                 span(c->wo, c->w, c->sw, off, &lo, &hi);
-                double acc = 0;
-                for (int64_t n = 0; n < c->n; n++) {
-                    const float *xc = x + (n * c->ci + co / c->cog) * hw, *yc = dy + (n * c->co + co) * howo;
-                    for (int64_t oh = 0; oh < c->ho; oh++) {
-                        int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                        if (ih < 0 || ih >= c->h) continue;
-                        const float *src = xc + ih * c->w + off, *d = yc + oh * c->wo;
-                        if (c->sw == 1) acc += cpu_row_dot(d + lo, src + lo, hi - lo);
-                        else
-                            for (int64_t ow = lo; ow < hi; ow++) acc += (double)d[ow] * src[ow * c->sw];
-                    }
+                for (int64_t oh = 0; oh < c->ho; oh++) {
+                    int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
+                    if (ih < 0 || ih >= c->h) continue;
+                    float *dst = xc + ih * c->w + off;
+                    const float *src = yc + oh * c->wo;
+                    for (int64_t ow = lo; ow < hi; ow++) dst[ow * c->sw] += wv * src[ow];
                 }
-                dw[(co * c->kh + i) * c->kw + j] = (float)acc;
             }
+    }
 }
 
-/* ---- GEMM paths ---- */
-
-/* y = conv(x, w) (+ b) */
-static bool conv_forward(const Geom *c, const float *x, const float *w, const float *b, float *y, char *err, int errcap) {
-    int64_t howo = c->ho * c->wo, hw = c->h * c->w;
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t co = 0; co < c->co; co++) {
-            float *yc = y + (n * c->co + co) * howo, v = b ? b[co] : 0.0f;
-            for (int64_t i = 0; i < howo; i++) yc[i] = v;
+/* tile: output channel co, summed over the images; double sums like the oracle's */
+static void dw_wgrad_tile(const Job *jb, int64_t co, float *col) {
+    (void)col;
+    const Geom *c = jb->c;
+    int64_t hw = c->h * c->w, howo = c->ho * c->wo;
+    for (int i = 0; i < c->kh; i++)
+        for (int j = 0; j < c->kw; j++) {
+            int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
+            span(c->wo, c->w, c->sw, off, &lo, &hi);
+            double acc = 0;
+            for (int64_t n = 0; n < c->n; n++) {
+                const float *xc = jb->b + (n * c->ci + co / c->cog) * hw, *yc = jb->a + (n * c->co + co) * howo;
+                for (int64_t oh = 0; oh < c->ho; oh++) {
+                    int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
+                    if (ih < 0 || ih >= c->h) continue;
+                    const float *src = xc + ih * c->w + off, *d = yc + oh * c->wo;
+                    if (c->sw == 1) acc += cpu_row_dot(d + lo, src + lo, hi - lo);
+                    else
+                        for (int64_t ow = lo; ow < hi; ow++) acc += (double)d[ow] * src[ow * c->sw];
+                }
+            }
+            jb->out[(co * c->kh + i) * c->kw + j] = (float)acc;
         }
-    if (is_depthwise(c)) {
-        dw_forward(c, x, w, y);
-        return true;
-    }
-    float beta = b ? 1.0f : 0.0f;
-    if (is_pointwise(c)) {
-        for (int64_t n = 0; n < c->n; n++)
-            for (int64_t g = 0; g < c->groups; g++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)howo, (int)c->cig, 1.0f, w + g * c->cog * c->k, (int)c->k,
-                            x + (n * c->ci + g * c->cig) * hw, (int)hw, beta, y + (n * c->co + g * c->cog) * howo, (int)howo);
-        return true;
-    }
-    float *col = col_alloc(c, err, errcap);
-    if (!col) return false;
-    int64_t rows = chunk_rows(c);
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t g = 0; g < c->groups; g++)
-            for (int64_t oh0 = 0; oh0 < c->ho; oh0 += rows) {
-                int64_t oh1 = oh0 + rows < c->ho ? oh0 + rows : c->ho, ncol = (oh1 - oh0) * c->wo;
-                im2col(c, x + (n * c->ci + g * c->cig) * hw, oh0, oh1, col);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->k, 1.0f, w + g * c->cog * c->k, (int)c->k, col,
-                            (int)ncol, beta, y + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo);
-            }
-    free(col);
-    return true;
 }
 
-/* dx = W^T dy, scattered back through col2im */
+/* ---- GEMM tiles ---- */
+
+/* y = conv(x, w) (+ b); a = x, b = w. Tile: image n, group g, a chunk of output rows. */
+static void forward_tile(const Job *j, int64_t t, float *col) {
+    const Geom *c = j->c;
+    int64_t per = cdiv(c->ho, j->rows), ng = t / per, n = ng / c->groups, g = ng % c->groups;
+    int64_t oh0 = t % per * j->rows, oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+    float *y = j->out + (n * c->co + g * c->cog) * c->ho * c->wo + oh0 * c->wo;
+    float beta = start_outputs(j, y, g * c->cog, c->cog, c->ho * c->wo, ncol, false) ? 1.0f : 0.0f;
+    im2col(c, j->a + (n * c->ci + g * c->cig) * c->h * c->w, 0, c->cig, oh0, oh1, col);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->k, 1.0f, j->b + g * c->cog * c->k, (int)c->k, col, (int)ncol, beta, y,
+                (int)(c->ho * c->wo));
+}
+
+/* The 1x1 forward: a slab of columns of image n, group g. */
+static void forward_pointwise_tile(const Job *j, int64_t t, float *col) {
+    (void)col;
+    const Geom *c = j->c;
+    int64_t hw = c->h * c->w, ng = t / j->slabs, n = ng / c->groups, g = ng % c->groups, c0 = t % j->slabs * j->cols;
+    int64_t ncol = c0 + j->cols < hw ? j->cols : hw - c0;
+    float *y = j->out + (n * c->co + g * c->cog) * hw + c0;
+    float beta = start_outputs(j, y, g * c->cog, c->cog, hw, ncol, false) ? 1.0f : 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->cig, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
+                j->a + (n * c->ci + g * c->cig) * hw + c0, (int)hw, beta, y, (int)hw);
+}
+
+/* dx = W^T dy, scattered back through col2im; a = dy, b = w. Tile: image n,
+ * group g, a block of its input channels (disjoint rows of dx). */
+static void dgrad_tile(const Job *j, int64_t t, float *col) {
+    const Geom *c = j->c;
+    int64_t ng = t / j->blocks, n = ng / c->groups, g = ng % c->groups, ci0 = t % j->blocks * j->chans;
+    int64_t ci1 = ci0 + j->chans < c->cig ? ci0 + j->chans : c->cig, kk = c->kh * c->kw, hw = c->h * c->w, howo = c->ho * c->wo;
+    float *dx = j->out + (n * c->ci + g * c->cig) * hw;
+    memset(dx + ci0 * hw, 0, (size_t)((ci1 - ci0) * hw) * sizeof(float));
+    for (int64_t oh0 = 0; oh0 < c->ho; oh0 += j->rows) {
+        int64_t oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)((ci1 - ci0) * kk), (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k + ci0 * kk,
+                    (int)c->k, j->a + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo, 0.0f, col, (int)ncol);
+        col2im(c, col, ci0, ci1, oh0, oh1, dx);
+    }
+}
+
+/* The 1x1 dgrad: a slab of columns of image n, group g. */
+static void dgrad_pointwise_tile(const Job *j, int64_t t, float *col) {
+    (void)col;
+    const Geom *c = j->c;
+    int64_t hw = c->h * c->w, ng = t / j->slabs, n = ng / c->groups, g = ng % c->groups, c0 = t % j->slabs * j->cols;
+    int64_t ncol = c0 + j->cols < hw ? j->cols : hw - c0;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->cig, (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
+                j->a + (n * c->co + g * c->cog) * hw + c0, (int)hw, 0.0f, j->out + (n * c->ci + g * c->cig) * hw + c0, (int)hw);
+}
+
+/* dw = sum over images of dy col^T; a = dy, b = x. Tile: group g, a block
+ * of input channels (disjoint columns of dw); the first GEMM overwrites,
+ * the rest accumulate. */
+static void wgrad_tile(const Job *j, int64_t t, float *col) {
+    const Geom *c = j->c;
+    int64_t g = t / j->blocks, ci0 = t % j->blocks * j->chans, ci1 = ci0 + j->chans < c->cig ? ci0 + j->chans : c->cig, kk = c->kh * c->kw;
+    int64_t hw = c->h * c->w, howo = c->ho * c->wo;
+    for (int64_t n = 0; n < c->n; n++)
+        for (int64_t oh0 = 0; oh0 < c->ho; oh0 += j->rows) {
+            int64_t oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+            const float *dy = j->a + (n * c->co + g * c->cog) * howo + oh0 * c->wo;
+            float *dw = j->out + g * c->cog * c->k + ci0 * kk;
+            if (!is_pointwise(c)) {
+                im2col(c, j->b + (n * c->ci + g * c->cig) * hw, ci0, ci1, oh0, oh1, col);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->cog, (int)((ci1 - ci0) * kk), (int)ncol, 1.0f, dy, (int)howo, col, (int)ncol,
+                            n || oh0 ? 1.0f : 0.0f, dw, (int)c->k);
+            } else /* 1x1: the input is its own im2col matrix (one chunk: all rows) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->cog, (int)(ci1 - ci0), (int)hw, 1.0f, dy, (int)howo,
+                            j->b + (n * c->ci + g * c->cig + ci0) * hw, (int)hw, n ? 1.0f : 0.0f, dw, (int)c->k);
+        }
+}
+
+/* ---- the three directions ---- */
+
+static bool conv_forward(const Geom *c, const float *x, const float *w, const float *b, float *y, char *err, int errcap) {
+    int64_t howo = c->ho * c->wo;
+    Job j = {.c = c, .a = x, .b = w, .bias = b, .out = y};
+    if (is_depthwise(c)) {
+        j.tile = dw_forward_tile;
+        return job_run(&j, c->n * c->co, 0, err, errcap);
+    }
+    if (is_pointwise(c)) {
+        j.slabs = pieces(howo, 1);
+        j.cols = cdiv(howo, j.slabs);
+        j.tile = forward_pointwise_tile;
+        return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
+    }
+    j.rows = chunk_rows(c, c->k, true);
+    j.tile = forward_tile;
+    return job_run(&j, c->n * c->groups * cdiv(c->ho, j.rows), c->k * c->wo * j.rows, err, errcap);
+}
+
 static bool conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, char *err, int errcap) {
-    int64_t howo = c->ho * c->wo, hw = c->h * c->w;
-    if (is_pointwise(c)) {
-        for (int64_t n = 0; n < c->n; n++)
-            for (int64_t g = 0; g < c->groups; g++)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->cig, (int)hw, (int)c->cog, 1.0f, w + g * c->cog * c->k, (int)c->k,
-                            dy + (n * c->co + g * c->cog) * howo, (int)howo, 0.0f, dx + (n * c->ci + g * c->cig) * hw, (int)hw);
-        return true;
-    }
-    memset(dx, 0, (size_t)(c->n * c->ci * hw) * sizeof(float));
+    Job j = {.c = c, .a = dy, .b = w, .out = dx};
     if (is_depthwise(c)) {
-        dw_dgrad(c, dy, w, dx);
-        return true;
+        j.tile = dw_dgrad_tile;
+        return job_run(&j, c->n * c->groups, 0, err, errcap);
     }
-    float *col = col_alloc(c, err, errcap);
-    if (!col) return false;
-    int64_t rows = chunk_rows(c);
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t g = 0; g < c->groups; g++)
-            for (int64_t oh0 = 0; oh0 < c->ho; oh0 += rows) {
-                int64_t oh1 = oh0 + rows < c->ho ? oh0 + rows : c->ho, ncol = (oh1 - oh0) * c->wo;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->k, (int)ncol, (int)c->cog, 1.0f, w + g * c->cog * c->k, (int)c->k,
-                            dy + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo, 0.0f, col, (int)ncol);
-                col2im(c, col, oh0, oh1, dx + (n * c->ci + g * c->cig) * hw);
-            }
-    free(col);
-    return true;
+    if (is_pointwise(c)) {
+        j.slabs = pieces(c->h * c->w, 1);
+        j.cols = cdiv(c->h * c->w, j.slabs);
+        j.tile = dgrad_pointwise_tile;
+        return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
+    }
+    j.chans = block_chans(c);
+    j.blocks = cdiv(c->cig, j.chans);
+    j.rows = chunk_rows(c, j.chans * c->kh * c->kw, false);
+    j.tile = dgrad_tile;
+    return job_run(&j, c->n * c->groups * j.blocks, j.chans * c->kh * c->kw * c->wo * j.rows, err, errcap);
 }
 
-/* dw = sum over images of dy col^T; the first GEMM of each group overwrites,
- * the rest accumulate */
 static bool conv_wgrad(const Geom *c, const float *dy, const float *x, float *dw, char *err, int errcap) {
-    int64_t howo = c->ho * c->wo, hw = c->h * c->w;
+    Job j = {.c = c, .a = dy, .b = x, .out = dw};
     if (is_depthwise(c)) {
-        dw_wgrad(c, dy, x, dw);
-        return true;
+        j.tile = dw_wgrad_tile;
+        return job_run(&j, c->co, 0, err, errcap);
     }
+    j.chans = block_chans(c);
+    j.blocks = cdiv(c->cig, j.chans);
+    j.tile = wgrad_tile;
     if (is_pointwise(c)) {
-        for (int64_t n = 0; n < c->n; n++)
-            for (int64_t g = 0; g < c->groups; g++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->cog, (int)c->cig, (int)hw, 1.0f, dy + (n * c->co + g * c->cog) * howo,
-                            (int)howo, x + (n * c->ci + g * c->cig) * hw, (int)hw, n ? 1.0f : 0.0f, dw + g * c->cog * c->k, (int)c->k);
-        return true;
+        j.rows = c->ho;
+        return job_run(&j, c->groups * j.blocks, 0, err, errcap);
     }
-    float *col = col_alloc(c, err, errcap);
-    if (!col) return false;
-    int64_t rows = chunk_rows(c);
-    for (int64_t n = 0; n < c->n; n++)
-        for (int64_t g = 0; g < c->groups; g++)
-            for (int64_t oh0 = 0; oh0 < c->ho; oh0 += rows) {
-                int64_t oh1 = oh0 + rows < c->ho ? oh0 + rows : c->ho, ncol = (oh1 - oh0) * c->wo;
-                im2col(c, x + (n * c->ci + g * c->cig) * hw, oh0, oh1, col);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)c->cog, (int)c->k, (int)ncol, 1.0f,
-                            dy + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo, col, (int)ncol, n || oh0 ? 1.0f : 0.0f,
-                            dw + g * c->cog * c->k, (int)c->k);
-            }
-    free(col);
-    return true;
+    j.rows = chunk_rows(c, j.chans * c->kh * c->kw, false);
+    return job_run(&j, c->groups * j.blocks, j.chans * c->kh * c->kw * c->wo * j.rows, err, errcap);
 }
-
 REF_KERNEL(cpu_conv2d) {
     Geom c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);
     return conv_forward(&c, T(0), T(1), op->n_in == 3 ? T(2) : NULL, O(0), err, errcap);
@@ -336,4 +442,3 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
 
 RefKernel cpu_kernel(OpKind k) { return k >= 0 && k < OP_COUNT ? CPU_KERNELS[k] : NULL; }
 
-void cpu_conv_set_threads(int n) { openblas_set_num_threads(n); }

@@ -11,7 +11,8 @@ RefKernel cpu_kernel(OpKind k);
 
 /* im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1 unpadded convs),
  * direct loops for depthwise; arbitrary kernel, stride, padding, dilation,
- * groups. Scratch is one bounded malloc per call; out of memory is an error. */
+ * groups. Tiles run on the OpenMP threads, each with a single-threaded
+ * sgemm and one bounded malloc of scratch; out of memory is an error. */
 bool cpu_conv2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv_transpose2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv2d_dgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
@@ -25,8 +26,5 @@ bool cpu_batchnorm(const Graph *g, const Op *op, void **buf, char *err, int errc
 bool cpu_batchnorm_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_activation(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
-
-/* Threads OpenBLAS may use for the convolutions' GEMMs. */
-void cpu_conv_set_threads(int n);
 
 #endif

@@ -85,10 +85,6 @@ bool train_step_init(TrainStep *ts, Plan *plan, char *err, int errcap) {
         if (!gen_cpu_open(&ts->gen, plan, why, sizeof why)) return snprintf(err, (size_t)errcap, "generated kernels: %s", why), false;
         ts->has_gen = true;
         interp_use_generated(&ts->it, &ts->gen);
-        /* the generated kernels spread over the cores with OpenMP; a second
-         * pool of OpenBLAS threads spinning beside them only contends
-         * (tiny 128/16 step 0.28 s -> 0.21 s, YOLOv8n 320/4 1.4 s -> 1.0 s) */
-        cpu_conv_set_threads(1);
     }
     return true;
 }

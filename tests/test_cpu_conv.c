@@ -3,6 +3,7 @@
  * grid of shapes, BatchNorm and activations, and whole training steps of the
  * tiny model with Interp.fast off and on from the same initial state. */
 #include <math.h>
+#include <omp.h>
 
 #include "../compiler/train_compile.h"
 #include "../runtime/cpu_conv.h"
@@ -193,6 +194,59 @@ Test(cpu_conv, chunked_and_wide, .timeout = 600) {
         conv_desc(&cases[i], what, sizeof what);
         cr_log_info("%s: worst relative difference %.3g", what, r);
     }
+}
+
+/* The tiles are cut from the shape alone and each output element is summed
+ * inside one tile, so 1 and 3 threads must give the same bits (forward,
+ * dgrad, wgrad; im2col, 1x1 and depthwise (multiplier 2) paths, several
+ * tiles each, every conv above the size that runs in parallel). */
+Test(cpu_conv, results_do_not_depend_on_the_thread_count, .timeout = 600) {
+    ConvCase cases[] = {
+        {2, 32, 16, 64, 48, 3, 1, 1, 1, {1, 1, 1, 1}, true},
+        {2, 64, 64, 50, 50, 1, 1, 1, 1, {0, 0, 0, 0}, false},
+        {2, 64, 128, 64, 64, 3, 1, 1, 64, {1, 1, 1, 1}, true},
+        {3, 16, 8, 33, 35, 5, 1, 2, 2, {4, 4, 4, 4}, false},
+    };
+    int saved = omp_get_max_threads();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const ConvCase *cc = &cases[i];
+        Bench b;
+        bench_init(&b, 300 + (unsigned)i);
+        int x = tensor(&b, TK_INPUT, shape4(cc->n, cc->ci, cc->h, cc->w));
+        int w = tensor(&b, TK_PARAM, shape4(cc->co, cc->ci / cc->groups, cc->k, cc->k));
+        int in[3] = {x, w, cc->bias ? tensor(&b, TK_PARAM, shape1(cc->co)) : -1};
+        OpAttrs a = {.kernel = {cc->k, cc->k}, .stride = {cc->stride, cc->stride}, .dilation = {cc->dil, cc->dil}, .groups = cc->groups};
+        memcpy(a.pad, cc->pad, sizeof a.pad);
+        int y = op1(&b, OP_CONV2D, in, cc->bias ? 3 : 2, &a);
+        int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape);
+        OpAttrs ad = a, aw = a;
+        ad.shape = b.g.tensors[x].shape;
+        aw.shape = b.g.tensors[w].shape;
+        int outs[3] = {y, op1(&b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad), op1(&b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw)};
+        cr_assert(interp_init(&b.it, &b.g));
+        for (int t = 0; t < b.g.n_tensors; t++)
+            if (b.g.tensors[t].producer < 0) fill(&b, t, -1, 1);
+        b.it.fast = true;
+        char err[256], what[160];
+        conv_desc(cc, what, sizeof what);
+        void *one[3];
+        omp_set_num_threads(1);
+        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s: %s", what, err);
+        for (int k = 0; k < 3; k++) {
+            one[k] = malloc(bytes(&b.g, outs[k]));
+            memcpy(one[k], b.it.buf[outs[k]], bytes(&b.g, outs[k]));
+            memset(b.it.buf[outs[k]], 0xff, bytes(&b.g, outs[k])); /* NaNs: a tile left unwritten shows */
+        }
+        omp_set_num_threads(3);
+        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s: %s", what, err);
+        for (int k = 0; k < 3; k++) {
+            cr_expect(memcmp(one[k], b.it.buf[outs[k]], bytes(&b.g, outs[k])) == 0, "%s: %s differs between 1 and 3 threads", what,
+                      op_def(b.g.ops[b.g.tensors[outs[k]].producer].kind)->name);
+            free(one[k]);
+        }
+        bench_free(&b);
+    }
+    omp_set_num_threads(saved);
 }
 
 Test(cpu_conv, transposed_conv_matches_reference) {
