@@ -438,6 +438,8 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
     [OP_GELU] = cpu_activation,
     [OP_SIGMOID] = cpu_activation,
     [OP_ACTIVATION_BWD] = cpu_activation_bwd,
+    [OP_MAXPOOL2D] = cpu_maxpool2d,
+    [OP_RESIZE_NEAREST] = cpu_resize_nearest,
 };
 
 RefKernel cpu_kernel(OpKind k) { return k >= 0 && k < OP_COUNT ? CPU_KERNELS[k] : NULL; }

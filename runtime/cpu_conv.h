@@ -1,6 +1,7 @@
 /* runtime/cpu_conv.h — the fast fp32 CPU kernels the interpreter runs instead
- * of the reference ones when Interp.fast is set: convolutions (cpu_conv.c)
- * and BatchNorm/activations (cpu_pointwise.c). Must not change op semantics:
+ * of the reference ones when Interp.fast is set: convolutions (cpu_conv.c),
+ * BatchNorm/activations (cpu_pointwise.c), max pooling and nearest resize
+ * (cpu_pool.c). Must not change op semantics:
  * every kernel here matches its ref_kernels.h oracle up to fp32 rounding. */
 #ifndef YOLOCC_CPU_CONV_H
 #define YOLOCC_CPU_CONV_H
@@ -26,5 +27,9 @@ bool cpu_batchnorm(const Graph *g, const Op *op, void **buf, char *err, int errc
 bool cpu_batchnorm_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_activation(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+
+/* cpu_pool.c: the same bits as the oracle's, planes on the OpenMP threads. */
+bool cpu_maxpool2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_resize_nearest(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 
 #endif

@@ -50,6 +50,10 @@ bool ref_sgd_step(const Graph *g, const Op *op, void **buf, char *err, int errca
 bool ref_adamw_step(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool ref_detect_loss_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 
+/* Nearest resize's source index for destination index i: floor(i * in /
+ * out), as PyTorch's nearest mode computes it for integer ratios. */
+int64_t ref_nearest_src(int64_t i, int64_t in, int64_t out);
+
 /* Between a channels-last tensor as stored and a packed NCHW copy of it
  * (fp32): pack fills packed, else stored. The reference kernels read NCHW. */
 void ref_channels_last_copy(const Tensor *x, float *stored, float *packed, bool pack);

@@ -81,9 +81,7 @@ REF_KERNEL(ref_zeros) {
     return true;
 }
 
-/* nearest source index for destination index i: floor(i * in / out), as
- * PyTorch's nearest mode computes it for integer ratios */
-static int64_t nearest_src(int64_t i, int64_t in, int64_t out) {
+int64_t ref_nearest_src(int64_t i, int64_t in, int64_t out) {
     int64_t s = (int64_t)floor((double)i * ((double)in / (double)out));
     return s < in ? s : in - 1;
 }
@@ -93,7 +91,7 @@ static void resize_map(const Shape *small, const Shape *big, const float *src, f
     for (int64_t p = 0; p < nc; p++)
         for (int64_t y = 0; y < oh; y++)
             for (int64_t x = 0; x < ow; x++) {
-                int64_t s = (p * h + nearest_src(y, h, oh)) * w + nearest_src(x, w, ow), d = (p * oh + y) * ow + x;
+                int64_t s = (p * h + ref_nearest_src(y, h, oh)) * w + ref_nearest_src(x, w, ow), d = (p * oh + y) * ow + x;
                 if (backward) dst[s] += src[d];
                 else dst[d] = src[s];
             }

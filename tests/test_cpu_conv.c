@@ -266,6 +266,76 @@ Test(cpu_conv, transposed_conv_matches_reference) {
     }
 }
 
+/* ---- max pooling and nearest resize: the oracle's bits ---- */
+
+/* Runs b's one op with the oracle, then fast, and compares output t bit
+ * for bit (NaN payloads and zero signs included). */
+static void fast_equals_ref_bits(Bench *b, int t, const char *what) {
+    char err[256];
+    size_t n = bytes(&b->g, t);
+    void *ref = malloc(n);
+    cr_assert(ref);
+    b->it.fast = false;
+    cr_assert(interp_run(&b->it, 0, b->g.n_ops, err, sizeof err), "%s: %s", what, err);
+    memcpy(ref, b->it.buf[t], n);
+    memset(b->it.buf[t], 0x55, n);
+    b->it.fast = true;
+    cr_assert(interp_run(&b->it, 0, b->g.n_ops, err, sizeof err), "%s: %s", what, err);
+    cr_expect(memcmp(ref, b->it.buf[t], n) == 0, "%s: the fast output differs from the oracle's", what);
+    free(ref);
+}
+
+/* Values from a small set, so windows hold ties; +0 and -0 among them, and
+ * a few NaNs with distinct payloads: which tied element and which NaN a
+ * window keeps shows in the bits. */
+static void fill_ties(Bench *b, int t) {
+    float *p = interp_tensor(&b->it, t);
+    static const float vals[] = {-1.5f, -0.0f, 0.0f, 0.5f, 2.0f};
+    for (int64_t i = 0; i < shape_numel(&b->g.tensors[t].shape); i++) {
+        unsigned r = (unsigned)(urand(b) * 1000);
+        if (r < 3) {
+            uint32_t bits = 0x7fc00000u | (uint32_t)i; /* quiet NaN, payload i */
+            memcpy(&p[i], &bits, 4);
+        } else p[i] = vals[r % 5];
+    }
+}
+
+Test(cpu_conv, maxpool_and_resize_equal_the_reference_bits) {
+    /* kernel, stride, pad, dilation: SPPF's 5/1/2, the 2/2 downsample, a padded strided 3, a dilated 3 */
+    static const int pools[][4] = {{5, 1, 2, 1}, {2, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 2, 2}};
+    for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
+        for (int big = 0; big < 2; big++) { /* big: enough planes to run in parallel */
+            Bench b;
+            bench_init(&b, 60 + (unsigned)i);
+            int x = tensor(&b, TK_INPUT, big ? shape4(2, 24, 41, 37) : shape4(1, 3, 9, 7));
+            const int *q = pools[i];
+            OpAttrs a = {.kernel = {q[0], q[0]}, .stride = {q[1], q[1]}, .pad = {q[2], q[2], q[2], q[2]}, .dilation = {q[3], q[3]}};
+            int y = op1(&b, OP_MAXPOOL2D, &x, 1, &a);
+            cr_assert(interp_init(&b.it, &b.g));
+            fill_ties(&b, x);
+            char what[96];
+            snprintf(what, sizeof what, "maxpool k%d s%d p%d d%d %s", q[0], q[1], q[2], q[3], big ? "big" : "small");
+            fast_equals_ref_bits(&b, y, what);
+            bench_free(&b);
+        }
+    /* 2x (the upsample), 3x, and non-integer ratios both ways */
+    static const int sizes[][4] = {{20, 20, 40, 40}, {7, 5, 21, 15}, {5, 8, 8, 5}, {9, 9, 4, 6}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        Bench b;
+        bench_init(&b, 70 + (unsigned)i);
+        const int *z = sizes[i];
+        int x = tensor(&b, TK_INPUT, shape4(2, 48, z[0], z[1]));
+        OpAttrs a = {.out_hw = {z[2], z[3]}};
+        int y = op1(&b, OP_RESIZE_NEAREST, &x, 1, &a);
+        cr_assert(interp_init(&b.it, &b.g));
+        fill_ties(&b, x);
+        char what[96];
+        snprintf(what, sizeof what, "resize %dx%d -> %dx%d", z[0], z[1], z[2], z[3]);
+        fast_equals_ref_bits(&b, y, what);
+        bench_free(&b);
+    }
+}
+
 /* ---- BatchNorm and activations: within 1e-5 of the oracle ---- */
 
 Test(cpu_conv, batchnorm_matches_reference) {
@@ -315,7 +385,7 @@ Test(cpu_conv, activations_match_reference) {
 
 Test(cpu_conv, table_and_defaults) {
     static const OpKind fast[] = {OP_CONV2D,    OP_CONV_TRANSPOSE2D, OP_CONV2D_DGRAD,  OP_CONV2D_WGRAD,  OP_BIAS_GRAD,
-                                  OP_BATCHNORM, OP_BATCHNORM_BWD,    OP_SILU,          OP_ACTIVATION_BWD};
+                                  OP_BATCHNORM, OP_BATCHNORM_BWD,    OP_SILU,          OP_ACTIVATION_BWD, OP_MAXPOOL2D, OP_RESIZE_NEAREST};
     for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) cr_expect(cpu_kernel(fast[i]) != NULL, "%s has no fast kernel", op_def(fast[i])->name);
     cr_expect_null(cpu_kernel(OP_DETECT_LOSS));
     cr_expect_null(cpu_kernel(OP_COUNT));
