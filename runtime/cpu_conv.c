@@ -174,27 +174,35 @@ static bool start_outputs(const Job *j, float *y, int64_t co0, int64_t rows, int
 
 /* ---- depthwise (one input channel per group): direct loops ---- */
 
-/* tile: image n, output channel co */
-static void dw_forward_tile(const Job *jb, int64_t t, float *col) {
-    (void)col;
-    const Geom *c = jb->c;
-    int64_t n = t / c->co, co = t % c->co, hw = c->h * c->w, howo = c->ho * c->wo;
-    const float *xc = jb->a + (n * c->ci + co / c->cog) * hw;
-    float *yc = jb->out + (n * c->co + co) * howo;
-    start_outputs(jb, yc, co, 1, howo, howo, true);
+/* One depthwise channel's taps (wk: its kh x kw weights) between an input
+ * plane and an output plane. forward: src is x, dst is y, y += w * x;
+ * otherwise the adjoint: src is dy, dst is dx, dx += w * dy. */
+static void dw_taps(const Geom *c, const float *wk, const float *src, float *dst, bool forward) {
     for (int i = 0; i < c->kh; i++)
         for (int j = 0; j < c->kw; j++) {
-            float wv = jb->b[(co * c->kh + i) * c->kw + j];
+            float wv = wk[i * c->kw + j];
             int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
             span(c->wo, c->w, c->sw, off, &lo, &hi);
             for (int64_t oh = 0; oh < c->ho; oh++) {
                 int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
                 if (ih < 0 || ih >= c->h) continue;
-                const float *src = xc + ih * c->w + off;
-                float *dst = yc + oh * c->wo;
-                for (int64_t ow = lo; ow < hi; ow++) dst[ow] += wv * src[ow * c->sw];
+                int64_t xo = ih * c->w + off, yo = oh * c->wo;
+                if (forward)
+                    for (int64_t ow = lo; ow < hi; ow++) dst[yo + ow] += wv * src[xo + ow * c->sw];
+                else
+                    for (int64_t ow = lo; ow < hi; ow++) dst[xo + ow * c->sw] += wv * src[yo + ow];
             }
         }
+}
+
+/* tile: image n, output channel co */
+static void dw_forward_tile(const Job *jb, int64_t t, float *col) {
+    (void)col;
+    const Geom *c = jb->c;
+    int64_t n = t / c->co, co = t % c->co, hw = c->h * c->w, howo = c->ho * c->wo;
+    float *yc = jb->out + (n * c->co + co) * howo;
+    start_outputs(jb, yc, co, 1, howo, howo, true);
+    dw_taps(c, jb->b + co * c->kh * c->kw, jb->a + (n * c->ci + co / c->cog) * hw, yc, true);
 }
 
 /* tile: image n, input channel (= group) g, which its cog output channels write */
@@ -204,22 +212,7 @@ static void dw_dgrad_tile(const Job *jb, int64_t t, float *col) {
     int64_t n = t / c->groups, g = t % c->groups, hw = c->h * c->w, howo = c->ho * c->wo;
     float *xc = jb->out + (n * c->ci + g) * hw;
     memset(xc, 0, (size_t)hw * sizeof(float));
-    for (int64_t co = g * c->cog; co < (g + 1) * c->cog; co++) {
-        const float *yc = jb->a + (n * c->co + co) * howo;
-        for (int i = 0; i < c->kh; i++)
-            for (int j = 0; j < c->kw; j++) {
-                float wv = jb->b[(co * c->kh + i) * c->kw + j];
-                int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
-                span(c->wo, c->w, c->sw, off, &lo, &hi);
-                for (int64_t oh = 0; oh < c->ho; oh++) {
-                    int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                    if (ih < 0 || ih >= c->h) continue;
-                    float *dst = xc + ih * c->w + off;
-                    const float *src = yc + oh * c->wo;
-                    for (int64_t ow = lo; ow < hi; ow++) dst[ow * c->sw] += wv * src[ow];
-                }
-            }
-    }
+    for (int64_t co = g * c->cog; co < (g + 1) * c->cog; co++) dw_taps(c, jb->b + co * c->kh * c->kw, jb->a + (n * c->co + co) * howo, xc, false);
 }
 
 /* tile: output channel co, summed over the images; double sums like the oracle's */

@@ -127,26 +127,34 @@ static bool conv_fits(const ConvCase *c) {
     return c->h + c->pad[0] + c->pad[1] >= eff && c->w + c->pad[2] + c->pad[3] >= eff;
 }
 
-/* forward, dgrad, wgrad and bias grad of one conv with an independent random dy */
+/* The graph of one conv's forward, dgrad, wgrad (and bias grad) with an
+ * independent dy, its inputs filled in [-1, 1); outs: y, dx, dw. */
+static void conv_graph(Bench *b, const ConvCase *cc, int outs[3]) {
+    int x = tensor(b, TK_INPUT, shape4(cc->n, cc->ci, cc->h, cc->w));
+    int w = tensor(b, TK_PARAM, shape4(cc->co, cc->ci / cc->groups, cc->k, cc->k));
+    int in[3] = {x, w, cc->bias ? tensor(b, TK_PARAM, shape1(cc->co)) : -1};
+    OpAttrs a = {.kernel = {cc->k, cc->k}, .stride = {cc->stride, cc->stride}, .dilation = {cc->dil, cc->dil}, .groups = cc->groups};
+    memcpy(a.pad, cc->pad, sizeof a.pad);
+    int y = op1(b, OP_CONV2D, in, cc->bias ? 3 : 2, &a);
+    int dy = tensor(b, TK_INPUT, b->g.tensors[y].shape);
+    OpAttrs ad = a, aw = a;
+    ad.shape = b->g.tensors[x].shape;
+    aw.shape = b->g.tensors[w].shape;
+    outs[0] = y;
+    outs[1] = op1(b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad);
+    outs[2] = op1(b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw);
+    if (cc->bias) op1(b, OP_BIAS_GRAD, &dy, 1, NULL);
+    cr_assert(interp_init(&b->it, &b->g));
+    for (int t = 0; t < b->g.n_tensors; t++)
+        if (b->g.tensors[t].producer < 0) fill(b, t, -1, 1);
+}
+
+/* forward, dgrad, wgrad and bias grad of one conv against the oracle */
 static double conv_check(const ConvCase *cc, unsigned seed) {
     Bench b;
     bench_init(&b, seed);
-    int x = tensor(&b, TK_INPUT, shape4(cc->n, cc->ci, cc->h, cc->w));
-    int w = tensor(&b, TK_PARAM, shape4(cc->co, cc->ci / cc->groups, cc->k, cc->k));
-    int in[3] = {x, w, cc->bias ? tensor(&b, TK_PARAM, shape1(cc->co)) : -1};
-    OpAttrs a = {.kernel = {cc->k, cc->k}, .stride = {cc->stride, cc->stride}, .dilation = {cc->dil, cc->dil}, .groups = cc->groups};
-    memcpy(a.pad, cc->pad, sizeof a.pad);
-    int y = op1(&b, OP_CONV2D, in, cc->bias ? 3 : 2, &a);
-    int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape);
-    OpAttrs ad = a, aw = a;
-    ad.shape = b.g.tensors[x].shape;
-    aw.shape = b.g.tensors[w].shape;
-    op1(&b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad);
-    op1(&b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw);
-    if (cc->bias) op1(&b, OP_BIAS_GRAD, &dy, 1, NULL);
-    cr_assert(interp_init(&b.it, &b.g));
-    for (int t = 0; t < b.g.n_tensors; t++)
-        if (b.g.tensors[t].producer < 0) fill(&b, t, -1, 1);
+    int outs[3];
+    conv_graph(&b, cc, outs);
     char what[160];
     conv_desc(cc, what, sizeof what);
     double worst = fast_vs_ref(&b, 1e-4, what);
@@ -212,20 +220,8 @@ Test(cpu_conv, results_do_not_depend_on_the_thread_count, .timeout = 600) {
         const ConvCase *cc = &cases[i];
         Bench b;
         bench_init(&b, 300 + (unsigned)i);
-        int x = tensor(&b, TK_INPUT, shape4(cc->n, cc->ci, cc->h, cc->w));
-        int w = tensor(&b, TK_PARAM, shape4(cc->co, cc->ci / cc->groups, cc->k, cc->k));
-        int in[3] = {x, w, cc->bias ? tensor(&b, TK_PARAM, shape1(cc->co)) : -1};
-        OpAttrs a = {.kernel = {cc->k, cc->k}, .stride = {cc->stride, cc->stride}, .dilation = {cc->dil, cc->dil}, .groups = cc->groups};
-        memcpy(a.pad, cc->pad, sizeof a.pad);
-        int y = op1(&b, OP_CONV2D, in, cc->bias ? 3 : 2, &a);
-        int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape);
-        OpAttrs ad = a, aw = a;
-        ad.shape = b.g.tensors[x].shape;
-        aw.shape = b.g.tensors[w].shape;
-        int outs[3] = {y, op1(&b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad), op1(&b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw)};
-        cr_assert(interp_init(&b.it, &b.g));
-        for (int t = 0; t < b.g.n_tensors; t++)
-            if (b.g.tensors[t].producer < 0) fill(&b, t, -1, 1);
+        int outs[3];
+        conv_graph(&b, cc, outs);
         b.it.fast = true;
         char err[256], what[160];
         conv_desc(cc, what, sizeof what);
