@@ -4,6 +4,7 @@
 #include "eval_model.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,14 @@ static bool open_cpu(EvalModel *m, bool reference, char *err, int errcap) {
         if (!gen_cpu_open(&m->gen, ep, why, sizeof why)) return errf(err, errcap, "validation kernels: %s", why);
         m->has_gen = true;
         interp_use_generated(&m->ev, &m->gen);
+    }
+    /* a run without labels stops after the fusion group that makes the
+     * predictions: the validation loss after it has no labels to score */
+    int p = ep->g.tensors[m->io.pred].producer;
+    m->pred_end = p + 1;
+    for (int gi = 0; gi < ep->fusion.n_groups; gi++) {
+        const FusionGroup *fg = &ep->fusion.groups[gi];
+        if (p >= fg->first && p < fg->first + fg->n) m->pred_end = fg->first + fg->n;
     }
     return true;
 }
@@ -143,9 +152,11 @@ bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const 
         void *const hosts[] = {m->pred, m->items};
         return ok && cuda_step_download_many(m->cuda, 2, ids, hosts, err, errcap);
     }
-    if (!interp_run(&m->ev, 0, ep->g.n_ops, err, errcap)) return false;
+    const bool loss = labels || label_counts;
+    if (!interp_run(&m->ev, 0, loss ? ep->g.n_ops : m->pred_end, err, errcap)) return false;
     memcpy(m->pred, m->ev.buf[m->io.pred], sizeof(float) * (size_t)shape_numel(&ep->g.tensors[m->io.pred].shape));
-    memcpy(m->items, m->ev.buf[m->io.items], sizeof m->items);
+    if (loss) memcpy(m->items, m->ev.buf[m->io.items], sizeof m->items);
+    else m->items[0] = m->items[1] = m->items[2] = NAN;
     return true;
 }
 

@@ -23,7 +23,8 @@ typedef struct EvalModel {
     EvalIO io;              /* the graph's inputs, outputs and sizes */
     char **names;           /* io.nc class names: the weights file's metadata `names`, else class0, class1, ... */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
-    float items[3];         /* the validation loss's box, cls, dfl after run() */
+    float items[3];         /* the validation loss's box, cls, dfl after run() (NaN: run without labels on the CPU) */
+    int pred_end;           /* CPU: the ops a run without labels needs, [0, pred_end) */
 } EvalModel;
 
 /* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);
@@ -42,7 +43,7 @@ bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *
  * value / 255 are made from them on the side that runs the model), and the
  * labels as the loader gives them (boxes [batch, max_boxes, 5], counts
  * [batch]; both NULL: no labels). The predictions land in m->pred, the loss
- * items in m->items. */
+ * items in m->items (without labels the CPU skips the loss: NaN). */
 bool eval_model_run(EvalModel *m, const uint8_t *pixels, const float *boxes, const int64_t *counts, char *err, int errcap);
 
 void eval_model_close(EvalModel *m);
