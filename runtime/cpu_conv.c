@@ -96,9 +96,8 @@ static void blas_single_threaded(void) { openblas_set_num_threads(1); }
  * col_floats of im2col scratch (none when 0). */
 static bool job_run(const Job *j, int64_t tiles, int64_t col_floats, char *err, int errcap) {
     pthread_once(&blas_once, blas_single_threaded);
-    const Geom *c = j->c;
-    bool ok = true, big = c->n * c->co * c->ho * c->wo * c->k >= PARALLEL_MIN_MACS;
-#pragma omp parallel if (tiles > 1 && big)
+    bool ok = true;
+#pragma omp parallel if (tiles > 1 && j->c->n * j->c->co * j->c->ho * j->c->wo * j->c->k >= PARALLEL_MIN_MACS)
     {
         float *col = col_floats ? malloc((size_t)col_floats * sizeof(float)) : NULL;
         if (col_floats && !col) {
