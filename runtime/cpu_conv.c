@@ -48,6 +48,7 @@ static bool is_pointwise(const Geom *c) {
 static bool is_depthwise(const Geom *c) { return c->cig == 1 && c->groups > 1; }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Output positions o in [lo, hi) whose input coordinate o*s + off lies in [0, in). */
@@ -62,19 +63,14 @@ static void span(int64_t out, int64_t in, int s, int64_t off, int64_t *lo, int64
 
 /* Pieces of `len` units, `unit` columns each: enough for the threads, not
  * so many that a piece drops below TILE_MIN_COLS columns. */
-static int64_t pieces(int64_t len, int64_t unit) { return clamp64(len * unit / TILE_MIN_COLS, 1, len < TILE_SPLIT ? len : TILE_SPLIT); }
+static int64_t pieces(int64_t len, int64_t unit) { return clamp64(len * unit / TILE_MIN_COLS, 1, min64(len, TILE_SPLIT)); }
 
 /* Output rows per im2col chunk whose matrix has krows rows: at most what
  * fits COL_CAP; split: also cut for the threads (forward tiles). */
 static int64_t chunk_rows(const Geom *c, int64_t krows, bool split) {
     int64_t cap = clamp64(COL_CAP / (krows * c->wo), 1, c->ho);
-    int64_t rows = split ? cdiv(c->ho, pieces(c->ho, c->wo)) : c->ho;
-    return rows < cap ? rows : cap;
+    return min64(split ? cdiv(c->ho, pieces(c->ho, c->wo)) : c->ho, cap);
 }
-
-/* Input channels per block of a group's cig (dgrad, wgrad): blocks own
- * disjoint rows of the im2col matrix, so of dx and of dw. */
-static int64_t block_chans(const Geom *c) { return cdiv(c->cig, clamp64(c->cig / 4, 1, CHAN_BLOCKS)); }
 
 typedef struct Job Job;
 typedef void TileFn(const Job *j, int64_t tile, float *col);
@@ -88,6 +84,37 @@ struct Job {
     int64_t chans, blocks;   /* input channels per block, blocks per group */
     TileFn *tile;
 };
+
+/* 1x1 paths: each image's hw columns in slabs */
+static void job_slabs(Job *j, int64_t hw) {
+    j->slabs = pieces(hw, 1);
+    j->cols = cdiv(hw, j->slabs);
+}
+
+/* Tile t of a slab job: image *n, group *g, columns [*c0, *c0 + *ncol) */
+static void slab_at(const Job *j, int64_t t, int64_t *n, int64_t *g, int64_t *c0, int64_t *ncol) {
+    const Geom *c = j->c;
+    int64_t ng = t / j->slabs;
+    *n = ng / c->groups;
+    *g = ng % c->groups;
+    *c0 = t % j->slabs * j->cols;
+    *ncol = min64(j->cols, c->h * c->w - *c0);
+}
+
+/* dgrad, wgrad: a group's cig input channels in blocks, which own disjoint
+ * rows of the im2col matrix, so of dx and of dw; returns the floats of
+ * im2col scratch a block's chunk of output rows takes (0 for 1x1) */
+static int64_t job_blocks(Job *j) {
+    const Geom *c = j->c;
+    j->chans = cdiv(c->cig, clamp64(c->cig / 4, 1, CHAN_BLOCKS));
+    j->blocks = cdiv(c->cig, j->chans);
+    if (is_pointwise(c)) {
+        j->rows = c->ho;
+        return 0;
+    }
+    j->rows = chunk_rows(c, j->chans * c->kh * c->kw, false);
+    return j->chans * c->kh * c->kw * c->wo * j->rows;
+}
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_threaded(void) { openblas_set_num_threads(1); }
@@ -245,7 +272,7 @@ static void dw_wgrad_tile(const Job *jb, int64_t co, float *col) {
 static void forward_tile(const Job *j, int64_t t, float *col) {
     const Geom *c = j->c;
     int64_t per = cdiv(c->ho, j->rows), ng = t / per, n = ng / c->groups, g = ng % c->groups;
-    int64_t oh0 = t % per * j->rows, oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+    int64_t oh0 = t % per * j->rows, oh1 = min64(oh0 + j->rows, c->ho), ncol = (oh1 - oh0) * c->wo;
     float *y = j->out + (n * c->co + g * c->cog) * c->ho * c->wo + oh0 * c->wo;
     float beta = start_outputs(j, y, g * c->cog, c->cog, c->ho * c->wo, ncol, false) ? 1.0f : 0.0f;
     im2col(c, j->a + (n * c->ci + g * c->cig) * c->h * c->w, 0, c->cig, oh0, oh1, col);
@@ -257,8 +284,8 @@ static void forward_tile(const Job *j, int64_t t, float *col) {
 static void forward_pointwise_tile(const Job *j, int64_t t, float *col) {
     (void)col;
     const Geom *c = j->c;
-    int64_t hw = c->h * c->w, ng = t / j->slabs, n = ng / c->groups, g = ng % c->groups, c0 = t % j->slabs * j->cols;
-    int64_t ncol = c0 + j->cols < hw ? j->cols : hw - c0;
+    int64_t hw = c->h * c->w, n, g, c0, ncol;
+    slab_at(j, t, &n, &g, &c0, &ncol);
     float *y = j->out + (n * c->co + g * c->cog) * hw + c0;
     float beta = start_outputs(j, y, g * c->cog, c->cog, hw, ncol, false) ? 1.0f : 0.0f;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->cig, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
@@ -270,11 +297,11 @@ static void forward_pointwise_tile(const Job *j, int64_t t, float *col) {
 static void dgrad_tile(const Job *j, int64_t t, float *col) {
     const Geom *c = j->c;
     int64_t ng = t / j->blocks, n = ng / c->groups, g = ng % c->groups, ci0 = t % j->blocks * j->chans;
-    int64_t ci1 = ci0 + j->chans < c->cig ? ci0 + j->chans : c->cig, kk = c->kh * c->kw, hw = c->h * c->w, howo = c->ho * c->wo;
+    int64_t ci1 = min64(ci0 + j->chans, c->cig), kk = c->kh * c->kw, hw = c->h * c->w, howo = c->ho * c->wo;
     float *dx = j->out + (n * c->ci + g * c->cig) * hw;
     memset(dx + ci0 * hw, 0, (size_t)((ci1 - ci0) * hw) * sizeof(float));
     for (int64_t oh0 = 0; oh0 < c->ho; oh0 += j->rows) {
-        int64_t oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+        int64_t oh1 = min64(oh0 + j->rows, c->ho), ncol = (oh1 - oh0) * c->wo;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)((ci1 - ci0) * kk), (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k + ci0 * kk,
                     (int)c->k, j->a + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo, 0.0f, col, (int)ncol);
         col2im(c, col, ci0, ci1, oh0, oh1, dx);
@@ -285,8 +312,8 @@ static void dgrad_tile(const Job *j, int64_t t, float *col) {
 static void dgrad_pointwise_tile(const Job *j, int64_t t, float *col) {
     (void)col;
     const Geom *c = j->c;
-    int64_t hw = c->h * c->w, ng = t / j->slabs, n = ng / c->groups, g = ng % c->groups, c0 = t % j->slabs * j->cols;
-    int64_t ncol = c0 + j->cols < hw ? j->cols : hw - c0;
+    int64_t hw = c->h * c->w, n, g, c0, ncol;
+    slab_at(j, t, &n, &g, &c0, &ncol);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->cig, (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
                 j->a + (n * c->co + g * c->cog) * hw + c0, (int)hw, 0.0f, j->out + (n * c->ci + g * c->cig) * hw + c0, (int)hw);
 }
@@ -296,11 +323,11 @@ static void dgrad_pointwise_tile(const Job *j, int64_t t, float *col) {
  * the rest accumulate. */
 static void wgrad_tile(const Job *j, int64_t t, float *col) {
     const Geom *c = j->c;
-    int64_t g = t / j->blocks, ci0 = t % j->blocks * j->chans, ci1 = ci0 + j->chans < c->cig ? ci0 + j->chans : c->cig, kk = c->kh * c->kw;
+    int64_t g = t / j->blocks, ci0 = t % j->blocks * j->chans, ci1 = min64(ci0 + j->chans, c->cig), kk = c->kh * c->kw;
     int64_t hw = c->h * c->w, howo = c->ho * c->wo;
     for (int64_t n = 0; n < c->n; n++)
         for (int64_t oh0 = 0; oh0 < c->ho; oh0 += j->rows) {
-            int64_t oh1 = oh0 + j->rows < c->ho ? oh0 + j->rows : c->ho, ncol = (oh1 - oh0) * c->wo;
+            int64_t oh1 = min64(oh0 + j->rows, c->ho), ncol = (oh1 - oh0) * c->wo;
             const float *dy = j->a + (n * c->co + g * c->cog) * howo + oh0 * c->wo;
             float *dw = j->out + g * c->cog * c->k + ci0 * kk;
             if (!is_pointwise(c)) {
@@ -323,8 +350,7 @@ static bool conv_forward(const Geom *c, const float *x, const float *w, const fl
         return job_run(&j, c->n * c->co, 0, err, errcap);
     }
     if (is_pointwise(c)) {
-        j.slabs = pieces(howo, 1);
-        j.cols = cdiv(howo, j.slabs);
+        job_slabs(&j, howo);
         j.tile = forward_pointwise_tile;
         return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
     }
@@ -340,16 +366,13 @@ static bool conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx
         return job_run(&j, c->n * c->groups, 0, err, errcap);
     }
     if (is_pointwise(c)) {
-        j.slabs = pieces(c->h * c->w, 1);
-        j.cols = cdiv(c->h * c->w, j.slabs);
+        job_slabs(&j, c->h * c->w);
         j.tile = dgrad_pointwise_tile;
         return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
     }
-    j.chans = block_chans(c);
-    j.blocks = cdiv(c->cig, j.chans);
-    j.rows = chunk_rows(c, j.chans * c->kh * c->kw, false);
+    int64_t col = job_blocks(&j);
     j.tile = dgrad_tile;
-    return job_run(&j, c->n * c->groups * j.blocks, j.chans * c->kh * c->kw * c->wo * j.rows, err, errcap);
+    return job_run(&j, c->n * c->groups * j.blocks, col, err, errcap);
 }
 
 static bool conv_wgrad(const Geom *c, const float *dy, const float *x, float *dw, char *err, int errcap) {
@@ -358,15 +381,9 @@ static bool conv_wgrad(const Geom *c, const float *dy, const float *x, float *dw
         j.tile = dw_wgrad_tile;
         return job_run(&j, c->co, 0, err, errcap);
     }
-    j.chans = block_chans(c);
-    j.blocks = cdiv(c->cig, j.chans);
+    int64_t col = job_blocks(&j);
     j.tile = wgrad_tile;
-    if (is_pointwise(c)) {
-        j.rows = c->ho;
-        return job_run(&j, c->groups * j.blocks, 0, err, errcap);
-    }
-    j.rows = chunk_rows(c, j.chans * c->kh * c->kw, false);
-    return job_run(&j, c->groups * j.blocks, j.chans * c->kh * c->kw * c->wo * j.rows, err, errcap);
+    return job_run(&j, c->groups * j.blocks, col, err, errcap);
 }
 REF_KERNEL(cpu_conv2d) {
     Geom c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);

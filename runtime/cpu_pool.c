@@ -9,9 +9,21 @@
 /* Planes below this many output elements are not worth waking the team. */
 enum { PARALLEL_MIN_ELEMS = 1 << 16 };
 
-/* The oracle's rule: scanning in order, a later value replaces the best only
- * when strictly greater, and a NaN always does. */
-static inline bool takes(float v, float best) { return v > best || isnan(v); }
+/* The window of output o along one axis of len inputs, line[i * step]
+ * for i = o*s - pad + t*dil in [0, len), t < k, scanned in order with the
+ * oracle's rule: a later value replaces the best only when strictly greater,
+ * and a NaN always does. */
+static inline float window_max(const float *line, int64_t step, int64_t len, int64_t o, int k, int s, int pad, int dil) {
+    float best = NAN;
+    bool have = false;
+    for (int t = 0; t < k; t++) {
+        int64_t i = o * s - pad + (int64_t)t * dil;
+        if (i < 0 || i >= len) continue;
+        float v = line[i * step];
+        if (!have || v > best || isnan(v)) best = v, have = true;
+    }
+    return best;
+}
 
 /* Max pooling as two 1-D passes, rows then columns. Each pass keeps the
  * first strictly greatest value (and the last NaN) in its scan order, so the
@@ -38,29 +50,11 @@ REF_KERNEL(cpu_maxpool2d) {
             if (!rowmax) continue;
             const float *xp = x + p * h * w;
             for (int64_t iy = 0; iy < h; iy++)
-                for (int64_t ox = 0; ox < ow; ox++) {
-                    float best = NAN;
-                    bool have = false;
-                    for (int kx = 0; kx < a->kernel[1]; kx++) {
-                        int64_t ix = ox * a->stride[1] - a->pad[2] + (int64_t)kx * a->dilation[1];
-                        if (ix < 0 || ix >= w) continue;
-                        float v = xp[iy * w + ix];
-                        if (!have || takes(v, best)) best = v, have = true;
-                    }
-                    rowmax[iy * ow + ox] = best;
-                }
+                for (int64_t ox = 0; ox < ow; ox++)
+                    rowmax[iy * ow + ox] = window_max(xp + iy * w, 1, w, ox, a->kernel[1], a->stride[1], a->pad[2], a->dilation[1]);
             for (int64_t oy = 0; oy < oh; oy++)
-                for (int64_t ox = 0; ox < ow; ox++) {
-                    float best = NAN;
-                    bool have = false;
-                    for (int ky = 0; ky < a->kernel[0]; ky++) {
-                        int64_t iy = oy * a->stride[0] - a->pad[0] + (int64_t)ky * a->dilation[0];
-                        if (iy < 0 || iy >= h) continue;
-                        float v = rowmax[iy * ow + ox];
-                        if (!have || takes(v, best)) best = v, have = true;
-                    }
-                    y[(p * oh + oy) * ow + ox] = best;
-                }
+                for (int64_t ox = 0; ox < ow; ox++)
+                    y[(p * oh + oy) * ow + ox] = window_max(rowmax + ox, ow, h, oy, a->kernel[0], a->stride[0], a->pad[0], a->dilation[0]);
         }
         free(rowmax);
     }
