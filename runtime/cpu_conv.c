@@ -449,6 +449,8 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
     [OP_ACTIVATION_BWD] = cpu_activation_bwd,
     [OP_MAXPOOL2D] = cpu_maxpool2d,
     [OP_RESIZE_NEAREST] = cpu_resize_nearest,
+    [OP_ATTENTION] = cpu_attention,
+    [OP_ATTENTION_BWD] = cpu_attention_bwd,
 };
 
 RefKernel cpu_kernel(OpKind k) { return k >= 0 && k < OP_COUNT ? CPU_KERNELS[k] : NULL; }

@@ -1,7 +1,7 @@
 /* runtime/cpu_conv.h — the fast fp32 CPU kernels the interpreter runs instead
  * of the reference ones when Interp.fast is set: convolutions (cpu_conv.c),
  * BatchNorm/activations (cpu_pointwise.c), max pooling and nearest resize
- * (cpu_pool.c). Must not change op semantics:
+ * (cpu_pool.c), attention (cpu_attention.c). Must not change op semantics:
  * every kernel here matches its ref_kernels.h oracle up to fp32 rounding. */
 #ifndef YOLOCC_CPU_CONV_H
 #define YOLOCC_CPU_CONV_H
@@ -31,5 +31,9 @@ bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int
 /* cpu_pool.c: the same bits as the oracle's, planes on the OpenMP threads. */
 bool cpu_maxpool2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_resize_nearest(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+
+/* cpu_attention.c: sgemm tiles on the OpenMP threads, fp32 softmax. */
+bool cpu_attention(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_attention_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 
 #endif

@@ -1,5 +1,5 @@
 /* tests/test_cpu_conv.c — the fast CPU kernels (runtime/cpu_conv.c,
- * runtime/cpu_pointwise.c) against the reference oracle: convolutions over a
+ * runtime/cpu_pointwise.c, cpu_pool.c, cpu_attention.c) against the reference oracle: convolutions over a
  * grid of shapes, BatchNorm and activations, and whole training steps of the
  * tiny model with Interp.fast off and on from the same initial state. */
 #include <math.h>
@@ -204,6 +204,32 @@ Test(cpu_conv, chunked_and_wide, .timeout = 600) {
     }
 }
 
+/* Runs b's graph fast with 1 thread, then with 3, and expects the same bits
+ * in outs; the outputs are filled with NaNs in between so a tile left
+ * unwritten shows. */
+static void same_bits_for_1_and_3_threads(Bench *b, const int *outs, int n_outs, const char *what) {
+    int saved = omp_get_max_threads();
+    b->it.fast = true;
+    char err[256];
+    void *one[4];
+    cr_assert(n_outs <= 4);
+    omp_set_num_threads(1);
+    cr_assert(interp_run(&b->it, 0, b->g.n_ops, err, sizeof err), "%s: %s", what, err);
+    for (int k = 0; k < n_outs; k++) {
+        one[k] = malloc(bytes(&b->g, outs[k]));
+        memcpy(one[k], b->it.buf[outs[k]], bytes(&b->g, outs[k]));
+        memset(b->it.buf[outs[k]], 0xff, bytes(&b->g, outs[k]));
+    }
+    omp_set_num_threads(3);
+    cr_assert(interp_run(&b->it, 0, b->g.n_ops, err, sizeof err), "%s: %s", what, err);
+    for (int k = 0; k < n_outs; k++) {
+        cr_expect(memcmp(one[k], b->it.buf[outs[k]], bytes(&b->g, outs[k])) == 0, "%s: %s output %d differs between 1 and 3 threads", what,
+                  op_def(b->g.ops[b->g.tensors[outs[k]].producer].kind)->name, k);
+        free(one[k]);
+    }
+    omp_set_num_threads(saved);
+}
+
 /* The tiles are cut from the shape alone and each output element is summed
  * inside one tile, so 1 and 3 threads must give the same bits (forward,
  * dgrad, wgrad; im2col, 1x1 and depthwise (multiplier 2) paths, several
@@ -215,34 +241,17 @@ Test(cpu_conv, results_do_not_depend_on_the_thread_count, .timeout = 600) {
         {2, 64, 128, 64, 64, 3, 1, 1, 64, {1, 1, 1, 1}, true},
         {3, 16, 8, 33, 35, 5, 1, 2, 2, {4, 4, 4, 4}, false},
     };
-    int saved = omp_get_max_threads();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const ConvCase *cc = &cases[i];
         Bench b;
         bench_init(&b, 300 + (unsigned)i);
         int outs[3];
         conv_graph(&b, cc, outs);
-        b.it.fast = true;
-        char err[256], what[160];
+        char what[160];
         conv_desc(cc, what, sizeof what);
-        void *one[3];
-        omp_set_num_threads(1);
-        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s: %s", what, err);
-        for (int k = 0; k < 3; k++) {
-            one[k] = malloc(bytes(&b.g, outs[k]));
-            memcpy(one[k], b.it.buf[outs[k]], bytes(&b.g, outs[k]));
-            memset(b.it.buf[outs[k]], 0xff, bytes(&b.g, outs[k])); /* NaNs: a tile left unwritten shows */
-        }
-        omp_set_num_threads(3);
-        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s: %s", what, err);
-        for (int k = 0; k < 3; k++) {
-            cr_expect(memcmp(one[k], b.it.buf[outs[k]], bytes(&b.g, outs[k])) == 0, "%s: %s differs between 1 and 3 threads", what,
-                      op_def(b.g.ops[b.g.tensors[outs[k]].producer].kind)->name);
-            free(one[k]);
-        }
+        same_bits_for_1_and_3_threads(&b, outs, 3, what);
         bench_free(&b);
     }
-    omp_set_num_threads(saved);
 }
 
 Test(cpu_conv, transposed_conv_matches_reference) {
@@ -379,9 +388,71 @@ Test(cpu_conv, activations_match_reference) {
     }
 }
 
+/* ---- attention: within 1e-5 of the oracle, the same bits on any thread count ---- */
+
+typedef struct AttnCase {
+    int n, heads, kd, hd, area, h, w;
+} AttnCase;
+
+/* qkv -> attention -> (o, v) and attention_bwd(d_o, d_v, qkv) -> d_qkv with
+ * independent d_o, d_v; qkv in [-2, 2) so the softmax rows are peaked enough
+ * to show a wrong scale. outs: o, v, d_qkv. */
+static void attn_graph(Bench *b, const AttnCase *ac, int outs[3]) {
+    int qkv = tensor(b, TK_INPUT, shape4(ac->n, ac->heads * (2 * ac->kd + ac->hd), ac->h, ac->w));
+    OpAttrs a = {.heads = ac->heads, .key_dim = ac->kd, .head_dim = ac->hd, .area = ac->area, .scale = pow(ac->kd, -0.5)};
+    int o = graph_add_op(&b->g, OP_ATTENTION, &qkv, 1, &a, 2, 0, "attn");
+    cr_assert(o >= 0, "%s", b->g.err);
+    outs[0] = b->g.ops[o].out[0];
+    outs[1] = b->g.ops[o].out[1];
+    Shape os = b->g.tensors[outs[0]].shape;
+    int d_o = tensor(b, TK_INPUT, os), d_v = tensor(b, TK_INPUT, os);
+    outs[2] = op1(b, OP_ATTENTION_BWD, (int[]){d_o, d_v, qkv}, 3, &a);
+    cr_assert(interp_init(&b->it, &b->g));
+    fill(b, qkv, -2, 2);
+    fill(b, d_o, -1, 1);
+    fill(b, d_v, -1, 1);
+}
+
+static void attn_desc(const AttnCase *c, char *s, size_t cap) {
+    snprintf(s, cap, "attention n%d heads%d kd%d hd%d area%d %dx%d", c->n, c->heads, c->kd, c->hd, c->area, c->h, c->w);
+}
+
+/* YOLO11's C2PSA (kd = hd/2), YOLO12's area attention (area 4, kd = hd),
+ * a query count that leaves a partial row block, and sizes on both sides of
+ * the parallel threshold. */
+Test(cpu_conv, attention_matches_reference, .timeout = 600) {
+    static const AttnCase cases[] = {
+        {2, 2, 8, 16, 1, 5, 6},   {1, 1, 16, 32, 4, 16, 20}, {2, 4, 16, 32, 1, 20, 20},
+        {1, 2, 32, 32, 4, 24, 20}, {3, 1, 4, 4, 2, 9, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Bench b;
+        bench_init(&b, 80 + (unsigned)i);
+        int outs[3];
+        attn_graph(&b, &cases[i], outs);
+        char what[128];
+        attn_desc(&cases[i], what, sizeof what);
+        double r = fast_vs_ref(&b, 1e-5, what);
+        cr_log_info("%s: worst relative difference %.3g", what, r);
+        bench_free(&b);
+    }
+    static const AttnCase par[] = {{2, 4, 16, 32, 1, 20, 20}, {1, 2, 32, 32, 4, 40, 40}};
+    for (size_t i = 0; i < sizeof par / sizeof par[0]; i++) {
+        Bench b;
+        bench_init(&b, 90 + (unsigned)i);
+        int outs[3];
+        attn_graph(&b, &par[i], outs);
+        char what[128];
+        attn_desc(&par[i], what, sizeof what);
+        same_bits_for_1_and_3_threads(&b, outs, 3, what);
+        bench_free(&b);
+    }
+}
+
 Test(cpu_conv, table_and_defaults) {
     static const OpKind fast[] = {OP_CONV2D,    OP_CONV_TRANSPOSE2D, OP_CONV2D_DGRAD,  OP_CONV2D_WGRAD,  OP_BIAS_GRAD,
-                                  OP_BATCHNORM, OP_BATCHNORM_BWD,    OP_SILU,          OP_ACTIVATION_BWD, OP_MAXPOOL2D, OP_RESIZE_NEAREST};
+                                  OP_BATCHNORM, OP_BATCHNORM_BWD,    OP_SILU,          OP_ACTIVATION_BWD, OP_MAXPOOL2D, OP_RESIZE_NEAREST,
+                                  OP_ATTENTION, OP_ATTENTION_BWD};
     for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++) cr_expect(cpu_kernel(fast[i]) != NULL, "%s has no fast kernel", op_def(fast[i])->name);
     cr_expect_null(cpu_kernel(OP_DETECT_LOSS));
     cr_expect_null(cpu_kernel(OP_COUNT));
