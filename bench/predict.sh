@@ -8,7 +8,7 @@
 # plan's) with the CPU target's generated kernels and OpenBLAS convolutions;
 # PyTorch runs its eager CPU model with BN fused, on as many threads.
 # Needs the Ultralytics venv (ULTRA_PY).
-# Usage: bench/predict.sh [--append] [--model yolov8|yolo11] [--scale n] [--imgsz 640] [--images 32]
+# Usage: bench/predict.sh [--append] [--model yolov8|yolo11|yolo12] [--scale n] [--imgsz 640] [--images 32]
 append="" model=yolov8 scale=n imgsz=640 images=32
 while [ $# -gt 0 ]; do
   case "$1" in

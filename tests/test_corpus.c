@@ -3,7 +3,8 @@
  * package computes (tests/fixtures/ultralytics_summaries.json, made by
  * tools/ultralytics_reference.py): parameters, gradients, layer count, raw
  * GFLOPs, save list, every row of the table, and state_dict names, shapes and
- * order. Skips when the corpus is absent. */
+ * order; and the project's models/ files against the fixture cases of their
+ * upstream namesakes. The corpus tests skip when it is absent. */
 #include <cjson/cJSON.h>
 #include <math.h>
 
@@ -35,11 +36,13 @@ static const char *str(const cJSON *o, const char *k) {
     return v->valuestring;
 }
 
-static void check_case(const char *corpus, const cJSON *c) {
-    char path[512], tag[128];
+/* Compiles dir/<the case's file> at the case's scale, nc and imgsz and
+ * compares everything the fixture holds for it. */
+static void check_case(const char *dir, const cJSON *c) {
+    char path[512], tag[600];
     const char *file = str(c, "file"), *scale = str(c, "scale");
-    snprintf(path, sizeof path, "%s/%s", corpus, file);
-    snprintf(tag, sizeof tag, "%s scale=%s nc=%lld imgsz=%lld", file, scale, (long long)num(c, "nc"), (long long)num(c, "imgsz"));
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(tag, sizeof tag, "%s scale=%s nc=%lld imgsz=%lld", path, scale, (long long)num(c, "nc"), (long long)num(c, "imgsz"));
     Compiled m;
     cr_assert(tu_compile(&m, path, scale[0] ? scale : NULL, num(c, "nc"), (int)num(c, "imgsz")), "%s: %s", tag, m.d.msg);
     cr_expect_eq(m.s.parameters, num(c, "parameters"), "%s parameters %lld", tag, (long long)m.s.parameters);
@@ -91,6 +94,26 @@ Test(corpus, every_upstream_yaml_and_scale_matches_ultralytics, .timeout = 600) 
     }
     cr_log_info("%d Ultralytics cases compared (%s %s)", n, "ultralytics", str(j, "ultralytics_version"));
     cr_expect_geq(n, 70);
+    cJSON_Delete(j);
+}
+
+/* The project's own models/ files mean what the upstream files of the same
+ * name mean: each is held to every fixture case of its upstream twin. Needs
+ * no corpus (the fixture is in the tree). */
+Test(corpus, project_models_match_their_upstream_twins, .timeout = 600) {
+    static const char *twins[] = {"yolov3.yaml", "yolov5.yaml", "yolov8.yaml", "yolo11.yaml", "yolo12.yaml"};
+    cJSON *j = load_fixture();
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
+        int n = 0;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "cases")) {
+            if (strcmp(str(c, "file"), twins[i]) != 0) continue;
+            check_case("models", c);
+            n++;
+        }
+        cr_expect_gt(n, 0, "no fixture case for %s", twins[i]);
+        cr_log_info("models/%s: %d Ultralytics cases compared", twins[i], n);
+    }
     cJSON_Delete(j);
 }
 
