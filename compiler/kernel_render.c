@@ -204,6 +204,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         case KI_ACCUM:
             /* a row past the end adds +0 (without a branch): the sums start at +0, so are never -0, and stay as they were */
             if (part == PART_ELEM_AFTER_LOADS) fprintf(o->f, "%sacc_[%d]%s += (double)(ok_[u_] ? %s : (yk_real)0);\n", vloop, in->b, lv, x[0]);
+            else if (tg == KT_C) fprintf(o->f, "lane_acc_[%d][l_] += (double)%s;\n", in->b, x[0]); /* the C reduction's lanes (reduce_phase.c) */
             else fprintf(o->f, "%sacc_[%d]%s += (double)%s;\n", vloop, in->b, lv, x[0]);
             break;
         case KI_INC_I64: fprintf(o->f, "if (c == 0) ((long long *)a.t[%d])[0] += 1;\n", in->buf); break;
@@ -274,7 +275,7 @@ static char *multi_rows_text(const Kernel *k) {
 
 static void emit_kernel(Out *o, const Kernel *k, KTarget tg) {
     const char *ext = tg == KT_CUDA ? "cu" : "c", *dir = tg == KT_CUDA ? "cuda" : "c";
-    const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "                ") : (k->skel == KS_MAP ? "                " : "                    ");
+    const char *body_indent = tg == KT_CUDA ? (k->skel == KS_MAP ? "        " : "                ") : (k->skel == KS_MAP ? "                " : "                        ");
     const char *fin_indent = "            ", *chan_indent = "            ";
     char path[64];
     switch (k->skel) {

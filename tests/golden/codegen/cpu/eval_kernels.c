@@ -48,6 +48,9 @@ typedef double yk_real;
 #define yk_erf erf
 #define yk_pow pow
 static inline double yk_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* a reduction's lanes (see reduce_phase.c), folded pairwise in a fixed order */
+#define YK_LANES 8
+static inline double yk_fold_lanes(const double *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
 /* yk_map_b4fc6b55: elementwise over [n, c, inner] */
 YK_CLONES void yk_map_b4fc6b55(const YkArgs *ap) {

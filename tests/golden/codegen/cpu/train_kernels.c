@@ -48,32 +48,54 @@ typedef double yk_real;
 #define yk_erf erf
 #define yk_pow pow
 static inline double yk_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+/* a reduction's lanes (see reduce_phase.c), folded pairwise in a fixed order */
+#define YK_LANES 8
+static inline double yk_fold_lanes(const double *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
 /* yk_channel_reduce_75e4ae4b: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_75e4ae4b(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_75e4ae4b(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[1];
         (void)var_;
         {
-            double acc_[2] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[2][YK_LANES] = {{0}}, acc_[2];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r0 = (yk_real)((const float *)a.t[0])[c * inner_];
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r1 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r2 = r1 - r0;
-                    acc_[0] += (double)r2;
-                    const yk_real r4 = r2 * r2;
-                    acc_[1] += (double)r4;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r1 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r2 = r1 - r0;
+                        lane_acc_[0][l_] += (double)r2;
+                        const yk_real r4 = r2 * r2;
+                        lane_acc_[1][l_] += (double)r4;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r1 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r2 = r1 - r0;
+                        lane_acc_[0][l_] += (double)r2;
+                        const yk_real r4 = r2 * r2;
+                        lane_acc_[1][l_] += (double)r4;
+                }
+            }
+            for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = (double)count_;
             const double f1 = acc_[0];
             const double f2 = f1 / f0;
@@ -230,26 +252,42 @@ void yk_copy_5e384232(const YkArgs *ap) {
 
 /* yk_channel_reduce_0358efb2: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_0358efb2(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_0358efb2(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[1];
         (void)var_;
         {
-            double acc_[1] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
+            (void)lane_acc_;
             (void)acc_;
 
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    acc_[0] += (double)r0;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        lane_acc_[0][l_] += (double)r0;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        lane_acc_[0][l_] += (double)r0;
+                }
+            }
+            for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = acc_[0];
             ((float *)a.t[1])[c] = (float)f0;
         }
@@ -258,17 +296,21 @@ void yk_channel_reduce_0358efb2(const YkArgs *ap) {
 
 /* yk_channel_reduce_5812a37f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_5812a37f(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_5812a37f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[2];
         (void)var_;
         {
-            double acc_[2] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[2][YK_LANES] = {{0}}, acc_[2];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
@@ -278,31 +320,61 @@ void yk_channel_reduce_5812a37f(const YkArgs *ap) {
             const yk_real r15 = (yk_real)1;
             const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r3 = r0 - r2;
-                    const yk_real r4 = r3 * r1;
-                    const yk_real r7 = r4 * r6;
-                    const yk_real r8 = r7 + r5;
-                    const yk_real r9 = (yk_real)(float)r8;
-                    const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
-                    const yk_real r11 = yk_sigmoid(r9);
-                    const yk_real r13 = r12 - r11;
-                    const yk_real r14 = r9 * r13;
-                    const yk_real r16 = r15 + r14;
-                    const yk_real r17 = r11 * r16;
-                    const yk_real r18 = r10 * r17;
-                    const yk_real r19 = (yk_real)(float)r18;
-                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r23 = r22 - r21;
-                    const yk_real r24 = r23 * r20;
-                    acc_[0] += (double)r19;
-                    const yk_real r26 = r19 * r24;
-                    acc_[1] += (double)r26;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        lane_acc_[0][l_] += (double)r19;
+                        const yk_real r26 = r19 * r24;
+                        lane_acc_[1][l_] += (double)r26;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        lane_acc_[0][l_] += (double)r19;
+                        const yk_real r26 = r19 * r24;
+                        lane_acc_[1][l_] += (double)r26;
+                }
+            }
+            for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = acc_[0];
             const double f1 = acc_[1];
             ((float *)a.t[6])[c] = (float)f0;
@@ -311,7 +383,11 @@ void yk_channel_reduce_5812a37f(const YkArgs *ap) {
             var_[1] = f1;
         }
         {
-            double acc_[1] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
@@ -328,33 +404,65 @@ void yk_channel_reduce_5812a37f(const YkArgs *ap) {
             const yk_real r29 = r28 / r25;
             const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
             const yk_real r34 = r33 * r20;
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r3 = r0 - r2;
-                    const yk_real r4 = r3 * r1;
-                    const yk_real r7 = r4 * r6;
-                    const yk_real r8 = r7 + r5;
-                    const yk_real r9 = (yk_real)(float)r8;
-                    const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
-                    const yk_real r11 = yk_sigmoid(r9);
-                    const yk_real r13 = r12 - r11;
-                    const yk_real r14 = r9 * r13;
-                    const yk_real r16 = r15 + r14;
-                    const yk_real r17 = r11 * r16;
-                    const yk_real r18 = r10 * r17;
-                    const yk_real r19 = (yk_real)(float)r18;
-                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r23 = r22 - r21;
-                    const yk_real r24 = r23 * r20;
-                    const yk_real r30 = r24 * r29;
-                    const yk_real r31 = r27 + r30;
-                    const yk_real r32 = r19 - r31;
-                    const yk_real r35 = r34 * r32;
-                    ((float *)a.t[8])[i] = (float)r35;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        const yk_real r30 = r24 * r29;
+                        const yk_real r31 = r27 + r30;
+                        const yk_real r32 = r19 - r31;
+                        const yk_real r35 = r34 * r32;
+                        ((float *)a.t[8])[i] = (float)r35;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        const yk_real r30 = r24 * r29;
+                        const yk_real r31 = r27 + r30;
+                        const yk_real r32 = r19 - r31;
+                        const yk_real r35 = r34 * r32;
+                        ((float *)a.t[8])[i] = (float)r35;
+                }
+            }
+            for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
 
         }
     }
@@ -362,17 +470,21 @@ void yk_channel_reduce_5812a37f(const YkArgs *ap) {
 
 /* yk_channel_reduce_750ef01f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_750ef01f(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_750ef01f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[2];
         (void)var_;
         {
-            double acc_[2] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[2][YK_LANES] = {{0}}, acc_[2];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
@@ -382,34 +494,67 @@ void yk_channel_reduce_750ef01f(const YkArgs *ap) {
             const yk_real r18 = (yk_real)1;
             const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                    const yk_real r2 = r1 + r0;
-                    const yk_real r3 = (yk_real)(float)r2;
-                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r7 = r4 - r6;
-                    const yk_real r8 = r7 * r5;
-                    const yk_real r11 = r8 * r10;
-                    const yk_real r12 = r11 + r9;
-                    const yk_real r13 = (yk_real)(float)r12;
-                    const yk_real r14 = yk_sigmoid(r13);
-                    const yk_real r16 = r15 - r14;
-                    const yk_real r17 = r13 * r16;
-                    const yk_real r19 = r18 + r17;
-                    const yk_real r20 = r14 * r19;
-                    const yk_real r21 = r3 * r20;
-                    const yk_real r22 = (yk_real)(float)r21;
-                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r26 = r25 - r24;
-                    const yk_real r27 = r26 * r23;
-                    acc_[0] += (double)r22;
-                    const yk_real r29 = r22 * r27;
-                    acc_[1] += (double)r29;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        lane_acc_[0][l_] += (double)r22;
+                        const yk_real r29 = r22 * r27;
+                        lane_acc_[1][l_] += (double)r29;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        lane_acc_[0][l_] += (double)r22;
+                        const yk_real r29 = r22 * r27;
+                        lane_acc_[1][l_] += (double)r29;
+                }
+            }
+            for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = acc_[0];
             const double f1 = acc_[1];
             ((float *)a.t[7])[c] = (float)f0;
@@ -418,7 +563,11 @@ void yk_channel_reduce_750ef01f(const YkArgs *ap) {
             var_[1] = f1;
         }
         {
-            double acc_[1] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
@@ -435,36 +584,71 @@ void yk_channel_reduce_750ef01f(const YkArgs *ap) {
             const yk_real r32 = r31 / r28;
             const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
             const yk_real r37 = r36 * r23;
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                    const yk_real r2 = r1 + r0;
-                    const yk_real r3 = (yk_real)(float)r2;
-                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r7 = r4 - r6;
-                    const yk_real r8 = r7 * r5;
-                    const yk_real r11 = r8 * r10;
-                    const yk_real r12 = r11 + r9;
-                    const yk_real r13 = (yk_real)(float)r12;
-                    const yk_real r14 = yk_sigmoid(r13);
-                    const yk_real r16 = r15 - r14;
-                    const yk_real r17 = r13 * r16;
-                    const yk_real r19 = r18 + r17;
-                    const yk_real r20 = r14 * r19;
-                    const yk_real r21 = r3 * r20;
-                    const yk_real r22 = (yk_real)(float)r21;
-                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r26 = r25 - r24;
-                    const yk_real r27 = r26 * r23;
-                    const yk_real r33 = r27 * r32;
-                    const yk_real r34 = r30 + r33;
-                    const yk_real r35 = r22 - r34;
-                    const yk_real r38 = r37 * r35;
-                    ((float *)a.t[9])[i] = (float)r38;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        const yk_real r33 = r27 * r32;
+                        const yk_real r34 = r30 + r33;
+                        const yk_real r35 = r22 - r34;
+                        const yk_real r38 = r37 * r35;
+                        ((float *)a.t[9])[i] = (float)r38;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        const yk_real r33 = r27 * r32;
+                        const yk_real r34 = r30 + r33;
+                        const yk_real r35 = r22 - r34;
+                        const yk_real r38 = r37 * r35;
+                        ((float *)a.t[9])[i] = (float)r38;
+                }
+            }
+            for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
 
         }
     }
@@ -472,17 +656,21 @@ void yk_channel_reduce_750ef01f(const YkArgs *ap) {
 
 /* yk_channel_reduce_cccde98d: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_cccde98d(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_cccde98d(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[2];
         (void)var_;
         {
-            double acc_[2] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[2][YK_LANES] = {{0}}, acc_[2];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
@@ -492,31 +680,61 @@ void yk_channel_reduce_cccde98d(const YkArgs *ap) {
             const yk_real r15 = (yk_real)1;
             const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r3 = r0 - r2;
-                    const yk_real r4 = r3 * r1;
-                    const yk_real r7 = r4 * r6;
-                    const yk_real r8 = r7 + r5;
-                    const yk_real r9 = (yk_real)(float)r8;
-                    const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
-                    const yk_real r11 = yk_sigmoid(r9);
-                    const yk_real r13 = r12 - r11;
-                    const yk_real r14 = r9 * r13;
-                    const yk_real r16 = r15 + r14;
-                    const yk_real r17 = r11 * r16;
-                    const yk_real r18 = r10 * r17;
-                    const yk_real r19 = (yk_real)(float)r18;
-                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r23 = r22 - r21;
-                    const yk_real r24 = r23 * r20;
-                    acc_[0] += (double)r19;
-                    const yk_real r26 = r19 * r24;
-                    acc_[1] += (double)r26;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        lane_acc_[0][l_] += (double)r19;
+                        const yk_real r26 = r19 * r24;
+                        lane_acc_[1][l_] += (double)r26;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        lane_acc_[0][l_] += (double)r19;
+                        const yk_real r26 = r19 * r24;
+                        lane_acc_[1][l_] += (double)r26;
+                }
+            }
+            for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = acc_[0];
             const double f1 = acc_[1];
             ((float *)a.t[6])[c] = (float)f0;
@@ -525,7 +743,11 @@ void yk_channel_reduce_cccde98d(const YkArgs *ap) {
             var_[1] = f1;
         }
         {
-            double acc_[1] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
@@ -542,33 +764,65 @@ void yk_channel_reduce_cccde98d(const YkArgs *ap) {
             const yk_real r29 = r28 / r25;
             const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
             const yk_real r34 = r33 * r20;
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r3 = r0 - r2;
-                    const yk_real r4 = r3 * r1;
-                    const yk_real r7 = r4 * r6;
-                    const yk_real r8 = r7 + r5;
-                    const yk_real r9 = (yk_real)(float)r8;
-                    const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
-                    const yk_real r11 = yk_sigmoid(r9);
-                    const yk_real r13 = r12 - r11;
-                    const yk_real r14 = r9 * r13;
-                    const yk_real r16 = r15 + r14;
-                    const yk_real r17 = r11 * r16;
-                    const yk_real r18 = r10 * r17;
-                    const yk_real r19 = (yk_real)(float)r18;
-                    const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r23 = r22 - r21;
-                    const yk_real r24 = r23 * r20;
-                    const yk_real r30 = r24 * r29;
-                    const yk_real r31 = r27 + r30;
-                    const yk_real r32 = r19 - r31;
-                    const yk_real r35 = r34 * r32;
-                    ((float *)a.t[8])[i] = (float)r35;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        const yk_real r30 = r24 * r29;
+                        const yk_real r31 = r27 + r30;
+                        const yk_real r32 = r19 - r31;
+                        const yk_real r35 = r34 * r32;
+                        ((float *)a.t[8])[i] = (float)r35;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r3 = r0 - r2;
+                        const yk_real r4 = r3 * r1;
+                        const yk_real r7 = r4 * r6;
+                        const yk_real r8 = r7 + r5;
+                        const yk_real r9 = (yk_real)(float)r8;
+                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
+                        const yk_real r11 = yk_sigmoid(r9);
+                        const yk_real r13 = r12 - r11;
+                        const yk_real r14 = r9 * r13;
+                        const yk_real r16 = r15 + r14;
+                        const yk_real r17 = r11 * r16;
+                        const yk_real r18 = r10 * r17;
+                        const yk_real r19 = (yk_real)(float)r18;
+                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r23 = r22 - r21;
+                        const yk_real r24 = r23 * r20;
+                        const yk_real r30 = r24 * r29;
+                        const yk_real r31 = r27 + r30;
+                        const yk_real r32 = r19 - r31;
+                        const yk_real r35 = r34 * r32;
+                        ((float *)a.t[8])[i] = (float)r35;
+                }
+            }
+            for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
 
         }
     }
@@ -627,17 +881,21 @@ YK_CLONES void yk_map_0006b475(const YkArgs *ap) {
 
 /* yk_channel_reduce_b4e6287f: per-channel sums over [n, inner] in a fixed order, then a
  * per-channel finalize */
-void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
+YK_CLONES void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
     const YkArgs a = *ap;
     const long long c_ = a.c, inner_ = a.inner;
     const yk_real count_ = (yk_real)(a.n * a.inner);
     (void)count_;
-#pragma omp parallel for schedule(static) if (a.n * c_ * inner_ >= 65536)
+#pragma omp parallel for schedule(static) firstprivate(a) if (a.n * c_ * inner_ >= 65536)
     for (long long c = 0; c < c_; c++) {
         double var_[2];
         (void)var_;
         {
-            double acc_[2] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[2][YK_LANES] = {{0}}, acc_[2];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
@@ -647,34 +905,67 @@ void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
             const yk_real r18 = (yk_real)1;
             const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
-                    const yk_real r2 = r1 + r0;
-                    const yk_real r3 = (yk_real)(float)r2;
-                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r7 = r4 - r6;
-                    const yk_real r8 = r7 * r5;
-                    const yk_real r11 = r8 * r10;
-                    const yk_real r12 = r11 + r9;
-                    const yk_real r13 = (yk_real)(float)r12;
-                    const yk_real r14 = yk_sigmoid(r13);
-                    const yk_real r16 = r15 - r14;
-                    const yk_real r17 = r13 * r16;
-                    const yk_real r19 = r18 + r17;
-                    const yk_real r20 = r14 * r19;
-                    const yk_real r21 = r3 * r20;
-                    const yk_real r22 = (yk_real)(float)r21;
-                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r26 = r25 - r24;
-                    const yk_real r27 = r26 * r23;
-                    acc_[0] += (double)r22;
-                    const yk_real r29 = r22 * r27;
-                    acc_[1] += (double)r29;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        lane_acc_[0][l_] += (double)r22;
+                        const yk_real r29 = r22 * r27;
+                        lane_acc_[1][l_] += (double)r29;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        lane_acc_[0][l_] += (double)r22;
+                        const yk_real r29 = r22 * r27;
+                        lane_acc_[1][l_] += (double)r29;
+                }
+            }
+            for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
             const double f0 = acc_[0];
             const double f1 = acc_[1];
             ((float *)a.t[7])[c] = (float)f0;
@@ -683,7 +974,11 @@ void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
             var_[1] = f1;
         }
         {
-            double acc_[1] = {0};
+            /* element k of a row adds to lane k % YK_LANES (the rows'
+             * remainders to the first lanes), so the element loop
+             * vectorises while the order of every sum stays fixed */
+            double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
+            (void)lane_acc_;
             (void)acc_;
             const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
             const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
@@ -700,36 +995,71 @@ void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
             const yk_real r32 = r31 / r28;
             const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
             const yk_real r37 = r36 * r23;
-            for (long long n = 0; n < a.n; n++)
-                for (long long k = 0; k < inner_; k++) {
-                    const long long i = (n * c_ + c) * inner_ + k;
-                    (void)i;
-                    const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                    const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
-                    const yk_real r2 = r1 + r0;
-                    const yk_real r3 = (yk_real)(float)r2;
-                    const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r7 = r4 - r6;
-                    const yk_real r8 = r7 * r5;
-                    const yk_real r11 = r8 * r10;
-                    const yk_real r12 = r11 + r9;
-                    const yk_real r13 = (yk_real)(float)r12;
-                    const yk_real r14 = yk_sigmoid(r13);
-                    const yk_real r16 = r15 - r14;
-                    const yk_real r17 = r13 * r16;
-                    const yk_real r19 = r18 + r17;
-                    const yk_real r20 = r14 * r19;
-                    const yk_real r21 = r3 * r20;
-                    const yk_real r22 = (yk_real)(float)r21;
-                    const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                    const yk_real r26 = r25 - r24;
-                    const yk_real r27 = r26 * r23;
-                    const yk_real r33 = r27 * r32;
-                    const yk_real r34 = r30 + r33;
-                    const yk_real r35 = r22 - r34;
-                    const yk_real r38 = r37 * r35;
-                    ((float *)a.t[9])[i] = (float)r38;
+            for (long long n = 0; n < a.n; n++) {
+                long long k0 = 0;
+                for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
+#pragma omp simd
+                    for (int l_ = 0; l_ < YK_LANES; l_++) {
+                        const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                        (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        const yk_real r33 = r27 * r32;
+                        const yk_real r34 = r30 + r33;
+                        const yk_real r35 = r22 - r34;
+                        const yk_real r38 = r37 * r35;
+                        ((float *)a.t[9])[i] = (float)r38;
+                    }
                 }
+                for (int l_ = 0; k0 + l_ < inner_; l_++) {
+                    const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
+                    (void)i;
+                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
+                        const yk_real r2 = r1 + r0;
+                        const yk_real r3 = (yk_real)(float)r2;
+                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r7 = r4 - r6;
+                        const yk_real r8 = r7 * r5;
+                        const yk_real r11 = r8 * r10;
+                        const yk_real r12 = r11 + r9;
+                        const yk_real r13 = (yk_real)(float)r12;
+                        const yk_real r14 = yk_sigmoid(r13);
+                        const yk_real r16 = r15 - r14;
+                        const yk_real r17 = r13 * r16;
+                        const yk_real r19 = r18 + r17;
+                        const yk_real r20 = r14 * r19;
+                        const yk_real r21 = r3 * r20;
+                        const yk_real r22 = (yk_real)(float)r21;
+                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r26 = r25 - r24;
+                        const yk_real r27 = r26 * r23;
+                        const yk_real r33 = r27 * r32;
+                        const yk_real r34 = r30 + r33;
+                        const yk_real r35 = r22 - r34;
+                        const yk_real r38 = r37 * r35;
+                        ((float *)a.t[9])[i] = (float)r38;
+                }
+            }
+            for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
 
         }
     }
