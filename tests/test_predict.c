@@ -3,6 +3,9 @@
  * (tests/parity/predict, made by tools/make_predict_fixture.py): the label
  * files line by line, the console lines, the annotated images, the run
  * directory, and one clear error with no output for bad input. */
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
 #include "test_predict.h"
 
 static void check_against_ultralytics(const char *model, const char *fixture_case, const char *args) {
@@ -208,4 +211,75 @@ Test(predict, glob_and_list_sources, .timeout = 300) {
     snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/list.txt --project %s/runs", dir, dir, dir);
     expect_refused(args, "missing.png does not exist");
     expect_nothing_written_and_remove(dir);
+}
+
+/* SHA-256 of an image's RGB pixels as hex (as tools/make_crop_fixture.py hashes PIL's decode) */
+static void pixels_sha256(const Image *im, char hex[65]) {
+    unsigned char md[32];
+    unsigned int n = 0;
+    cr_assert(EVP_Digest(im->px, (size_t)im->w * (size_t)im->h * 3, md, &n, EVP_sha256(), NULL) == 1 && n == 32);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Files under dir, counted by find(1). */
+static int count_files(const char *dir) {
+    char cmd[300], *out;
+    snprintf(cmd, sizeof cmd, "find '%s' -type f | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char line[32] = "";
+    out = fgets(line, sizeof line, p);
+    pclose(p);
+    return out ? atoi(line) : -1;
+}
+
+/* --save-crop writes what Ultralytics' save_crop wrote for the same
+ * detections (tools/make_crop_fixture.py): the same files under crops/
+ * (CLASS/STEM.jpg, STEM2.jpg, ...), the same sizes and the same decoded
+ * pixels; a second run into the same directory (--exist-ok) numbers on. */
+Test(predict, save_crop_writes_ultralytics_crops, .timeout = 300) {
+    char dir[64], crops[128], path[512], err[256], hex[65];
+    setup_dir(dir, "v8tiny");
+    CliResult r = predict(dir, "v8tiny", "--conf 0.6 --save-crop --no-save");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    char *text = tu_slurp(FIXTURE "/v8tiny/conf0.6/crops.json", NULL);
+    cr_assert(text, "no crops.json fixture");
+    cJSON *want = cJSON_Parse(text);
+    free(text);
+    cr_assert(want);
+    snprintf(crops, sizeof crops, "%s/runs/predict/crops", dir);
+    int n = 0, same = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, want) {
+        snprintf(path, sizeof path, "%s/%s", crops, e->string);
+        Image im;
+        if (!image_load(path, &im, err, sizeof err)) {
+            cr_expect(false, "%s", err);
+            continue;
+        }
+        n++;
+        int w = cJSON_GetObjectItemCaseSensitive(e, "w")->valueint, h = cJSON_GetObjectItemCaseSensitive(e, "h")->valueint;
+        cr_expect(im.w == w && im.h == h, "%s is %dx%d, Ultralytics' %dx%d", e->string, im.w, im.h, w, h);
+        pixels_sha256(&im, hex);
+        same += strcmp(hex, cJSON_GetObjectItemCaseSensitive(e, "sha256")->valuestring) == 0;
+        image_free(&im);
+    }
+    cr_expect_eq(same, n, "%d of %d crops have Ultralytics' pixels", same, n);
+    cr_expect_eq(count_files(crops), cJSON_GetArraySize(want), "crops/ holds other files than Ultralytics wrote");
+    cr_log_info("--save-crop: %d crops with Ultralytics' names, sizes and pixels", same);
+    r = predict(dir, "v8tiny", "--conf 0.6 --save-crop --no-save --exist-ok");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    cr_expect_eq(count_files(crops), 2 * cJSON_GetArraySize(want), "a second run must add numbered crops");
+    int k = 0; /* blue/small.jpg, small2.jpg, ... smallK.jpg from the first run; the second ends at small(2K).jpg */
+    cJSON_ArrayForEach(e, want) k += strncmp(e->string, "blue/small", 10) == 0;
+    cr_assert_gt(k, 1);
+    struct stat st;
+    snprintf(path, sizeof path, "%s/blue/small%d.jpg", crops, 2 * k);
+    cr_expect_eq(stat(path, &st), 0, "no %s after the second run", path);
+    snprintf(path, sizeof path, "%s/blue/small%d.jpg", crops, 2 * k + 1);
+    cr_expect_neq(stat(path, &st), 0, "%s: more crops than boxes", path);
+    cJSON_Delete(want);
+    remove_dir(dir);
 }

@@ -466,7 +466,7 @@ typedef struct JpegEnc {
     JpegErr e;
 } JpegEnc;
 
-static bool jpeg_encode(Job *j, JpegEnc *c, const Image *im, int quality) {
+static bool jpeg_encode(Job *j, JpegEnc *c, const Image *im, int quality, bool full_chroma) {
     c->ci.err = NULL;
     jpeg_err_init(&c->e, j);
     if (setjmp(c->e.jb)) {
@@ -482,6 +482,8 @@ static bool jpeg_encode(Job *j, JpegEnc *c, const Image *im, int quality) {
     c->ci.in_color_space = JCS_RGB;
     jpeg_set_defaults(&c->ci);
     jpeg_set_quality(&c->ci, quality, TRUE);
+    if (full_chroma)
+        for (int k = 0; k < c->ci.num_components; k++) c->ci.comp_info[k].h_samp_factor = c->ci.comp_info[k].v_samp_factor = 1;
     jpeg_start_compress(&c->ci, TRUE);
     while (c->ci.next_scanline < c->ci.image_height) {
         JSAMPROW r = im->px + (size_t)c->ci.next_scanline * (size_t)im->w * 3;
@@ -500,17 +502,21 @@ static bool write_bytes(const char *path, const void *data, size_t len, char *er
     return true;
 }
 
-bool image_write_jpeg(const char *path, const Image *im, int quality, char *err, int errcap) {
+static bool write_jpeg(const char *path, const Image *im, int quality, bool full_chroma, char *err, int errcap) {
     if (!check_image(path, im, 65500, err, errcap)) return false;
     if (quality < 1 || quality > 100) return errf(err, errcap, "%s: JPEG quality %d is outside 1..100", path, quality);
     Job j = {0};
     JpegEnc c;
-    bool ok = jpeg_encode(&j, &c, im, quality);
+    bool ok = jpeg_encode(&j, &c, im, quality, full_chroma);
     if (ok) ok = write_bytes(path, j.enc, j.enc_len, err, errcap);
     else errf(err, errcap, "%s: %s", path, j.msg);
     free(j.enc);
     return ok;
 }
+
+bool image_write_jpeg(const char *path, const Image *im, int quality, char *err, int errcap) { return write_jpeg(path, im, quality, false, err, errcap); }
+
+bool image_write_jpeg_444(const char *path, const Image *im, int quality, char *err, int errcap) { return write_jpeg(path, im, quality, true, err, errcap); }
 
 bool image_write_png(const char *path, const Image *im, char *err, int errcap) {
     if (!check_image(path, im, 1 << 24, err, errcap)) return false;

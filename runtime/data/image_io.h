@@ -25,8 +25,11 @@ bool image_load(const char *path, Image *out, char *err, int errcap);
  * with trailing bytes) is decoded in full to decide. Sizes and pixels of
  * JPEGs follow their EXIF orientation (as OpenCV's imread does). */
 bool image_probe(const char *path, int *w, int *h, char *err, int errcap);
-/* Writes atomically (ir/atomic_file.h): quality 1..100 for JPEG. */
+/* Writes atomically (ir/atomic_file.h): quality 1..100 for JPEG; chroma
+ * at half resolution (4:2:0, as OpenCV's imwrite), or at full (4:4:4, as
+ * PIL's subsampling=0). */
 bool image_write_jpeg(const char *path, const Image *im, int quality, char *err, int errcap);
+bool image_write_jpeg_444(const char *path, const Image *im, int quality, char *err, int errcap);
 bool image_write_png(const char *path, const Image *im, char *err, int errcap);
 
 #endif

@@ -19,6 +19,7 @@
 #include "../train/report.h"
 #include "../train/trainer.h"
 #include "annotate.h"
+#include "crop.h"
 #include "eval_model.h"
 #include "sources.h"
 
@@ -124,7 +125,7 @@ typedef struct Run {
     unsigned char *keep;    /* per class: --classes keeps it (NULL: all kept) */
     EvalModel m;
     Sources src;
-    char dir[1100], labels[1200];   /* the run directory, its labels/ */
+    char dir[1100], labels[1200], crops[1200];   /* the run directory, its labels/ and crops/ */
     uint8_t *pixels;
     Detection *dets;
     double t_pre, t_inf, t_post;
@@ -165,6 +166,9 @@ static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
             if (!save_txt(r->labels, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
             r->labels_written += n > 0;
         }
+        /* crops from the unannotated image, as Results.save_crop copies orig_img */
+        for (int q = 0; r->a->save_crop && q < n; q++)
+            if (!crop_save(r->crops, r->m.names[r->dets[q].cls], path, im, &r->dets[q], err, errcap)) goto out;
         if (r->a->save && !save_image(r->dir, path, im, r->dets, n, r->m.names, err, errcap)) goto out;
     }
     fflush(stdout);
@@ -207,16 +211,19 @@ int predict_main(const PredictArgs *a) {
         r.nms.classes = r.keep;
     }
     rc = 1;
-    if (a->save || a->save_txt) {
+    const bool any_files = a->save || a->save_txt || a->save_crop;
+    if (any_files) {
         if (!report_run_dir(a->project, a->name, a->exist_ok, r.dir, sizeof r.dir, err, sizeof err)) goto fail;
         snprintf(r.labels, sizeof r.labels, "%s/labels", r.dir);
+        snprintf(r.crops, sizeof r.crops, "%s/crops", r.dir);
         if (a->save_txt && !report_make_dir(r.labels, err, sizeof err)) goto fail;
+        if (a->save_crop && !report_make_dir(r.crops, err, sizeof err)) goto fail;
     }
     for (int i = 0; i < r.src.n; i += r.m.io.batch)
         if (!predict_batch(&r, i, r.src.n - i < r.m.io.batch ? r.src.n - i : r.m.io.batch, err, sizeof err)) goto fail;
     printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / r.src.n,
            r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
-    if (a->save || a->save_txt) {
+    if (any_files) {
         printf("Results saved to %s\n", r.dir);
         if (a->save_txt) printf("%d label%s saved to %s\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.labels);
     }

@@ -2,7 +2,7 @@
  * Ultralytics' predict mode on a plan's eval-mode model (letterbox to the
  * plan's square size, NMS or an end-to-end head's selection, boxes in the
  * original pixels), with its console lines and its run directory
- * (annotated images, labels/STEM.txt). */
+ * (annotated images, labels/STEM.txt, crops/CLASS/STEM.jpg). */
 #ifndef YOLOCC_PREDICT_H
 #define YOLOCC_PREDICT_H
 #include <stdbool.h>
@@ -12,7 +12,7 @@ typedef struct PredictArgs {
     const char *classes;    /* "0,2": keep only these classes (NULL: all) */
     double conf, iou;
     int max_det;
-    bool agnostic_nms, exist_ok, save, save_txt, save_conf, reference;
+    bool agnostic_nms, exist_ok, save, save_txt, save_conf, save_crop, reference;
 } PredictArgs;
 
 /* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on. */
