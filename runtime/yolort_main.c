@@ -24,7 +24,7 @@ static const char USAGE[] =
     "usage: yolort train FILE.plan --data DATA.yaml [options]   train on a dataset (Ultralytics layout)\n"
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
-    "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR|GLOB|LIST.txt [options]   detect objects\n"
+    "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|VIDEO|DIR|GLOB|LIST.txt [options]   detect objects\n"
     "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [--workers N]   mAP on the val split\n"
     "       yolort export FILE.plan --weights W.safetensors [--format onnx] [-o FILE.onnx] [options]   deployable model\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
@@ -371,7 +371,7 @@ static int predict_cmd(int argc, char **argv) {
     if (bad) return bad;
     a.save = !no_save;
     if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
-    if (!a.source) return usage_error("%s", "no source: pass --source IMAGE, DIR, a glob or a .txt list");
+    if (!a.source) return usage_error("%s", "no source: pass --source IMAGE, VIDEO, DIR, a glob or a .txt list");
     return predict_main(&a);
 }
 
@@ -510,7 +510,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "export") == 0) return export_cmd(argc, argv);
     if (argc == 2 && strcmp(argv[1], "export") == 0) return usage_error("%s", "expected: yolort export FILE.plan --weights W.safetensors");
     if (argc == 2 && strcmp(argv[1], "val") == 0) return usage_error("%s", "expected: yolort val FILE.plan --weights W.safetensors --data DATA.yaml");
-    if (argc == 2 && strcmp(argv[1], "predict") == 0) return usage_error("%s", "expected: yolort predict FILE.plan --weights W.safetensors --source IMAGE|DIR");
+    if (argc == 2 && strcmp(argv[1], "predict") == 0) return usage_error("%s", "expected: yolort predict FILE.plan --weights W.safetensors --source IMAGE|VIDEO|DIR");
     if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");
     if (argc < 3 || strcmp(argv[1], "train") != 0)
         return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");

@@ -4,7 +4,9 @@
 # something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
 # the CPU target's data parallelism; libssl-dev (libcrypto) hashes kernel-cache
 # keys; protobuf-c writes the ONNX files of yolort export; g++ builds the CUDA kernels' source for the host in the cuda_emul
-# tests. The CUDA toolkit is expected at /usr/local/cuda (NVRTC and the
+# tests; FFmpeg's libraries (libavformat, libavcodec, libswscale; headers to
+# build, opened at run time only for videos) read and write videos for
+# yolort predict. The CUDA toolkit is expected at /usr/local/cuda (NVRTC and the
 # headers the CUDA tests check against; no GPU needed).
 set -euo pipefail
 
@@ -17,6 +19,9 @@ declare -A NEED=(
   [/usr/include/jpeglib.h]=libjpeg62-turbo-dev
   [/usr/include/png.h]=libpng-dev
   [/usr/include/gd.h]=libgd-dev
+  [/usr/include/x86_64-linux-gnu/libavformat/avformat.h]=libavformat-dev
+  [/usr/include/x86_64-linux-gnu/libavcodec/avcodec.h]=libavcodec-dev
+  [/usr/include/x86_64-linux-gnu/libswscale/swscale.h]=libswscale-dev
   [/usr/include/protobuf-c/protobuf-c.h]=libprotobuf-c-dev
   [/usr/bin/protoc-c]=protobuf-c-compiler
   [/usr/include/openssl/evp.h]=libssl-dev

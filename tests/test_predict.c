@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
 
+#include "../runtime/data/video_io.h"
 #include "test_predict.h"
 
 static void check_against_ultralytics(const char *model, const char *fixture_case, const char *args) {
@@ -100,13 +101,14 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     } cases[] = {
         {"", "needs"},
         {"", "nope.safetensors"},
-        {"", "no images found"},
-        {"", "no images found"},
+        {"", "no images or videos found"},
+        {"", "no images or videos found"},
         {"", "Transferred 0/"},
         {"", "--conf must be a number in [0, 1]"},
         {"", "no weights"},
         {"", "--classes: 3 is not a class of the model (0..2)"},
         {"", "--classes must be class indices separated by commas"},
+        {"", "cannot read it as a video"},
     };
     snprintf(cases[0].args, sizeof cases[0].args, "--weights " FIXTURE "/v8tiny.safetensors --source");
     snprintf(cases[1].args, sizeof cases[1].args, "--weights " FIXTURE "/nope.safetensors --source " FIXTURE);
@@ -117,6 +119,9 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     snprintf(cases[6].args, sizeof cases[6].args, "--source " FIXTURE);
     snprintf(cases[7].args, sizeof cases[7].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --classes 0,3");
     snprintf(cases[8].args, sizeof cases[8].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --classes 1,x");
+    snprintf(cmd, sizeof cmd, "head -c 3000 /dev/urandom > %s/broken.mp4", dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cases[9].args, sizeof cases[9].args, "--weights " FIXTURE "/v8tiny.safetensors --source %s/broken.mp4", dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[900];
         snprintf(args, sizeof args, "predict %s/m.plan --project %s/runs %s", dir, dir, cases[i].args);
@@ -205,7 +210,7 @@ Test(predict, glob_and_list_sources, .timeout = 300) {
         tu_free(&r);
     }
     snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/none/*.png --project %s/runs", dir, dir, dir);
-    expect_refused(args, "no images found");
+    expect_refused(args, "no images or videos found");
     snprintf(args, sizeof args, "printf 'missing.png\\n' >> %s/list.txt", dir);
     cr_assert_eq(system(args), 0);
     snprintf(args, sizeof args, "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source %s/list.txt --project %s/runs", dir, dir, dir);
@@ -281,5 +286,54 @@ Test(predict, save_crop_writes_ultralytics_crops, .timeout = 300) {
     snprintf(path, sizeof path, "%s/blue/small%d.jpg", crops, 2 * k + 1);
     cr_expect_neq(stat(path, &st), 0, "%s: more crops than boxes", path);
     cJSON_Delete(want);
+    remove_dir(dir);
+}
+
+/* A video source (tools/make_video_fixture.py: 7 frames of 80x56 written by
+ * OpenCV as Motion JPEG): every frame's labels (labels/clip_N.txt) equal
+ * what Ultralytics' predictor wrote for it, which needs FFmpeg's frames
+ * converted as OpenCV converts them; the console's "video 1/1 (frame N/7)"
+ * lines; the annotated clip.avi holds 7 frames of the source's size; crops
+ * are named after the frame (clip_N.jpg). */
+Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
+    char dir[64], args[1024], run[128], path[512], err[256];
+    setup_dir(dir, "v8tiny");
+    snprintf(args, sizeof args,
+             "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source tests/parity/predict_video/clip.avi --project %s/runs --conf 0.25 "
+             "--save-txt --save-conf --save-crop",
+             dir, dir);
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    snprintf(run, sizeof run, "%s/runs/predict", dir);
+    int total = 0;
+    for (int n = 1; n <= 7; n++) {
+        char stem[32], line[64];
+        snprintf(stem, sizeof stem, "clip_%d", n);
+        total += compare_labels(run, "../predict_video/v8tiny/conf0.25", stem, 2e-6);
+        snprintf(line, sizeof line, "video 1/1 (frame %d/7) ", n);
+        const char *at = strstr(r.out, line);
+        cr_expect(at && strstr(at, "clip.avi: 64x64 "), "no '%s... clip.avi: 64x64' line in:\n%s", line, r.out);
+    }
+    cr_expect(!strstr(r.out, "(frame 8/"), "more frames than the video has:\n%s", r.out);
+    cr_expect(strstr(r.out, "7 labels saved to"), "no '7 labels saved' in:\n%s", r.out);
+    snprintf(path, sizeof path, "%s/crops/red/clip_1.jpg", run);
+    struct stat st;
+    cr_expect_eq(stat(path, &st), 0, "no %s", path);
+    snprintf(path, sizeof path, "%s/clip.avi", run);
+    int w, h, fps, frames, decoded = 0;
+    VideoReader *v = video_open(path, &w, &h, &fps, &frames, err, sizeof err);
+    cr_assert(v, "%s", err);
+    cr_expect(w == 80 && h == 56 && fps == 10 && frames == 7, "%s: %dx%d, %d fps, %d frames", path, w, h, fps, frames);
+    Image im;
+    int got;
+    while ((got = video_read(v, &im, err, sizeof err)) == 1) {
+        decoded++;
+        image_free(&im);
+    }
+    cr_expect_eq(got, 0, "%s", err);
+    cr_expect_eq(decoded, 7, "%s: %d frames decoded", path, decoded);
+    video_close(v);
+    cr_log_info("video: %d detections over 7 frames equal Ultralytics'", total);
+    tu_free(&r);
     remove_dir(dir);
 }

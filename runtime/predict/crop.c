@@ -28,16 +28,13 @@ void crop_rect(const Detection *d, int w, int h, int r[4]) {
     r[3] = clamp_int((long)(cy + hh), h);
 }
 
-/* predictor: txt_path = labels/<source stem>; save_crop's file name is
- * Path(txt_path.stem).with_suffix(".jpg"): the source's name cut at its
- * last dot, then at the last dot left */
-static void crop_stem(const char *src, char *out, size_t cap) {
-    const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src;
-    snprintf(out, cap, "%s", b);
-    for (int cut = 0; cut < 2; cut++) {
-        char *dot = strrchr(out, '.');
-        if (dot && dot != out) *dot = 0; /* pathlib: a leading dot starts no suffix */
-    }
+/* save_crop's file name is Path(txt_path.stem).with_suffix(".jpg"): the
+ * label file's stem cut once more at its last dot (pathlib: a leading dot
+ * starts no suffix) */
+static void crop_stem(const char *label_stem, char *out, size_t cap) {
+    snprintf(out, cap, "%s", label_stem);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out) *dot = 0;
 }
 
 static bool exists(const char *p) {
@@ -45,14 +42,14 @@ static bool exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
-bool crop_save(const char *crops, const char *name, const char *src, const Image *im, const Detection *d, char *err, int errcap) {
+bool crop_save(const char *crops, const char *name, const char *label_stem, const Image *im, const Detection *d, char *err, int errcap) {
     int r[4];
     crop_rect(d, im->w, im->h, r);
     if (r[2] <= r[0] || r[3] <= r[1]) return true;
     char dir[1400], stem[512], path[2000];
     snprintf(dir, sizeof dir, "%s/%s", crops, name);
     if (!report_make_dir(dir, err, errcap)) return false;
-    crop_stem(src, stem, sizeof stem);
+    crop_stem(label_stem, stem, sizeof stem);
     snprintf(path, sizeof path, "%s/%s.jpg", dir, stem);
     for (int n = 2; exists(path); n++) {
         if (n >= 9999) return errf(err, errcap, "%s: no free name %s/%s2.jpg ... %s9998.jpg", dir, dir, stem, stem);

@@ -14,11 +14,12 @@
  * [r[1], r[3]); empty when r[2] <= r[0] or r[3] <= r[1]. */
 void crop_rect(const Detection *d, int w, int h, int r[4]);
 
-/* The crop of d from im as CROPS/NAME/STEM.jpg, where STEM is the source's
- * file name up to its last two dots as Ultralytics derives it (a.png -> a,
- * a.b.png -> a), or STEM2.jpg, STEM3.jpg, ... when taken (increment_path);
+/* The crop of d from im as CROPS/NAME/STEM.jpg, where STEM is the label
+ * file's stem (the source's name without extension, "_FRAME" after it for a
+ * video frame) cut at its last dot as Ultralytics derives it (a -> a,
+ * a.b -> a), or STEM2.jpg, STEM3.jpg, ... when taken (increment_path);
  * JPEG quality 95 without chroma subsampling, as Ultralytics saves it with
  * PIL. An empty crop is skipped (true). */
-bool crop_save(const char *crops, const char *name, const char *src, const Image *im, const Detection *d, char *err, int errcap);
+bool crop_save(const char *crops, const char *name, const char *label_stem, const Image *im, const Detection *d, char *err, int errcap);
 
 #endif

@@ -15,6 +15,7 @@
 #include "../data/augment.h"
 #include "../data/dataset.h"
 #include "../data/image_io.h"
+#include "../data/video_io.h"
 #include "../train/metrics.h"
 #include "../train/report.h"
 #include "../train/trainer.h"
@@ -27,10 +28,10 @@ void predict_args_defaults(PredictArgs *a) {
     *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .save = true};
 }
 
-static bool preprocess(const char *path, int S, uint8_t *planar, Image *orig, char *err, int errcap) {
-    if (!image_load(path, orig, err, errcap)) return false;
+/* The letterboxed image as planar bytes for the model. */
+static bool preprocess(const Image *orig, int S, uint8_t *planar, char *err, int errcap) {
     Image lb;
-    if (!letterbox(orig, NULL, S, S, true, &lb, NULL)) return errf(err, errcap, "%s: out of memory letterboxing", path);
+    if (!letterbox(orig, NULL, S, S, true, &lb, NULL)) return errf(err, errcap, "out of memory letterboxing");
     size_t plane = (size_t)S * (size_t)S;
     for (size_t i = 0; i < plane; i++)
         for (int c = 0; c < 3; c++) planar[(size_t)c * plane + i] = lb.px[i * 3 + (size_t)c];
@@ -47,17 +48,21 @@ static void to_original(Detection *d, int n, int S, int w0, int h0) {
     metrics_dets_to_original(d, n, (float)gain, pad_x, pad_y, w0, h0);
 }
 
-/* DIR/STEM.SUFFIX for a source path (its name without the extension), as Ultralytics names its outputs */
-static void stem_path(char *out, size_t cap, const char *dir, const char *src, const char *suffix) {
+/* The name Ultralytics gives a picture's outputs: the source's file name
+ * without its extension, and for a video frame "_FRAME" after it
+ * (predictor.write_results' txt_path). */
+static void output_stem(char *out, size_t cap, const char *src, int frame) {
     const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
-    snprintf(out, cap, "%s/%.*s%s", dir, (int)(dot ? dot - b : (long)strlen(b)), b, suffix);
+    int len = (int)(dot && dot != b ? dot - b : (long)strlen(b));
+    if (frame > 0) snprintf(out, cap, "%.*s_%d", len, b, frame);
+    else snprintf(out, cap, "%.*s", len, b);
 }
 
 /* Results.save_txt into LABELS/STEM.txt: "cls cx cy w h [conf]" normalised, %g, appended. */
-static bool save_txt(const char *labels, const char *src, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
+static bool save_txt(const char *labels, const char *stem, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
     if (n == 0) return true;
     char path[2200];
-    stem_path(path, sizeof path, labels, src, ".txt");
+    snprintf(path, sizeof path, "%s/%s.txt", labels, stem);
     FILE *f = fopen(path, "a");
     if (!f) return errf(err, errcap, "cannot write %s: %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
@@ -73,10 +78,9 @@ static bool save_txt(const char *labels, const char *src, const Detection *d, in
 }
 
 /* the annotated image as STEM.jpg, whatever the source's format (Ultralytics' save_predicted_images; cv2's quality 95) */
-static bool save_image(const char *dir, const char *src, Image *im, const Detection *d, int n, char *const *names, char *err, int errcap) {
-    if (!annotate_detections(im, d, n, (const char *const *)names, true, err, errcap)) return false;
+static bool save_image(const char *dir, const char *stem, const Image *im, char *err, int errcap) {
     char path[2200];
-    stem_path(path, sizeof path, dir, src, ".jpg");
+    snprintf(path, sizeof path, "%s/%s.jpg", dir, stem);
     return image_write_jpeg(path, im, 95, err, errcap);
 }
 
@@ -119,6 +123,12 @@ static bool parse_classes(const char *list, int nc, unsigned char *keep, char *e
     }
 }
 
+/* One picture the model sees: an image file, or frame `frame` (from 1) of a video. */
+typedef struct Item {
+    int src, frame, frames, fps; /* frames, fps: the video's count and rate as reported */
+    Image im;
+} Item;
+
 typedef struct Run {
     const PredictArgs *a;
     NmsOptions nms;
@@ -128,63 +138,127 @@ typedef struct Run {
     char dir[1100], labels[1200], crops[1200];   /* the run directory, its labels/ and crops/ */
     uint8_t *pixels;
     Detection *dets;
+    Item *items;            /* a batch */
     double t_pre, t_inf, t_post;
-    int labels_written;
+    int labels_written, seen;
+    /* LoadImagesAndVideos' cursor: the file it is at, and the open video's state */
+    int count;
+    VideoReader *cap;
+    int frame, frames, fps;   /* frames read, and the count and rate it reports */
+    /* the annotated video being written and its path */
+    VideoWriter *out;
+    char out_path[1200];
 } Run;
 
-static bool predict_batch(Run *r, int first, int count, char *err, int errcap) {
+/* LoadImagesAndVideos.__next__: up to a batch of pictures; images and
+ * videos never share one (a batch of images ends with the last image), the
+ * frames of consecutive videos do. A video ends when its reported frame
+ * count is reached or its stream ends. */
+static int next_batch(Run *r, double *t_decode, char *err, int errcap) {
+    int n = 0;
+    const int bs = r->m.io.batch;
+    double t0 = monotonic_seconds();
+    while (n < bs && r->count < r->src.n) {
+        const char *path = r->src.path[r->count];
+        if (r->count >= r->src.n_images) {
+            int w, h;
+            if (!r->cap && !(r->cap = video_open(path, &w, &h, &r->fps, &r->frames, err, errcap))) return -1;
+            Item *it = &r->items[n];
+            int got = video_read(r->cap, &it->im, err, errcap);
+            if (got < 0) return -1;
+            if (got == 1) {
+                it->src = r->count, it->frame = ++r->frame, it->frames = r->frames, it->fps = r->fps;
+                n++;
+            }
+            if (got == 0 || r->frame == r->frames) {
+                video_close(r->cap);
+                r->cap = NULL;
+                r->frame = 0;
+                r->count++;
+            }
+        } else {
+            Item *it = &r->items[n];
+            if (!image_load(path, &it->im, err, errcap)) return -1;
+            it->src = r->count++, it->frame = it->frames = it->fps = 0;
+            n++;
+            if (r->count >= r->src.n_images) break;
+        }
+    }
+    *t_decode = monotonic_seconds() - t0;
+    return n;
+}
+
+/* The annotated frame appended to SAVE_DIR/NAME.avi (the source's name,
+ * its extension replaced), a Motion JPEG AVI at the video's rate, as
+ * Ultralytics writes videos on Linux; a new path closes the last file. */
+static bool save_frame(Run *r, const char *src, const Image *im, int fps, char *err, int errcap) {
+    const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%.*s.avi", r->dir, (int)(dot && dot != b ? dot - b : (long)strlen(b)), b);
+    if (!r->out || strcmp(path, r->out_path) != 0) {
+        if (!video_writer_close(r->out, err, errcap)) return r->out = NULL, false;
+        if (!(r->out = video_writer_open(path, im->w, im->h, fps, err, errcap))) return false;
+        snprintf(r->out_path, sizeof r->out_path, "%s", path);
+    }
+    return video_writer_put(r->out, im, err, errcap);
+}
+
+static bool predict_batch(Run *r, int count, double t_decode, char *err, int errcap) {
     const EvalModel *m = &r->m;
     const int S = m->io.imgsz, rows = 4 + m->io.nc;
     const size_t img_bytes = 3 * (size_t)S * (size_t)S;
-    Image *orig = calloc((size_t)count, sizeof *orig); /* the decoded sources, drawn on after the model ran */
-    if (!orig) return errf(err, errcap, "out of memory");
-    bool ok = false;
     double t0 = monotonic_seconds();
     memset(r->pixels, 114, img_bytes * (size_t)m->io.batch);
     for (int j = 0; j < count; j++)
-        if (!preprocess(r->src.path[first + j], S, r->pixels + (size_t)j * img_bytes, &orig[j], err, errcap)) goto out;
+        if (!preprocess(&r->items[j].im, S, r->pixels + (size_t)j * img_bytes, err, errcap)) return false;
     double t1 = monotonic_seconds();
-    if (!eval_model_run(&r->m, r->pixels, NULL, NULL, err, errcap)) goto out;
+    if (!eval_model_run(&r->m, r->pixels, NULL, NULL, err, errcap)) return false;
     double t2 = monotonic_seconds(), post = 0;
     for (int j = 0; j < count; j++) {
         double p0 = monotonic_seconds();
         const float *p = m->pred + (size_t)j * (size_t)rows * (size_t)m->io.anchors;
         int n = m->io.end2end ? e2e_image(p, m->io.anchors, m->io.nc, r->a->conf, r->a->max_det, r->dets) : nms_image(p, m->io.anchors, m->io.nc, &r->nms, r->dets);
-        if (n < 0) {
-            errf(err, errcap, "selecting detections failed (out of memory)");
-            goto out;
-        }
+        if (n < 0) return errf(err, errcap, "selecting detections failed (out of memory)");
         if (m->io.end2end && r->keep) n = keep_classes(r->dets, n, r->keep); /* after conf and max_det, as Ultralytics' end-to-end branch */
-        const char *path = r->src.path[first + j];
-        Image *im = &orig[j];
+        const Item *it = &r->items[j];
+        const char *path = r->src.path[it->src];
+        Image *im = &r->items[j].im;
         to_original(r->dets, n, S, im->w, im->h);
         post += monotonic_seconds() - p0;
-        char line[4096];
+        char line[4096], stem[600];
         describe(r->dets, n, m->io.nc, r->m.names, line, sizeof line);
-        printf("image %d/%d %s: %dx%d %s%.1fms\n", first + j + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
+        if (it->frame) printf("video %d/%d (frame %d/%d) %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, it->frame, it->frames, path, S, S, line, (t2 - t1) * 1e3 / count);
+        else printf("image %d/%d %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
+        output_stem(stem, sizeof stem, path, it->frame);
         if (r->a->save_txt) {
-            if (!save_txt(r->labels, path, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) goto out;
+            if (!save_txt(r->labels, stem, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) return false;
             r->labels_written += n > 0;
         }
         /* crops from the unannotated image, as Results.save_crop copies orig_img */
         for (int q = 0; r->a->save_crop && q < n; q++)
-            if (!crop_save(r->crops, r->m.names[r->dets[q].cls], path, im, &r->dets[q], err, errcap)) goto out;
-        if (r->a->save && !save_image(r->dir, path, im, r->dets, n, r->m.names, err, errcap)) goto out;
+            if (!crop_save(r->crops, r->m.names[r->dets[q].cls], stem, im, &r->dets[q], err, errcap)) return false;
+        if (r->a->save) {
+            if (!annotate_detections(im, r->dets, n, (const char *const *)r->m.names, true, err, errcap)) return false;
+            if (!(it->frame ? save_frame(r, path, im, it->fps, err, errcap) : save_image(r->dir, stem, im, err, errcap))) return false;
+        }
     }
     fflush(stdout);
-    r->t_pre += t1 - t0, r->t_inf += t2 - t1, r->t_post += post;
-    ok = true;
-out:
-    for (int j = 0; j < count; j++) image_free(&orig[j]);
-    free(orig);
-    return ok;
+    r->t_pre += t_decode + t1 - t0, r->t_inf += t2 - t1, r->t_post += post;
+    r->seen += count;
+    return true;
 }
 
-/* Every source must be a readable image before anything is written. */
+/* Every source must be a readable image or video before anything is written. */
 static bool probe_sources(const Sources *s, char *err, int errcap) {
     for (int i = 0; i < s->n; i++) {
-        int w, h;
-        if (!image_probe(s->path[i], &w, &h, err, errcap)) return false;
+        int w, h, fps, frames;
+        if (i < s->n_images) {
+            if (!image_probe(s->path[i], &w, &h, err, errcap)) return false;
+            continue;
+        }
+        VideoReader *v = video_open(s->path[i], &w, &h, &fps, &frames, err, errcap);
+        if (!v) return false;
+        video_close(v);
     }
     return true;
 }
@@ -197,7 +271,7 @@ int predict_main(const PredictArgs *a) {
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
     if (!(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
-        !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1)))) {
+        !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1))) || !(r.items = calloc((size_t)r.m.io.batch, sizeof *r.items))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
@@ -219,10 +293,22 @@ int predict_main(const PredictArgs *a) {
         if (a->save_txt && !report_make_dir(r.labels, err, sizeof err)) goto fail;
         if (a->save_crop && !report_make_dir(r.crops, err, sizeof err)) goto fail;
     }
-    for (int i = 0; i < r.src.n; i += r.m.io.batch)
-        if (!predict_batch(&r, i, r.src.n - i < r.m.io.batch ? r.src.n - i : r.m.io.batch, err, sizeof err)) goto fail;
-    printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / r.src.n,
-           r.t_inf * 1e3 / r.src.n, r.t_post * 1e3 / r.src.n, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
+    for (;;) {
+        double t_decode = 0;
+        int count = next_batch(&r, &t_decode, err, sizeof err);
+        bool ok = count >= 0 && (count == 0 || predict_batch(&r, count, t_decode, err, sizeof err));
+        for (int j = 0; j < count; j++) image_free(&r.items[j].im);
+        if (!ok) goto fail;
+        if (count == 0) break;
+    }
+    if (!video_writer_close(r.out, err, sizeof err)) {
+        r.out = NULL;
+        goto fail;
+    }
+    r.out = NULL;
+    const int seen = r.seen > 0 ? r.seen : 1;
+    printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / seen,
+           r.t_inf * 1e3 / seen, r.t_post * 1e3 / seen, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
     if (any_files) {
         printf("Results saved to %s\n", r.dir);
         if (a->save_txt) printf("%d label%s saved to %s\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.labels);
@@ -230,6 +316,10 @@ int predict_main(const PredictArgs *a) {
     rc = 0;
 fail:
     if (rc) fprintf(stderr, "yolort: error: %s\n", err);
+    char ignored[256]; /* after a failure: the file keeps what was written; err keeps the failure */
+    video_writer_close(r.out, ignored, sizeof ignored);
+    video_close(r.cap);
+    free(r.items);
     free(r.pixels);
     free(r.dets);
     free(r.keep);

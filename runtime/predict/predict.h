@@ -2,7 +2,7 @@
  * Ultralytics' predict mode on a plan's eval-mode model (letterbox to the
  * plan's square size, NMS or an end-to-end head's selection, boxes in the
  * original pixels), with its console lines and its run directory
- * (annotated images, labels/STEM.txt, crops/CLASS/STEM.jpg). */
+ * (annotated images and videos, labels/STEM.txt, crops/CLASS/STEM.jpg). */
 #ifndef YOLOCC_PREDICT_H
 #define YOLOCC_PREDICT_H
 #include <stdbool.h>

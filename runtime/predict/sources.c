@@ -2,8 +2,9 @@
  * entry made absolute (pathlib's absolute(): "." and empty components
  * dropped, ".." kept), a pattern with '*' globbed, a directory's "*.*"
  * globbed, each list sorted as Python's sorted() sorts (code points, which
- * strcmp gives for UTF-8), then the files whose suffix is an image format.
- * Must not decode or write anything. */
+ * strcmp gives for UTF-8), then the files whose suffix is an image format
+ * followed by those whose suffix is a video format. Must not decode or
+ * write anything. */
 #include "sources.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 #include "../../ir/diag.h"
 #include "../data/dataset.h"
+#include "../data/video_io.h"
 
 void sources_free(Sources *s) {
     for (int i = 0; i < s->n; i++) free(s->path[i]);
@@ -143,13 +145,17 @@ bool sources_list(const char *source, Sources *s, char *err, int errcap) {
     const char *dot = strrchr(source, '.'), *slash = strrchr(source, '/');
     bool list = dot && (!slash || dot > slash) && (strcmp(dot, ".txt") == 0 || strcmp(dot, ".csv") == 0) && is_kind(source, false);
     bool ok = list ? add_list(source, &files, err, errcap) : add_entry(source, NULL, &files, err, errcap);
-    for (int i = 0; ok && i < files.n; i++)
-        if (dataset_is_image_path(files.path[i])) {
-            ok = push(s, files.path[i]) || errf(err, errcap, "out of memory");
-            files.path[i] = NULL;
-        }
+    /* images first, then videos, each in listing order */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; ok && i < files.n; i++)
+            if (files.path[i] && (pass == 0 ? dataset_is_image_path(files.path[i]) : video_is_path(files.path[i]))) {
+                ok = push(s, files.path[i]) || errf(err, errcap, "out of memory");
+                files.path[i] = NULL;
+                s->n_images += pass == 0;
+            }
     sources_free(&files);
-    if (ok && s->n == 0) ok = errf(err, errcap, "%s: no images found (bmp, dng, jpeg, jpg, mpo, png, tif, tiff, webp, pfm, heic; videos are not supported)", source);
+    if (ok && s->n == 0)
+        ok = errf(err, errcap, "%s: no images or videos found (images: bmp, dng, jpeg, jpg, mpo, png, tif, tiff, webp, pfm, heic; videos: asf, avi, gif, m4v, mkv, mov, mp4, mpeg, mpg, ts, wmv, webm)", source);
     if (!ok) sources_free(s);
     return ok;
 }
