@@ -25,6 +25,7 @@ warm-up, so parameters, gradients, optimizer state and the step's
 activations are all in it); reserved_bytes is max_memory_reserved.
 """
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -92,10 +93,11 @@ def run_one(torch, mods, a, model_name, batch, mode):
     amp = cuda
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+        # no autocast context at all off CUDA: a CPU-only torch fails even to build a disabled CUDA one
+        with torch.autocast("cuda", dtype=torch.bfloat16) if amp else contextlib.nullcontext():
             preds = fwd(data["img"])
             loss, items = model.loss(data, preds)
-        loss.backward()
+        loss.sum().backward()  # as BaseTrainer: newer Ultralytics returns the three terms, older their sum
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=10.0)
         opt.step()
         opt.zero_grad()
