@@ -8,7 +8,7 @@
 # plan's) with the CPU target's generated kernels and OpenBLAS convolutions;
 # PyTorch runs its eager CPU model with BN fused, on as many threads.
 # Needs the Ultralytics venv (ULTRA_PY).
-# Usage: bench/predict.sh [--append] [--model yolov8|yolo11|yolo12] [--scale n] [--imgsz 640] [--images 32]
+# Usage: bench/predict.sh [--append] [--model yolov8|yolo11|yolo12|yolov10n ...] [--scale n] [--imgsz 640] [--images 32]
 append="" model=yolov8 scale=n imgsz=640 images=32
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,7 +34,9 @@ echo "$model$scale at $imgsz, batch $batch, $images images, $threads threads: Ul
   --threads "$threads" --source "$src" --weights-out "$tmp/w.safetensors" >"$tmp/u.json"
 echo "yolocc" >&2
 build/yolort predict "$tmp/m.plan" --weights "$tmp/w.safetensors" --source "$src" --no-save >"$tmp/y.txt"
-rows=$(TMP=$tmp DATE=$(date -u +%F) COMMIT=$(git rev-parse --short HEAD) MACHINE="$(bench_machine)" MODEL="$model$scale" IMGSZ=$imgsz BATCH=$batch python3 - <<'PY'
+label=$model$scale
+case $model in *[0-9]"$scale") label=$model ;; esac # yolov10n: the scale is in the file's name
+rows=$(TMP=$tmp DATE=$(date -u +%F) COMMIT=$(git rev-parse --short HEAD) MACHINE="$(bench_machine)" MODEL="$label" IMGSZ=$imgsz BATCH=$batch python3 - <<'PY'
 import json, os, re, sys
 E = os.environ
 u = json.load(open(f"{E['TMP']}/u.json"))
