@@ -337,3 +337,29 @@ Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
     tu_free(&r);
     remove_dir(dir);
 }
+
+/* --vid-stride 2 keeps frames 2, 4 and 6 of the 7 (int(7 / 2) = 3 reported,
+ * the last of each pair read kept, as LoadImagesAndVideos grabs them): the
+ * labels of its frames 1-3 are Ultralytics' of the clip's frames 2, 4, 6. */
+Test(predict, vid_stride_keeps_every_nth_frame, .timeout = 300) {
+    char dir[64], args[1024], run[128];
+    setup_dir(dir, "v8tiny");
+    snprintf(args, sizeof args,
+             "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source tests/parity/predict_video/clip.avi --project %s/runs --conf 0.25 "
+             "--save-txt --save-conf --no-save --vid-stride 2",
+             dir, dir);
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    snprintf(run, sizeof run, "%s/runs/predict", dir);
+    for (int n = 1; n <= 3; n++) {
+        char stem[32], want[32], line[64];
+        snprintf(stem, sizeof stem, "clip_%d", n);
+        snprintf(want, sizeof want, "clip_%d", 2 * n);
+        compare_labels_as(run, stem, "../predict_video/v8tiny/conf0.25", want, 2e-6);
+        snprintf(line, sizeof line, "video 1/1 (frame %d/3) ", n);
+        cr_expect(strstr(r.out, line), "no '%s' line in:\n%s", line, r.out);
+    }
+    cr_expect(!strstr(r.out, "(frame 4/"), "more than 3 frames:\n%s", r.out);
+    tu_free(&r);
+    remove_dir(dir);
+}

@@ -71,12 +71,13 @@ static inline Row *read_rows(const char *path, int *n) {
 /* Our labels against Ultralytics': the same detections in the same order
  * (score descending), classes equal, values within tol (on the CPU 2e-6:
  * both print 6 significant digits, and Ultralytics' predictor fuses BN into
- * the convolutions, which moves the last digit). Returns the number of rows
- * compared. */
-static inline int compare_labels(const char *run, const char *expected_dir, const char *stem, double tol) {
+ * the convolutions, which moves the last digit): RUN/labels/STEM.txt
+ * against the fixture's EXPECTED_DIR/WANT_STEM.txt. Returns the number of
+ * rows compared. */
+static inline int compare_labels_as(const char *run, const char *stem, const char *expected_dir, const char *want_stem, double tol) {
     char got_path[512], want_path[512];
     snprintf(got_path, sizeof got_path, "%s/labels/%s.txt", run, stem);
-    snprintf(want_path, sizeof want_path, FIXTURE "/%s/%s.txt", expected_dir, stem);
+    snprintf(want_path, sizeof want_path, FIXTURE "/%s/%s.txt", expected_dir, want_stem);
     int n_got, n_want;
     Row *got = read_rows(got_path, &n_got), *want = read_rows(want_path, &n_want);
     cr_assert_geq(n_want, 1, "%s: the fixture has no detections", want_path);
@@ -95,6 +96,11 @@ static inline int compare_labels(const char *run, const char *expected_dir, cons
     free(got);
     free(want);
     return n_got;
+}
+
+/* RUN/labels/STEM.txt against the fixture's EXPECTED_DIR/STEM.txt */
+static inline int compare_labels(const char *run, const char *expected_dir, const char *stem, double tol) {
+    return compare_labels_as(run, stem, expected_dir, stem, tol);
 }
 
 /* MODEL's predictions with ARGS (the options of the fixture's CASE; plan

@@ -25,7 +25,7 @@
 #include "sources.h"
 
 void predict_args_defaults(PredictArgs *a) {
-    *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .save = true};
+    *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .vid_stride = 1, .save = true};
 }
 
 /* The letterboxed image as planar bytes for the model. */
@@ -152,23 +152,33 @@ typedef struct Run {
 
 /* LoadImagesAndVideos.__next__: up to a batch of pictures; images and
  * videos never share one (a batch of images ends with the last image), the
- * frames of consecutive videos do. A video ends when its reported frame
- * count is reached or its stream ends. */
+ * frames of consecutive videos do. A video gives every vid_stride-th frame
+ * and ends when its reported frame count (over vid_stride) is reached or
+ * its stream ends. -1 with err (and nothing held) on a failure. */
 static int next_batch(Run *r, double *t_decode, char *err, int errcap) {
     int n = 0;
-    const int bs = r->m.io.batch;
+    const int bs = r->m.io.batch, stride = r->a->vid_stride > 0 ? r->a->vid_stride : 1;
     double t0 = monotonic_seconds();
     while (n < bs && r->count < r->src.n) {
         const char *path = r->src.path[r->count];
+        Item *it = &r->items[n];
         if (r->count >= r->src.n_images) {
             int w, h;
-            if (!r->cap && !(r->cap = video_open(path, &w, &h, &r->fps, &r->frames, err, errcap))) return -1;
-            Item *it = &r->items[n];
-            int got = video_read(r->cap, &it->im, err, errcap);
-            if (got < 0) return -1;
+            if (!r->cap) {
+                if (!(r->cap = video_open(path, &w, &h, &r->fps, &r->frames, err, errcap))) goto fail;
+                r->frames /= stride; /* int(CAP_PROP_FRAME_COUNT / vid_stride) */
+            }
+            /* vid_stride frames read, the last kept; a stream that ends within them ends the video */
+            int got = 1;
+            for (int k = 0; k < stride && got == 1; k++) {
+                if (k) image_free(&it->im);
+                if ((got = video_read(r->cap, &it->im, err, errcap)) < 0) goto fail;
+            }
             if (got == 1) {
                 it->src = r->count, it->frame = ++r->frame, it->frames = r->frames, it->fps = r->fps;
                 n++;
+            } else {
+                image_free(&it->im);
             }
             if (got == 0 || r->frame == r->frames) {
                 video_close(r->cap);
@@ -177,8 +187,7 @@ static int next_batch(Run *r, double *t_decode, char *err, int errcap) {
                 r->count++;
             }
         } else {
-            Item *it = &r->items[n];
-            if (!image_load(path, &it->im, err, errcap)) return -1;
+            if (!image_load(path, &it->im, err, errcap)) goto fail;
             it->src = r->count++, it->frame = it->frames = it->fps = 0;
             n++;
             if (r->count >= r->src.n_images) break;
@@ -186,6 +195,9 @@ static int next_batch(Run *r, double *t_decode, char *err, int errcap) {
     }
     *t_decode = monotonic_seconds() - t0;
     return n;
+fail:
+    for (int j = 0; j < n; j++) image_free(&r->items[j].im);
+    return -1;
 }
 
 /* The annotated frame appended to SAVE_DIR/NAME.avi (the source's name,

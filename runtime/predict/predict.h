@@ -11,7 +11,7 @@ typedef struct PredictArgs {
     const char *plan, *weights, *source, *project, *name;
     const char *classes;    /* "0,2": keep only these classes (NULL: all) */
     double conf, iou;
-    int max_det;
+    int max_det, vid_stride;   /* vid_stride: every Nth video frame (1: all) */
     bool agnostic_nms, exist_ok, save, save_txt, save_conf, save_crop, reference;
 } PredictArgs;
 
