@@ -289,6 +289,19 @@ Test(predict, save_crop_writes_ultralytics_crops, .timeout = 300) {
     remove_dir(dir);
 }
 
+/* `yolort predict` of the v8tiny fixture on the test clip at conf 0.25 with
+ * EXTRA options, into DIR/runs/predict (run); it must succeed. */
+static CliResult predict_clip(const char *dir, const char *extra, char run[128]) {
+    char args[1024];
+    snprintf(args, sizeof args,
+             "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source tests/parity/predict_video/clip.avi --project %s/runs --conf 0.25 %s",
+             dir, dir, extra);
+    CliResult r = tu_run_bin(predict_bin(), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    snprintf(run, 128, "%s/runs/predict", dir);
+    return r;
+}
+
 /* A video source (tools/make_video_fixture.py: 7 frames of 80x56 written by
  * OpenCV as Motion JPEG): every frame's labels (labels/clip_N.txt) equal
  * what Ultralytics' predictor wrote for it, which needs FFmpeg's frames
@@ -296,15 +309,9 @@ Test(predict, save_crop_writes_ultralytics_crops, .timeout = 300) {
  * lines; the annotated clip.avi holds 7 frames of the source's size; crops
  * are named after the frame (clip_N.jpg). */
 Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
-    char dir[64], args[1024], run[128], path[512], err[256];
+    char dir[64], run[128], path[512], err[256];
     setup_dir(dir, "v8tiny");
-    snprintf(args, sizeof args,
-             "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source tests/parity/predict_video/clip.avi --project %s/runs --conf 0.25 "
-             "--save-txt --save-conf --save-crop",
-             dir, dir);
-    CliResult r = tu_run_bin(predict_bin(), args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    snprintf(run, sizeof run, "%s/runs/predict", dir);
+    CliResult r = predict_clip(dir, "--save-txt --save-conf --save-crop", run);
     int total = 0;
     for (int n = 1; n <= 7; n++) {
         char stem[32], line[64];
@@ -342,15 +349,9 @@ Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
  * the last of each pair read kept, as LoadImagesAndVideos grabs them): the
  * labels of its frames 1-3 are Ultralytics' of the clip's frames 2, 4, 6. */
 Test(predict, vid_stride_keeps_every_nth_frame, .timeout = 300) {
-    char dir[64], args[1024], run[128];
+    char dir[64], run[128];
     setup_dir(dir, "v8tiny");
-    snprintf(args, sizeof args,
-             "predict %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --source tests/parity/predict_video/clip.avi --project %s/runs --conf 0.25 "
-             "--save-txt --save-conf --no-save --vid-stride 2",
-             dir, dir);
-    CliResult r = tu_run_bin(predict_bin(), args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    snprintf(run, sizeof run, "%s/runs/predict", dir);
+    CliResult r = predict_clip(dir, "--save-txt --save-conf --no-save --vid-stride 2", run);
     for (int n = 1; n <= 3; n++) {
         char stem[32], want[32], line[64];
         snprintf(stem, sizeof stem, "clip_%d", n);
