@@ -314,13 +314,23 @@ static char *dir_of(const char *path) {
     return strndup(path, (size_t)(slash - path));
 }
 
-bool dataset_is_image_path(const char *path) {
-    static const char *const SUF[] = {"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"};
+/* Whether path's last suffix (after its last '/') is one of suf, any case. */
+static bool has_suffix(const char *path, const char *const *suf, size_t n) {
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     if (!dot || (slash && dot < slash)) return false;
-    for (size_t i = 0; i < sizeof SUF / sizeof SUF[0]; i++)
-        if (strcasecmp(dot + 1, SUF[i]) == 0) return true;
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(dot + 1, suf[i]) == 0) return true;
     return false;
+}
+
+bool dataset_is_image_path(const char *path) {
+    static const char *const SUF[] = {"bmp", "dng", "jpeg", "jpg", "mpo", "png", "tif", "tiff", "webp", "pfm", "heic"};
+    return has_suffix(path, SUF, sizeof SUF / sizeof SUF[0]);
+}
+
+bool dataset_is_video_path(const char *path) {
+    static const char *const SUF[] = {"asf", "avi", "gif", "m4v", "mkv", "mov", "mp4", "mpeg", "mpg", "ts", "wmv", "webm"};
+    return has_suffix(path, SUF, sizeof SUF / sizeof SUF[0]);
 }
 
 /* All image files below dir, as Python's glob("dir/ ** / *.*") sees them:

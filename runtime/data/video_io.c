@@ -9,22 +9,12 @@
 
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 #include "../../ir/diag.h"
 #include "ffmpeg_load.h"
 
 /* FFmpeg's functions, loaded by the first open (ffmpeg_load) */
 static const FFmpeg *F;
-
-bool video_is_path(const char *path) {
-    static const char *const SUF[] = {"asf", "avi", "gif", "m4v", "mkv", "mov", "mp4", "mpeg", "mpg", "ts", "wmv", "webm"};
-    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
-    if (!dot || (slash && dot < slash)) return false;
-    for (size_t i = 0; i < sizeof SUF / sizeof SUF[0]; i++)
-        if (strcasecmp(dot + 1, SUF[i]) == 0) return true;
-    return false;
-}
 
 /* Loads FFmpeg and silences its log; false with err when it is missing. */
 static bool ffmpeg_ready(char *err, int errcap) {

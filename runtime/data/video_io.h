@@ -9,9 +9,6 @@
 
 #include "image.h"
 
-/* Ultralytics' VID_FORMATS, by the path's last suffix (any case). */
-bool video_is_path(const char *path);
-
 typedef struct VideoReader VideoReader;
 
 /* Opens path's best video stream. *fps is int(CAP_PROP_FPS) (the stream's

@@ -17,7 +17,6 @@
 
 #include "../../ir/diag.h"
 #include "../data/dataset.h"
-#include "../data/video_io.h"
 
 void sources_free(Sources *s) {
     for (int i = 0; i < s->n; i++) free(s->path[i]);
@@ -148,7 +147,7 @@ bool sources_list(const char *source, Sources *s, char *err, int errcap) {
     /* images first, then videos, each in listing order */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; ok && i < files.n; i++)
-            if (files.path[i] && (pass == 0 ? dataset_is_image_path(files.path[i]) : video_is_path(files.path[i]))) {
+            if (files.path[i] && (pass == 0 ? dataset_is_image_path(files.path[i]) : dataset_is_video_path(files.path[i]))) {
                 ok = push(s, files.path[i]) || errf(err, errcap, "out of memory");
                 files.path[i] = NULL;
                 s->n_images += pass == 0;
