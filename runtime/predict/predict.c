@@ -147,7 +147,7 @@ typedef struct Run {
     int frame, frames, fps;   /* frames read, and the count and rate it reports */
     /* the annotated video being written and its path */
     VideoWriter *out;
-    char out_path[1200];
+    char out_path[1800];
 } Run;
 
 /* LoadImagesAndVideos.__next__: up to a batch of pictures; images and
@@ -204,9 +204,9 @@ fail:
  * its extension replaced), a Motion JPEG AVI at the video's rate, as
  * Ultralytics writes videos on Linux; a new path closes the last file. */
 static bool save_frame(Run *r, const char *src, const Image *im, int fps, char *err, int errcap) {
-    const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%.*s.avi", r->dir, (int)(dot && dot != b ? dot - b : (long)strlen(b)), b);
+    char stem[600], path[1800];
+    output_stem(stem, sizeof stem, src, 0);
+    snprintf(path, sizeof path, "%s/%s.avi", r->dir, stem);
     if (!r->out || strcmp(path, r->out_path) != 0) {
         if (!video_writer_close(r->out, err, errcap)) return r->out = NULL, false;
         if (!(r->out = video_writer_open(path, im->w, im->h, fps, err, errcap))) return false;
@@ -313,11 +313,9 @@ int predict_main(const PredictArgs *a) {
         if (!ok) goto fail;
         if (count == 0) break;
     }
-    if (!video_writer_close(r.out, err, sizeof err)) {
-        r.out = NULL;
-        goto fail;
-    }
+    VideoWriter *out = r.out;
     r.out = NULL;
+    if (!video_writer_close(out, err, sizeof err)) goto fail;
     const int seen = r.seen > 0 ? r.seen : 1;
     printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / seen,
            r.t_inf * 1e3 / seen, r.t_post * 1e3 / seen, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
