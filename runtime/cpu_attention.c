@@ -82,11 +82,7 @@ REF_KERNEL(cpu_attention) {
     bool ok = true;
 #pragma omp parallel if (ATTN_MACS(a) >= PARALLEL_MIN_MACS)
     {
-        float *P = malloc((size_t)scratch * sizeof(float));
-        if (!P) {
-#pragma omp atomic write
-            ok = false;
-        }
+        float *P = cpu_thread_scratch(scratch, &ok);
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tiles; t++) {
             if (!P) continue;
@@ -114,11 +110,7 @@ REF_KERNEL(cpu_attention_bwd) {
     bool ok = true;
 #pragma omp parallel if (3 * ATTN_MACS(a) >= PARALLEL_MIN_MACS)
     {
-        float *P = malloc((size_t)scratch * sizeof(float)), *dS = P ? P + a.L * a.L : NULL;
-        if (!P) {
-#pragma omp atomic write
-            ok = false;
-        }
+        float *P = cpu_thread_scratch(scratch, &ok), *dS = P ? P + a.L * a.L : NULL;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < triples; t++) {
             if (!P) continue;

@@ -119,6 +119,16 @@ static int64_t job_blocks(Job *j) {
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_threaded(void) { openblas_set_num_threads(1); }
 
+float *cpu_thread_scratch(int64_t floats, bool *ok) {
+    if (floats <= 0) return NULL;
+    float *p = malloc((size_t)floats * sizeof(float));
+    if (!p) {
+#pragma omp atomic write
+        *ok = false;
+    }
+    return p;
+}
+
 /* Runs j->tile over [0, tiles) on the OpenMP threads, each with its own
  * col_floats of im2col scratch (none when 0). */
 static bool job_run(const Job *j, int64_t tiles, int64_t col_floats, char *err, int errcap) {
@@ -126,11 +136,7 @@ static bool job_run(const Job *j, int64_t tiles, int64_t col_floats, char *err, 
     bool ok = true;
 #pragma omp parallel if (tiles > 1 && j->c->n * j->c->co * j->c->ho * j->c->wo * j->c->k >= PARALLEL_MIN_MACS)
     {
-        float *col = col_floats ? malloc((size_t)col_floats * sizeof(float)) : NULL;
-        if (col_floats && !col) {
-#pragma omp atomic write
-            ok = false;
-        }
+        float *col = cpu_thread_scratch(col_floats, &ok);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < tiles; t++)
             if (col || !col_floats) j->tile(j, t, col);

@@ -10,6 +10,11 @@
 /* The fast kernel for an op, or NULL when only the reference one exists. */
 RefKernel cpu_kernel(OpKind k);
 
+/* Inside an OpenMP parallel region: this thread's scratch of `floats`
+ * floats (NULL for none); on allocation failure NULL, and *ok (shared by
+ * the team) set false. */
+float *cpu_thread_scratch(int64_t floats, bool *ok);
+
 /* im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1 unpadded convs),
  * direct loops for depthwise; arbitrary kernel, stride, padding, dilation,
  * groups. Tiles run on the OpenMP threads, each with a single-threaded

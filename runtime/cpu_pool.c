@@ -40,11 +40,7 @@ REF_KERNEL(cpu_maxpool2d) {
     bool ok = true;
 #pragma omp parallel if (nc * oh * ow >= PARALLEL_MIN_ELEMS)
     {
-        float *rowmax = malloc((size_t)(h * ow) * sizeof(float)); /* [h][ow]: each input row pooled along x */
-        if (!rowmax) {
-#pragma omp atomic write
-            ok = false;
-        }
+        float *rowmax = cpu_thread_scratch(h * ow, &ok); /* [h][ow]: each input row pooled along x */
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < nc; p++) {
             if (!rowmax) continue;
