@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/train/confusion.h"
 #include "../runtime/train/metrics.h"
 
 #define FIX "tests/fixtures/metrics/"
@@ -378,11 +379,59 @@ static double rel(double got, double want) {
  * the observed differences are 0 or a few ulps (logged with --verbose). */
 #define REL_TOL 1e-6
 
+/* Every count of Ultralytics' matrix (rows predicted, columns true). */
+static void check_confusion(const char *name, const ConfusionMatrix *cm, const cJSON *want) {
+    cr_assert_eq(cJSON_GetArraySize(want), cm->nc + 1, "%s: confusion rows", name);
+    for (int r = 0; r <= cm->nc; r++) {
+        const cJSON *row = cJSON_GetArrayItem(want, r);
+        cr_assert_eq(cJSON_GetArraySize(row), cm->nc + 1);
+        for (int c = 0; c <= cm->nc; c++)
+            cr_expect_eq(confusion_at(cm, r, c), (long)cJSON_GetArrayItem(row, c)->valuedouble,
+                         "%s: confusion[%d][%d] %ld, Ultralytics %ld", name, r, c, confusion_at(cm, r, c),
+                         (long)cJSON_GetArrayItem(row, c)->valuedouble);
+    }
+}
+
+/* ap_per_class' curves at the stored indices; prec_values has rows only for
+ * the classes with predictions. Returns the worst relative difference. */
+static double check_curves(const char *name, const Metrics *m, const cJSON *want) {
+    if (cJSON_IsNull(want)) {
+        cr_expect_eq(m->n_classes, 0, "%s: curves without Ultralytics' curves", name);
+        return 0;
+    }
+    const cJSON *idx = cJSON_GetObjectItem(want, "index");
+    const struct { const char *key; const double *got; } curves[] = {
+        {"p", m->p_curve}, {"r", m->r_curve}, {"f1", m->f1_curve}, {"pr", m->pr_curve}};
+    double worst = 0;
+    for (size_t k = 0; k < sizeof curves / sizeof curves[0]; k++) {
+        const cJSON *rows = cJSON_GetObjectItem(want, curves[k].key);
+        const bool pr = !strcmp(curves[k].key, "pr");
+        int wr = 0;
+        for (int ci = 0; ci < m->n_classes; ci++) {
+            if (pr && !m->classes[ci].has_pr) continue;
+            const cJSON *row = cJSON_GetArrayItem(rows, wr++);
+            cr_assert_not_null(row, "%s: %s has fewer rows than the classes with curves", name, curves[k].key);
+            for (int i = 0; i < cJSON_GetArraySize(idx); i++) {
+                const int at = cJSON_GetArrayItem(idx, i)->valueint;
+                const double got = curves[k].got[(size_t)ci * METRICS_NCURVE + (size_t)at];
+                const double w = cJSON_GetArrayItem(row, i)->valuedouble, r = rel(got, w);
+                worst = fmax(worst, r);
+                cr_expect(r <= REL_TOL, "%s class %d %s[%d]: %.17g vs %.17g", name, m->classes[ci].cls, curves[k].key,
+                          at, got, w);
+            }
+        }
+        cr_expect_eq(wr, cJSON_GetArraySize(rows), "%s: %s rows", name, curves[k].key);
+    }
+    return worst;
+}
+
 static void check_val_fixture(const char *name) {
     cJSON *j = load_fixture(name);
     const int nc = (int)num(j, "nc");
     const char *version = cJSON_GetObjectItem(j, "ultralytics")->valuestring;
     MetricsAccumulator *acc = metrics_init(nc);
+    ConfusionMatrix cm;
+    cr_assert(confusion_init(&cm, nc));
     const cJSON *im;
     int tp_rows = 0;
     cJSON_ArrayForEach(im, cJSON_GetObjectItem(j, "images")) {
@@ -415,6 +464,7 @@ static void check_val_fixture(const char *name) {
                              cJSON_GetArrayItem(cJSON_GetArrayItem(tpj, i), t)->valueint,
                              "%s: tp[%d][%d]", name, i, t);
         cr_assert_eq(metrics_add_image(acc, d, nd, gt, gc, ng), 0);
+        cr_assert(confusion_add_image(&cm, d, nd, gt, gc, ng));
         free(gt);
         free(gc);
         free(d);
@@ -474,8 +524,11 @@ static void check_val_fixture(const char *name) {
         line = strtok_r(NULL, "\n", &save);
     }
     cr_expect_null(line, "%s: extra table line %s", name, line);
-    cr_log_info("%s (ultralytics %s): %d tp rows equal, max relative difference %.3g", name, version,
-                tp_rows, worst);
+    check_confusion(name, &cm, cJSON_GetObjectItem(e, "confusion"));
+    const double curve_worst = check_curves(name, &m, cJSON_GetObjectItem(e, "curves"));
+    cr_log_info("%s (ultralytics %s): %d tp rows equal, max relative difference %.3g, curves %.3g", name, version,
+                tp_rows, worst, curve_worst);
+    confusion_free(&cm);
     free(text);
     for (int c = 0; c < nc && c < 16; c++) free(names[c]);
     metrics_result_free(&m);

@@ -22,6 +22,10 @@ _prepare_batch builds it before scale_boxes), detections in NMS order
 (network-pixel xyxy, conf, cls); expected per-image tp rows, per-class AP at
 the ten thresholds, P, R, AP50, AP50-95, the means, fitness, table lines.
 Random confidences are distinct, so no result depends on how a sort orders ties.
+Each validation case also holds the ConfusionMatrix that update_metrics fills
+when plots are on (conf 0.25, IoU 0.45; rows predicted, columns true, the last
+of each the background) and ap_per_class' curves (px, p_curve, r_curve,
+f1_curve, prec_values) at every CURVE_STRIDE-th of their 1000 points.
 
 NMS cases (nms_*.json): the (4 + nc, A) float32 input (or, for the 30000-cap
 case, the integer formula that both sides evaluate) and the kept rows.
@@ -49,6 +53,7 @@ from ultralytics.utils import LOGGER, ops
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "metrics"
 NET = 640  # network image is NET x NET
+CURVE_STRIDE = 7  # curves are stored at px indices 0, 7, 14, ... and 999
 
 
 def f32(v):
@@ -147,7 +152,9 @@ def run_validation(name, seed, nc, n_images, gt_classes, det_classes, far_only=F
         before = len(v.stats["tp"])
         # The network-pixel xyxy labels exactly as _prepare_batch forms them.
         gt_net = (ops.xywh2xyxy(batch["bboxes"]) * torch.tensor((NET, NET))[[1, 0, 1, 0]]) if n_gt else batch["bboxes"]
+        v.args.plots = True  # only for the confusion matrix; get_stats then draws nothing
         v.update_metrics([pred], batch)
+        v.args.plots = False
         tp = v.stats["tp"][-1].numpy().astype(int).tolist() if len(v.stats["tp"]) > before else []
         per_image.append({
             "orig_w": im["w0"], "orig_h": im["h0"],
@@ -173,6 +180,12 @@ def run_validation(name, seed, nc, n_images, gt_classes, det_classes, far_only=F
             "ap": [float(a) for a in box.all_ap[i]],
         })
     table = [v.get_desc()] + [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+    curves = None
+    if len(box.ap_class_index):
+        idx = sorted(set(range(0, 1000, CURVE_STRIDE)) | {999})
+        curves = {"index": idx, "px": [float(box.px[i]) for i in idx]}
+        for key, arr in (("p", box.p_curve), ("r", box.r_curve), ("f1", box.f1_curve), ("pr", box.prec_values)):
+            curves[key] = [[float(row[i]) for i in idx] for row in np.asarray(arr)]
     shutil.rmtree(v.save_dir, ignore_errors=True)
     return {
         "ultralytics": ultralytics.__version__, "name": name, "nc": nc, "images": per_image,
@@ -181,6 +194,7 @@ def run_validation(name, seed, nc, n_images, gt_classes, det_classes, far_only=F
             "mp": float(results["metrics/precision(B)"]), "mr": float(results["metrics/recall(B)"]),
             "map50": float(results["metrics/mAP50(B)"]), "map50_95": float(results["metrics/mAP50-95(B)"]),
             "fitness": float(results["fitness"]), "classes": classes, "table": table,
+            "confusion": v.confusion_matrix.matrix.astype(int).tolist(), "curves": curves,
         },
     }
 

@@ -231,7 +231,7 @@ void metrics_iou_thresholds(float out[METRICS_NIOU]) {
 }
 
 /* box_iou(labels, detections) in float32 with eps 1e-7. */
-static float box_iou1(const float *a, const Detection *b) {
+float metrics_box_iou(const float a[4], const Detection *b) {
     float w = fminf(a[2], b->x2) - fmaxf(a[0], b->x1);
     float h = fminf(a[3], b->y2) - fmaxf(a[1], b->y1);
     w = w > 0.0f ? w : 0.0f;
@@ -257,7 +257,7 @@ int metrics_match(const Detection *dets, int n_det, const float *gt_boxes,
     }
     for (size_t l = 0; l < L; l++)
         for (size_t d = 0; d < D; d++)
-            iou[l * D + d] = gt_cls[l] == dets[d].cls ? box_iou1(gt_boxes + 4 * l, &dets[d]) : 0.0f;
+            iou[l * D + d] = gt_cls[l] == dets[d].cls ? metrics_box_iou(gt_boxes + 4 * l, &dets[d]) : 0.0f;
     float thr[METRICS_NIOU];
     metrics_iou_thresholds(thr);
     for (int t = 0; t < METRICS_NIOU; t++) {
@@ -289,7 +289,9 @@ int metrics_match(const Detection *dets, int n_det, const float *gt_boxes,
 
 /* ------------------------------------------------------------ AP */
 
-double metrics_compute_ap(const double *recall, const double *precision, int n) {
+/* compute_ap; pr_at_px, when not NULL, gets the precision envelope
+ * interpolated at px (np.interp(px, mrec, mpre), the PR curve's points). */
+static double compute_ap_curve(const double *recall, const double *precision, int n, double *pr_at_px) {
     if (n < 1) return 0.0;
     const size_t m = (size_t)n + 2;
     double *mrec = malloc(m * sizeof *mrec), *mpre = malloc(m * sizeof *mpre);
@@ -307,12 +309,19 @@ double metrics_compute_ap(const double *recall, const double *precision, int n) 
         if (isnan(mpre[i + 1]) || mpre[i + 1] > mpre[i]) mpre[i] = mpre[i + 1];
     double y[101], terms[100];
     for (int k = 0; k < 101; k++) y[k] = np_interp(np_linspace01(k, 101), mrec, mpre, m, mpre[0], mpre[m - 1]);
+    if (pr_at_px)
+        for (int k = 0; k < METRICS_NCURVE; k++)
+            pr_at_px[k] = np_interp(np_linspace01(k, METRICS_NCURVE), mrec, mpre, m, mpre[0], mpre[m - 1]);
     for (int k = 0; k < 100; k++) {
         const double dx = np_linspace01(k + 1, 101) - np_linspace01(k, 101);
         terms[k] = dx * (y[k + 1] + y[k]) / 2.0;
     }
     free3(mrec, mpre, NULL);
     return 0.0 + pw_sum(terms, 100, 1);
+}
+
+double metrics_compute_ap(const double *recall, const double *precision, int n) {
+    return compute_ap_curve(recall, precision, n, NULL);
 }
 
 /* ------------------------------------------------------------ accumulator */
@@ -432,14 +441,19 @@ void metrics_result_free(Metrics *m) {
     free(m->classes);
     free(m->class_images);
     free(m->class_instances);
+    free(m->p_curve);
+    free(m->r_curve);
+    free(m->f1_curve);
+    free(m->pr_curve);
     memset(m, 0, sizeof *m);
 }
 
-#define NCURVE 1000
+#define NCURVE METRICS_NCURVE
 
-/* Per class: AP at every threshold and P/R curves over the confidence grid. */
+/* Per class: AP at every threshold, P/R curves over the confidence grid and
+ * the PR curve (IoU 0.5) over the recall grid. */
 static int class_curves(const MetricsAccumulator *acc, const ConfIdx *order, int c,
-                        MetricsClass *row, double *pc, double *rc, size_t *scratch_idx) {
+                        MetricsClass *row, double *pc, double *rc, double *prc, size_t *scratch_idx) {
     size_t np_ = 0;
     for (size_t k = 0; k < acc->n; k++)
         if (acc->cls[order[k].idx] == c) scratch_idx[np_++] = order[k].idx;
@@ -468,24 +482,18 @@ static int class_curves(const MetricsAccumulator *acc, const ConfIdx *order, int
     }
     int rcode = 0;
     for (int t = 0; t < METRICS_NIOU && rcode == 0; t++) {
-        row->ap[t] = metrics_compute_ap(rec + (size_t)t * np_, pre + (size_t)t * np_, (int)np_);
+        row->ap[t] = compute_ap_curve(rec + (size_t)t * np_, pre + (size_t)t * np_, (int)np_, t == 0 ? prc : NULL);
         if (row->ap[t] < 0) rcode = -1;
     }
     free3(rec, pre, negconf);
+    row->has_pr = rcode == 0;
     return rcode;
 }
 
-/* smooth(y, f) of metrics.py: a box filter of nf = round(len·f·2)//2 + 1
- * taps over y padded with nf//2 copies of each end value; returns the
- * argmax (first maximum) of the smoothed curve. np.convolve sums through a
- * BLAS dot, so the last bit of a window sum may differ; only near-exact ties
- * between windows could move the argmax. */
-static int smoothed_argmax(const double *y, int n, double f) {
+void metrics_smooth(const double *y, int n, double f, double *out) {
     const int nf = (int)nearbyint((double)n * f * 2) / 2 + 1;   /* round half to even, like Python */
     const int half = nf / 2;
     const double w = 1.0 / (double)nf;
-    int best = 0;
-    double bestv = 0.0;
     for (int i = 0; i < n; i++) {
         double s = 0.0;
         for (int k = 0; k < nf; k++) {
@@ -493,11 +501,14 @@ static int smoothed_argmax(const double *y, int n, double f) {
             j = j < 0 ? 0 : (j >= n ? n - 1 : j);
             s += y[j] * w;
         }
-        if (i == 0 || s > bestv || (isnan(s) && !isnan(bestv))) {
-            best = i;
-            bestv = s;
-        }
+        out[i] = s;
     }
+}
+
+int metrics_argmax(const double *y, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (y[i] > y[best] || (isnan(y[i]) && !isnan(y[best]))) best = i;
     return best;
 }
 
@@ -526,11 +537,13 @@ int metrics_compute(const MetricsAccumulator *acc, Metrics *out) {
     out->classes = calloc((size_t)ncls, sizeof *out->classes);
     ConfIdx *order = malloc(acc->n * sizeof *order);
     size_t *scratch = malloc(acc->n * sizeof *scratch);
-    double *pc = calloc((size_t)ncls * NCURVE, sizeof *pc);
-    double *rc = calloc((size_t)ncls * NCURVE, sizeof *rc);
+    double *pc = out->p_curve = calloc((size_t)ncls * NCURVE, sizeof *pc);
+    double *rc = out->r_curve = calloc((size_t)ncls * NCURVE, sizeof *rc);
+    double *f1c = out->f1_curve = calloc((size_t)ncls * NCURVE, sizeof *f1c);
+    out->pr_curve = calloc((size_t)ncls * NCURVE, sizeof *out->pr_curve);
     double *f1 = calloc(NCURVE, sizeof *f1);
     double *tmp = malloc((size_t)ncls * (METRICS_NIOU + 2) * sizeof *tmp);
-    int rcode = (out->classes && order && scratch && pc && rc && f1 && tmp) ? 0 : -1;
+    int rcode = (out->classes && order && scratch && pc && rc && f1c && out->pr_curve && f1 && tmp) ? 0 : -1;
     if (rcode == 0) {
         for (size_t k = 0; k < acc->n; k++) order[k] = (ConfIdx){acc->conf[k], k};
         qsort(order, acc->n, sizeof *order, confidx_cmp);
@@ -542,21 +555,21 @@ int metrics_compute(const MetricsAccumulator *acc, Metrics *out) {
             row->images = acc->nimg[c];
             row->instances = acc->nt[c];
             rcode = class_curves(acc, order, c, row, pc + (size_t)ci * NCURVE,
-                                 rc + (size_t)ci * NCURVE, scratch);
+                                 rc + (size_t)ci * NCURVE, out->pr_curve + (size_t)ci * NCURVE, scratch);
             ci++;
         }
     }
     if (rcode == 0) {
+        for (size_t k = 0; k < (size_t)ncls * NCURVE; k++) f1c[k] = 2 * pc[k] * rc[k] / (pc[k] + rc[k] + 1e-16);
         /* f1_curve.mean(0): rows added one after another, then divided. */
         for (int i = 0; i < NCURVE; i++) {
             double s = 0.0;
-            for (int ci = 0; ci < ncls; ci++) {
-                const double p = pc[(size_t)ci * NCURVE + i], r = rc[(size_t)ci * NCURVE + i];
-                s += 2 * p * r / (p + r + 1e-16);
-            }
+            for (int ci = 0; ci < ncls; ci++) s += f1c[(size_t)ci * NCURVE + i];
             f1[i] = s / (double)ncls;
         }
-        const int best = smoothed_argmax(f1, NCURVE, 0.1);
+        double sm[NCURVE];
+        metrics_smooth(f1, NCURVE, 0.1, sm);
+        const int best = metrics_argmax(sm, NCURVE);
         for (int ci = 0; ci < ncls; ci++) {
             MetricsClass *row = &out->classes[ci];
             row->p = pc[(size_t)ci * NCURVE + best];
@@ -577,8 +590,8 @@ int metrics_compute(const MetricsAccumulator *acc, Metrics *out) {
         out->map50_95 = np_mean(tmp, (size_t)ncls * METRICS_NIOU, 1);
         out->fitness = out->map50 * 0.1 + out->map50_95 * 0.9;
     }
-    free3(order, scratch, pc);
-    free3(rc, f1, tmp);
+    free3(order, scratch, f1);
+    free(tmp);
     if (rcode != 0) metrics_result_free(out);
     return rcode;
 }

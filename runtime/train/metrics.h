@@ -11,6 +11,7 @@
 
 #define METRICS_NIOU 10            /* IoU thresholds 0.50:0.05:0.95 */
 #define NMS_MAX_CANDIDATES 30000   /* max_nms */
+#define METRICS_NCURVE 1000        /* points of the curves: px = linspace(0, 1, 1000) */
 #define NMS_CLASS_OFFSET 7680.0f   /* max_wh: per-class offset of boxes */
 
 typedef struct Detection {
@@ -71,6 +72,9 @@ void metrics_box_to_original(float box[4], float ratio, float pad_x, float pad_y
 void metrics_dets_to_original(Detection *dets, int n, float ratio, float pad_x,
                               float pad_y, int orig_w, int orig_h);
 
+/* box_iou of one label (xyxy) and one detection, float32 with eps 1e-7. */
+float metrics_box_iou(const float gt[4], const Detection *d);
+
 /* The ten thresholds as float32 torch.linspace(0.5, 0.95, 10) yields them. */
 void metrics_iou_thresholds(float out[METRICS_NIOU]);
 
@@ -95,6 +99,7 @@ typedef struct MetricsClass {
     double p, r;                  /* at the max-F1 confidence */
     double ap50, ap50_95;
     double ap[METRICS_NIOU];
+    bool has_pr;                  /* has predictions, so a PR curve (prec_values row) */
 } MetricsClass;
 
 typedef struct Metrics {
@@ -110,7 +115,19 @@ typedef struct Metrics {
     MetricsClass *classes;
     long *class_images;           /* [nc] images containing each class */
     long *class_instances;        /* [nc] labels of each class */
+    /* ap_per_class' curves, [n_classes][METRICS_NCURVE] in the rows' order:
+     * P, R and F1 against the confidence px; precision against the recall px
+     * at IoU 0.5 (zeros where !has_pr; Ultralytics leaves such rows out). */
+    double *p_curve, *r_curve, *f1_curve, *pr_curve;
 } Metrics;
+
+/* smooth(y, f) of metrics.py: a box filter of nf = round(n·f·2)//2 + 1 taps
+ * over y padded with nf//2 copies of each end value. np.convolve sums
+ * through a BLAS dot, so the last bit of a window sum may differ; only
+ * near-exact ties between windows could move an argmax taken on it. */
+void metrics_smooth(const double *y, int n, double f, double *out);
+/* np.argmax: the first maximum, a NaN counting as the maximum. */
+int metrics_argmax(const double *y, int n);
 
 typedef struct MetricsAccumulator MetricsAccumulator;
 
