@@ -25,7 +25,7 @@ static const char USAGE[] =
     "       yolort train FILE.plan --synthetic [--steps N ...]   training steps on one generated batch\n"
     "       yolort datagen DIR [--images N --size S --classes C --seed X --val-fraction F]\n"
     "       yolort predict FILE.plan --weights W.safetensors --source IMAGE|VIDEO|DIR|GLOB|LIST.txt [options]   detect objects\n"
-    "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [--workers N]   mAP on the val split\n"
+    "       yolort val FILE.plan --weights W.safetensors --data DATA.yaml [options]   mAP on the val split\n"
     "       yolort export FILE.plan --weights W.safetensors [--format onnx] [-o FILE.onnx] [options]   deployable model\n"
     "       yolort bench FILE.plan [--steps N (20)] [--warmup W (3)] [--seed S] [--max-seconds T] [--profile ROWS] [--json]\n"
     "\n"
@@ -48,6 +48,7 @@ static const char USAGE[] =
     "  --save-period N     also keep weights/epochN.safetensors every N epochs\n"
     "  --stop-after N      end this process after N epochs (an interruption; continue with --resume)\n"
     "  --no-val            validate only when needed (last epoch, early stopping)\n"
+    "  --no-plots          no results.svg, train_batch*.jpg or final validation plots\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
@@ -61,6 +62,14 @@ static const char USAGE[] =
     "  --vid-stride N (1): every Nth frame of a video\n"
     "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
     "  file (yolort train writes them), else class0, class1, ...\n"
+    "\n"
+    "val options: --workers N (2)  --project DIR (runs/detect) --name NAME (val) --exist-ok   run directory PROJECT/NAME[N]\n"
+    "  --no-plots (no run directory). The run directory gets Ultralytics' validation plots, as SVG:\n"
+    "  confusion_matrix[_normalized].svg, confusion_matrix.csv, BoxPR_curve.svg, BoxF1/P/R_curve.svg, and\n"
+    "  val_batch0..2_labels.jpg / _pred.jpg (the first 3 batches' labels and predictions above 0.25)\n"
+    "  --save-txt (labels/STEM.txt of every detection, conf 0.001 up) --save-conf (and the score)\n"
+    "  --save-json (predictions.json, COCO results format: image_id, category_id, bbox x y w h, score)\n"
+    "  (yolort train draws them into its run directory at the final evaluation).\n"
     "\n"
     "export options (Ultralytics names and defaults): --format onnx  --batch N (1)  --dynamic (any batch)\n"
     "  --opset N (17, 14..21)  --max-det N (300; v10 heads: detections kept)  -o FILE (W with .onnx)\n"
@@ -314,7 +323,7 @@ static int train_data_main(int argc, char **argv) {
     TrainArgs a;
     train_args_defaults(&a);
     a.plan = argv[2];
-    bool no_val = false;
+    bool no_val = false, no_plots = false;
     const char *cache = NULL;
     Hyp *h = &a.hyp;
     const TrainOpt opts[] = {
@@ -330,7 +339,7 @@ static int train_data_main(int argc, char **argv) {
         {"--degrees", OPT_FLOAT, &h->degrees, 0, 180}, {"--translate", OPT_FLOAT, &h->translate, 0, 1}, {"--scale", OPT_FLOAT, &h->scale, 0, 1},
         {"--shear", OPT_FLOAT, &h->shear, 0, 180}, {"--perspective", OPT_FLOAT, &h->perspective, 0, 0.001}, {"--flipud", OPT_FLOAT, &h->flipud, 0, 1},
         {"--fliplr", OPT_FLOAT, &h->fliplr, 0, 1}, {"--mosaic", OPT_FLOAT, &h->mosaic, 0, 1}, {"--mixup", OPT_FLOAT, &h->mixup, 0, 1},
-        {"--cos-lr", OPT_FLAG, &a.cos_lr, 0, 0}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-val", OPT_FLAG, &no_val, 0, 0},
+        {"--cos-lr", OPT_FLAG, &a.cos_lr, 0, 0}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-val", OPT_FLAG, &no_val, 0, 0}, {"--no-plots", OPT_FLAG, &no_plots, 0, 0},
         {"--reference", OPT_FLAG, &a.reference, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
@@ -338,6 +347,7 @@ static int train_data_main(int argc, char **argv) {
     if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram or none, got '%s'", cache);
     a.cache_ram = cache && strcmp(cache, "ram") == 0;
     a.val = !no_val;
+    a.plots = !no_plots;
     if (!a.data && !a.resume) return usage_error("%s", "no data: pass --data DATA.yaml (or --resume RUN)");
     /* data parallelism covers --synthetic so far; several ranks running the
      * dataset trainer would each train alone and write the same run directory */
@@ -395,13 +405,17 @@ static int export_cmd(int argc, char **argv) {
 
 /* `yolort val PLAN --weights W --data DATA.yaml [options]` */
 static int val_cmd(int argc, char **argv) {
-    ValArgs a = {.plan = argv[2], .workers = 2};
+    ValArgs a = {.plan = argv[2], .workers = 2, .project = "runs/detect", .name = "val"};
+    bool no_plots = false;
     const TrainOpt opts[] = {
         {"--weights", OPT_STR, &a.weights, 0, 0}, {"--data", OPT_STR, &a.data, 0, 0}, {"--workers", OPT_INT, &a.workers, 0, 256},
-        {"--reference", OPT_FLAG, &a.reference, 0, 0},
+        {"--reference", OPT_FLAG, &a.reference, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0}, {"--name", OPT_STR, &a.name, 0, 0},
+        {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-plots", OPT_FLAG, &no_plots, 0, 0}, {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0},
+        {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--save-json", OPT_FLAG, &a.save_json, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
+    a.plots = !no_plots;
     if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
     if (!a.data) return usage_error("%s", "no data: pass --data DATA.yaml");
     return val_main(&a);

@@ -147,9 +147,36 @@ Test(predict, val_recalls_the_boxes_predict_wrote, .timeout = 300) {
     tu_free(&r);
     snprintf(cmd, sizeof cmd, "cp %s/runs/predict/labels/*.txt %s/ds/labels/val/", dir, dir);
     cr_assert_eq(system(cmd), 0, "%s", cmd);
-    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml", dir, dir);
+    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml --project %s/runs", dir, dir, dir);
     r = tu_run_bin(predict_bin(), cmd);
     cr_assert_eq(r.status, 0, "%s", r.err);
+    char want[200];
+    snprintf(want, sizeof want, "Results saved to %s/runs/val\n", dir);
+    cr_expect(strstr(r.out, want), "%s", r.out);
+    /* the plots, and a confusion matrix whose class columns hold each label once */
+    const char *plots[] = {"confusion_matrix.svg", "confusion_matrix_normalized.svg", "BoxPR_curve.svg", "BoxF1_curve.svg", "BoxP_curve.svg", "BoxR_curve.svg",
+                           "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
+    for (size_t i = 0; i < sizeof plots / sizeof plots[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s/runs/val/%s", dir, plots[i]);
+        cr_expect_eq(access(cmd, F_OK), 0, "no %s", cmd);
+    }
+    snprintf(cmd, sizeof cmd, "%s/runs/val/confusion_matrix.csv", dir);
+    char *csv = tu_slurp(cmd, NULL);
+    cr_assert(csv, "no %s", cmd);
+    long col[4] = {0}, found = 0;
+    const char *line = strchr(csv, '\n');
+    cr_expect(strncmp(csv, "Predicted,red,green,blue,background\n", 36) == 0, "%s", csv);
+    for (int row = 0; row < 4 && line; row++, line = strchr(line + 1, '\n')) {
+        long v[4];
+        cr_assert_eq(sscanf(strchr(line, ',') + 1, "%ld,%ld,%ld,%ld", &v[0], &v[1], &v[2], &v[3]), 4, "%s", csv);
+        for (int c = 0; c < 4; c++) col[c] += v[c];
+        if (row < 3) found += v[0] + v[1] + v[2];
+    }
+    cr_log_info("val's confusion matrix:\n%s", csv);
+    /* every label matched some detection above 0.25 (recall 1), whatever its
+     * class: the model scores several classes on the same box */
+    cr_expect(col[0] + col[1] + col[2] == 9 && found == 9, "%s", csv);
+    free(csv);
     const char *all = strstr(r.out, "  all ");
     cr_assert(all, "no 'all' row in:\n%s", r.out);
     int images, instances;
@@ -168,6 +195,67 @@ Test(predict, val_recalls_the_boxes_predict_wrote, .timeout = 300) {
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "has 1 classes, the plan was compiled for 3") && tu_lines(r.err) == 1, "%s", r.err);
     tu_free(&r);
+    remove_dir(dir);
+}
+
+/* `yolort val --save-txt --save-conf --save-json`: labels/STEM.txt and
+ * predictions.json carry the same detections (every one from conf 0.001),
+ * each in its own format: the JSON's category_id is the class + 1, its bbox
+ * the top-left corner and size in original pixels (3 decimals), its score
+ * the line's (5 decimals), image_id the file's stem. */
+Test(predict, val_save_txt_and_json_agree, .timeout = 300) {
+    char dir[64], cmd[1024];
+    setup_dir(dir, "v8tiny");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/ds/images/val && cp " FIXTURE "/*.png %s/ds/images/val/ && printf '%s' > %s/ds/data.yaml", dir, dir,
+             "train: images/val\\nval: images/val\\nnames:\\n  0: red\\n  1: green\\n  2: blue\\n", dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml --project %s/runs --no-plots --save-txt --save-conf --save-json",
+             dir, dir, dir);
+    CliResult r = tu_run_bin(predict_bin(), cmd);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char want[200];
+    snprintf(want, sizeof want, "Saving %s/runs/val/predictions.json...\n", dir);
+    cr_expect(strstr(r.out, want), "%s", r.out);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/runs/val/predictions.json", dir);
+    char *text = tu_slurp(cmd, NULL);
+    cr_assert(text, "no %s", cmd);
+    cJSON *j = cJSON_Parse(text);
+    cr_assert(cJSON_IsArray(j), "predictions.json is not a JSON array");
+    const char *stems[] = {"small", "tall", "wide"};
+    int entry = 0, total = 0;
+    for (int s = 0; s < 3; s++) {
+        char path[600];
+        int w, h;
+        snprintf(path, sizeof path, FIXTURE "/%s.png", stems[s]);
+        cr_assert(image_probe(path, &w, &h, cmd, sizeof cmd), "%s", cmd);
+        snprintf(path, sizeof path, "%s/runs/val/labels/%s.txt", dir, stems[s]);
+        char *lines = tu_slurp(path, NULL);
+        cr_assert(lines, "no %s", path);
+        int n = 0;
+        for (char *save = NULL, *ln = strtok_r(lines, "\n", &save); ln; ln = strtok_r(NULL, "\n", &save), n++, entry++) {
+            int cls;
+            double cx, cy, bw, bh, conf;
+            cr_assert_eq(sscanf(ln, "%d %lf %lf %lf %lf %lf", &cls, &cx, &cy, &bw, &bh, &conf), 6, "%s", ln);
+            const cJSON *e = cJSON_GetArrayItem(j, entry), *bbox = cJSON_GetObjectItem(e, "bbox");
+            cr_assert(e && cJSON_GetArraySize(bbox) == 4, "entry %d", entry);
+            cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(e, "image_id")), stems[s]);
+            cr_expect_eq(cJSON_GetObjectItem(e, "category_id")->valueint, cls + 1);
+            const double x = cJSON_GetArrayItem(bbox, 0)->valuedouble, y = cJSON_GetArrayItem(bbox, 1)->valuedouble;
+            const double jw = cJSON_GetArrayItem(bbox, 2)->valuedouble, jh = cJSON_GetArrayItem(bbox, 3)->valuedouble;
+            /* %g keeps 6 digits, the JSON 3 decimals */
+            cr_expect(fabs((x + jw / 2) / w - cx) < 1e-4 && fabs((y + jh / 2) / h - cy) < 1e-4, "%s: centre (%g, %g)", ln, x + jw / 2, y + jh / 2);
+            cr_expect(fabs(jw / w - bw) < 1e-4 && fabs(jh / h - bh) < 1e-4, "%s: size %g x %g", ln, jw, jh);
+            const double score = cJSON_GetObjectItem(e, "score")->valuedouble;
+            cr_expect(fabs(score - conf) <= 5e-6 + 1e-6 * conf && score >= 0.001, "%s: score %g", ln, score);
+        }
+        total += n;
+        free(lines);
+    }
+    cr_expect_eq(cJSON_GetArraySize(j), total, "%d JSON entries, %d label lines", cJSON_GetArraySize(j), total);
+    cr_expect_gt(total, 100, "validation keeps every detection from conf 0.001 up");
+    cJSON_Delete(j);
+    free(text);
     remove_dir(dir);
 }
 

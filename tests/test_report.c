@@ -14,7 +14,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "../runtime/train/confusion.h"
+#include "../runtime/train/metrics.h"
+#include "../runtime/data/image_io.h"
 #include "../runtime/train/report.h"
+#include "../runtime/train/report_batches.h"
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -768,4 +772,259 @@ Test(report_progress, write_errors_reported) {
     cr_assert(!progress_update(&p, 2, 0, l, 1, 64, 2));
     cr_assert(!progress_end(&p));
     fclose(f);
+}
+
+/* ---- validation plots ------------------------------------------------------ */
+
+static Detection vdet(float x1, float y1, float x2, float y2, float score, int cls) {
+    return (Detection){x1, y1, x2, y2, score, cls};
+}
+
+/* Two images by hand (nc 2): a label found (class 0 as 0), a label of class
+ * 1 found as class 0, a detection on nothing (1 as background), one under
+ * the 0.25 threshold, and a label with no detection at all. */
+static void val_case(MetricsAccumulator *acc, ConfusionMatrix *cm, bool with_tp) {
+    const float gt1[] = {0, 0, 10, 10, 20, 20, 30, 30}, gt2[] = {0, 0, 10, 10};
+    const int c1[] = {0, 1}, c2[] = {1};
+    Detection d1[] = {vdet(0, 0, 10, 10, 0.9f, 0), vdet(20, 20, 30, 30, 0.8f, 0), vdet(50, 50, 60, 60, 0.7f, 1),
+                      vdet(0, 0, 10, 10, 0.2f, 1)};
+    if (!with_tp) d1[0].x1 = d1[0].y1 = 40, d1[0].x2 = d1[0].y2 = 45;
+    cr_assert_eq(metrics_add_image(acc, d1, 4, gt1, c1, 2), 0);
+    cr_assert(confusion_add_image(cm, d1, 4, gt1, c1, 2));
+    cr_assert_eq(metrics_add_image(acc, NULL, 0, gt2, c2, 1), 0);
+    cr_assert(confusion_add_image(cm, NULL, 0, gt2, c2, 1));
+}
+
+/* cells annotated with value v, in either text colour */
+static int annotations(const char *svg, const char *v) {
+    char dark[64], light[64];
+    snprintf(dark, sizeof dark, "fill=\"#262626\">%s</text>", v);
+    snprintf(light, sizeof light, "fill=\"white\">%s</text>", v);
+    return count(svg, dark) + count(svg, light);
+}
+
+/* The hand-made case counted and its metrics computed. */
+typedef struct ValCase {
+    MetricsAccumulator *acc;
+    ConfusionMatrix cm;
+    Metrics m;
+} ValCase;
+
+static void val_case_open(ValCase *c, bool with_tp) {
+    c->acc = metrics_init(2);
+    cr_assert(c->acc && confusion_init(&c->cm, 2));
+    val_case(c->acc, &c->cm, with_tp);
+    cr_assert_eq(metrics_compute(c->acc, &c->m), 0);
+}
+
+static void val_case_close(ValCase *c) {
+    metrics_result_free(&c->m);
+    metrics_free(c->acc);
+    confusion_free(&c->cm);
+}
+
+Test(report_val_plots, files_matrix_and_legends) {
+    char *d = make_tmpdir(), err[512] = "";
+    ValCase c;
+    val_case_open(&c, true);
+    const Metrics m = c.m;
+    cr_assert_eq(m.n_classes, 2);
+    /* names that need escaping in SVG and that clash once made identifiers */
+    const char *names[] = {"car <1>", "Car__1_"};
+    cr_assert(report_val_plots(d, &m, &c.cm, names, err, sizeof err), "%s", err);
+    char *csv_path = join(d, "confusion_matrix.csv"), *csv = slurp(csv_path);
+    cr_assert(csv);
+    cr_expect_str_eq(csv, "Predicted,car__1_,Car__1__1,background\n"
+                          "car__1_,1,1,0\n"
+                          "Car__1__1,0,0,1\n"
+                          "background,0,1,0\n");
+    const char *svgs[] = {"confusion_matrix.svg", "confusion_matrix_normalized.svg", "BoxPR_curve.svg", "BoxF1_curve.svg",
+                          "BoxP_curve.svg", "BoxR_curve.svg"};
+    char *text[6];
+    for (int i = 0; i < 6; i++) {
+        char *p = join(d, svgs[i]);
+        xmllint_if_present(p);
+        text[i] = slurp(p);
+        cr_assert(text[i], "no %s", svgs[i]);
+        cr_expect(strstr(text[i], "car &lt;1&gt;") && !strstr(text[i], "car <1>"), "%s: class name not escaped", svgs[i]);
+        cr_assert(!strstr(text[i], "nan") && !strstr(text[i], "inf"), "%s", svgs[i]);
+        free(p);
+    }
+    /* four non-zero cells, each annotated; the normalised ones by column (1, 0.5 + 0.5, 1) */
+    cr_expect_eq(count(text[0], "<rect x=") - 3, 4, "%s", text[0]); /* minus page, frame and colour bar */
+    cr_expect_eq(annotations(text[0], "1"), 4);
+    cr_expect_eq(annotations(text[1], "1.00"), 2);
+    cr_expect_eq(annotations(text[1], "0.50"), 2);
+    cr_expect(strstr(text[1], ">Confusion Matrix Normalized</text>") && strstr(text[0], ">Confusion Matrix</text>"));
+    /* legends: the PR curve names each class with its AP50, the mean with mAP50 */
+    char want[160];
+    snprintf(want, sizeof want, ">car &lt;1&gt; %.3f</text>", m.classes[0].ap50);
+    cr_expect(strstr(text[2], want), "no '%s'", want);
+    snprintf(want, sizeof want, ">all classes %.3f mAP@0.5</text>", m.map50);
+    cr_expect(strstr(text[2], want), "no '%s'", want);
+    /* one line per class plus the mean in every curve */
+    for (int i = 2; i < 6; i++) cr_expect_eq(count(text[i], "<polyline"), 3, "%s", svgs[i]);
+    cr_expect(strstr(text[3], ">all classes ") && strstr(text[3], " at "), "F1 legend");
+    for (int i = 0; i < 6; i++) free(text[i]);
+    free(csv);
+    free(csv_path);
+    val_case_close(&c);
+    rm_rf(d);
+    free(d);
+}
+
+/* No true positive: Ultralytics skips ap_per_class, so only the matrices. */
+Test(report_val_plots, no_true_positive_no_curves) {
+    char *d = make_tmpdir(), err[512] = "";
+    ValCase c;
+    val_case_open(&c, false);
+    cr_assert_eq(c.m.n_classes, 0);
+    cr_assert(report_val_plots(d, &c.m, &c.cm, NULL, err, sizeof err), "%s", err);
+    const char *present[] = {"confusion_matrix.svg", "confusion_matrix_normalized.svg", "confusion_matrix.csv"};
+    const char *absent[] = {"BoxPR_curve.svg", "BoxF1_curve.svg", "BoxP_curve.svg", "BoxR_curve.svg"};
+    for (int i = 0; i < 3; i++) {
+        char *p = join(d, present[i]);
+        cr_expect_eq(access(p, F_OK), 0, "no %s", present[i]);
+        free(p);
+    }
+    for (int i = 0; i < 4; i++) {
+        char *p = join(d, absent[i]);
+        cr_expect_eq(access(p, F_OK), -1, "%s written", absent[i]);
+        free(p);
+    }
+    char *p = join(d, "confusion_matrix.csv"), *csv = slurp(p);
+    /* the moved detection matched nothing: label 0 missed, detection 0 on background */
+    cr_expect_str_eq(csv, "Predicted,class0,class1,background\n"
+                          "class0,0,1,1\n"
+                          "class1,0,0,1\n"
+                          "background,1,1,0\n");
+    free(csv);
+    free(p);
+    val_case_close(&c);
+    rm_rf(d);
+    free(d);
+}
+
+/* A directory that cannot take the files is one error naming the file. */
+Test(report_val_plots, unwritable_directory_is_an_error) {
+    char err[512] = "";
+    ValCase c;
+    val_case_open(&c, true);
+    cr_assert(!report_val_plots("/nonexistent/yolocc-val", &c.m, &c.cm, NULL, err, sizeof err));
+    cr_expect(strstr(err, "/nonexistent/yolocc-val/confusion_matrix"), "%s", err);
+    val_case_close(&c);
+}
+
+/* ---- batch mosaics ---------------------------------------------------------- */
+
+enum { MOSAIC_S = 64, MOSAIC_MB = 4 };
+
+/* n images of a uniform grey each (value 40 + 10 i), one label each: a box of
+ * class i % 3 centred in the tile, half its side */
+static Batch mosaic_batch(int n, DataSplit *split) {
+    Batch b = {0};
+    const size_t plane = (size_t)MOSAIC_S * MOSAIC_S;
+    b.bytes = malloc((size_t)n * 3 * plane);
+    b.boxes = calloc((size_t)n * MOSAIC_MB * 5, sizeof *b.boxes);
+    b.counts = calloc((size_t)n, sizeof *b.counts);
+    b.info = calloc((size_t)n, sizeof *b.info);
+    split->n = n;
+    split->samples = calloc((size_t)n, sizeof *split->samples);
+    cr_assert(b.bytes && b.boxes && b.counts && b.info && split->samples);
+    for (int i = 0; i < n; i++) {
+        memset(b.bytes + (size_t)i * 3 * plane, 40 + 10 * i, 3 * plane);
+        float *l = b.boxes + (size_t)i * MOSAIC_MB * 5;
+        l[0] = (float)(i % 3), l[1] = 0.5f, l[2] = 0.5f, l[3] = 0.5f, l[4] = 0.5f;
+        b.counts[i] = 1;
+        b.info[i].index = i;
+        char name[64];
+        snprintf(name, sizeof name, "/data/images/img%02d.jpg", i);
+        split->samples[i].image = strdup(name);
+    }
+    b.n_valid = n;
+    return b;
+}
+
+static void mosaic_free(Batch *b, DataSplit *split) {
+    for (int i = 0; i < split->n; i++) free(split->samples[i].image);
+    free(split->samples);
+    free(b->bytes), free(b->boxes), free(b->counts), free(b->info);
+}
+
+static const uint8_t *at(const Image *im, int x, int y) { return im->px + ((size_t)y * (size_t)im->w + (size_t)x) * 3; }
+
+static int diff3(const uint8_t *p, int r, int g, int b) { return abs(p[0] - r) + abs(p[1] - g) + abs(p[2] - b); }
+
+/* Tiles column by column on white, borders white, each image's own grey
+ * inside, the label's box in the class colour of `yolort predict`'s palette
+ * (class 0 0x042AFF, 1 0x0BDBEB): checked on the decoded JPEG with a margin
+ * for its loss. */
+Test(report_batches, labels_mosaic_layout) {
+    char *d = make_tmpdir(), err[512] = "";
+    DataSplit split = {0};
+    Batch b = mosaic_batch(3, &split);
+    char *path = join(d, "train_batch0.jpg");
+    const BatchPlot p = {.b = &b, .n = 3, .imgsz = MOSAIC_S, .max_boxes = MOSAIC_MB, .split = &split};
+    cr_assert(report_batch_jpeg(path, &p, err, sizeof err), "%s", err);
+    Image im;
+    cr_assert(image_load(path, &im, err, sizeof err), "%s", err);
+    /* 3 images: a 2 x 2 grid at full size (1920 / 2 / 64 > 1) */
+    cr_assert(im.w == 2 * MOSAIC_S && im.h == 2 * MOSAIC_S, "%dx%d", im.w, im.h);
+    /* image 0 top left, 1 below it, 2 top right; the fourth cell stays white */
+    const int org[3][2] = {{0, 0}, {0, MOSAIC_S}, {MOSAIC_S, 0}};
+    for (int i = 0; i < 3; i++) {
+        const int g = 40 + 10 * i, x0 = org[i][0], y0 = org[i][1];
+        cr_expect_leq(diff3(at(&im, x0 + 10, y0 + 40), g, g, g), 12, "image %d not in its tile", i);
+        cr_expect_leq(diff3(at(&im, x0 + 1, y0 + 40), 255, 255, 255), 30, "image %d: no white border", i);
+    }
+    cr_expect_leq(diff3(at(&im, MOSAIC_S + 40, MOSAIC_S + 40), 255, 255, 255), 12, "the empty cell is not white");
+    /* the label box: left edge at x0 + 16 (0.25 of the tile), mid-height */
+    cr_expect_leq(diff3(at(&im, 16, 32), 0x04, 0x2A, 0xFF), 90, "class 0's box missing");
+    cr_expect_leq(diff3(at(&im, 16, MOSAIC_S + 32), 0x0B, 0xDB, 0xEB), 90, "class 1's box missing");
+    image_free(&im);
+    free(path);
+    mosaic_free(&b, &split);
+    rm_rf(d);
+    free(d);
+}
+
+/* 17 images of 640: 16 shown, 4 x 4 tiles scaled to 480 (1920 / 4 / 640);
+ * predictions at or under 0.25 are not drawn. */
+Test(report_batches, predictions_scaled_and_thresholded) {
+    char *d = make_tmpdir(), err[512] = "";
+    enum { S = 640, N = 17 };
+    Batch b = {0};
+    DataSplit split = {0};
+    b.bytes = malloc((size_t)N * 3 * S * S);
+    cr_assert(b.bytes);
+    memset(b.bytes, 128, (size_t)N * 3 * S * S);
+    b.info = calloc(N, sizeof *b.info);
+    b.counts = calloc(N, sizeof *b.counts);
+    for (int i = 0; i < N; i++) b.info[i].index = -1;
+    Detection kept[1] = {{100, 100, 300, 300, 0.9f, 0}}, dropped[1] = {{100, 100, 300, 300, 0.25f, 0}};
+    const Detection *dets[N] = {0};
+    int n_dets[N] = {0};
+    dets[0] = kept, n_dets[0] = 1;
+    dets[1] = dropped, n_dets[1] = 1;
+    char *path = join(d, "val_batch0_pred.jpg");
+    const char *names[] = {"thing"};
+    const BatchPlot p = {.b = &b, .n = N, .imgsz = S, .max_boxes = 1, .split = &split, .dets = dets, .n_dets = n_dets, .names = names};
+    cr_assert(report_batch_jpeg(path, &p, err, sizeof err), "%s", err);
+    Image im;
+    cr_assert(image_load(path, &im, err, sizeof err), "%s", err);
+    cr_assert(im.w == 1920 && im.h == 1920, "%dx%d", im.w, im.h);
+    /* image 0's box: x1 = 100 * 0.75 = 75 in tile (0, 0); image 1's (tile at y 480) absent */
+    cr_expect_leq(diff3(at(&im, 75, 150), 0x04, 0x2A, 0xFF), 90, "the 0.9 box is missing");
+    cr_expect_leq(diff3(at(&im, 75, 480 + 150), 128, 128, 128), 12, "the 0.25 box was drawn");
+    image_free(&im);
+    /* nothing to show, nothing written */
+    char *none = join(d, "none.jpg");
+    const BatchPlot empty = {.b = &b, .n = 0, .imgsz = S};
+    cr_assert(report_batch_jpeg(none, &empty, err, sizeof err));
+    cr_expect_eq(access(none, F_OK), -1);
+    free(none);
+    free(path);
+    free(b.bytes), free(b.info), free(b.counts);
+    rm_rf(d);
+    free(d);
 }

@@ -99,26 +99,53 @@ static char *table_between(const char *out, const char *from, const char *until)
     return strndup(a, (size_t)(b - a));
 }
 
+/* --no-plots: the numbers and weights, none of the pictures */
+Test(trainer, no_plots_writes_no_pictures, .timeout = 600) {
+    prepare();
+    CliResult r = train("noplots", "--epochs 1 --no-plots");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    const char *kept[] = {"results.csv", "args.yaml", "weights/best.safetensors"};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) cr_expect(exists("noplots", kept[i]), "missing %s", kept[i]);
+    const char *gone[] = {"results.svg", "train_batch0.jpg", "confusion_matrix.svg", "confusion_matrix.csv", "val_batch0_pred.jpg"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) cr_expect(!exists("noplots", gone[i]), "%s written", gone[i]);
+    tu_free(&r);
+}
+
 Test(trainer, run_directory_and_files, .timeout = 900) {
     prepare();
     CliResult r = train("files", "--epochs 2");
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     /* `yolort val` on best.safetensors prints the table the trainer's final evaluation of that file printed */
     char vargs[1200];
-    snprintf(vargs, sizeof vargs, "val %s/tiny.plan --weights %s/runs/files/weights/best.safetensors --data %s/data/data.yaml", ROOT, ROOT, ROOT);
+    snprintf(vargs, sizeof vargs, "val %s/tiny.plan --weights %s/runs/files/weights/best.safetensors --data %s/data/data.yaml --project %s/runs --name val-files --exist-ok",
+             ROOT, ROOT, ROOT, ROOT);
     CliResult v = tu_run_bin(yolort_bin(), vargs);
     cr_assert_eq(v.status, 0, "%s", v.err);
     char *final = table_between(r.out, "Validating ", "Results saved"), *val = table_between(v.out, "val: ", "Speed: ");
     cr_expect_str_eq(val, final, "yolort val:\n%s\nthe trainer's final evaluation:\n%s", val, final);
     cr_expect(strstr(v.out, "Transferred 195/195 items"), "%s", v.out);
+    /* and the same confusion matrix as the final evaluation drew into the run directory */
+    char pt[700], pv[700];
+    snprintf(pt, sizeof pt, "%s/runs/files/confusion_matrix.csv", ROOT);
+    snprintf(pv, sizeof pv, "%s/runs/val-files/confusion_matrix.csv", ROOT);
+    char *ct = tu_slurp(pt, NULL), *cv = tu_slurp(pv, NULL);
+    cr_assert(ct && cv, "missing %s or %s", pt, pv);
+    cr_expect(strncmp(ct, "Predicted,", 10) == 0 && tu_lines(ct) == 1 + 3 + 1, "%s", ct);
+    cr_expect_str_eq(cv, ct);
+    free(ct);
+    free(cv);
     free(final);
     free(val);
     tu_free(&v);
     cr_expect(strstr(r.out, "box_loss") && strstr(r.out, "Instances") && strstr(r.out, "2/2"), "%s", r.out);
     cr_expect(strstr(r.out, "mAP50-95)") && strstr(r.out, "all "), "%s", r.out);
     cr_expect(strstr(r.out, "train: 32 images") || strstr(r.out, "train: "), "%s", r.out);
-    const char *files[] = {"args.yaml", "results.csv", "results.svg", "weights/last.safetensors", "weights/best.safetensors", "weights/last.state"};
+    const char *files[] = {"args.yaml", "results.csv", "results.svg", "weights/last.safetensors", "weights/best.safetensors", "weights/last.state",
+                           "confusion_matrix.svg", "confusion_matrix_normalized.svg", "train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg",
+                           "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) cr_expect(exists("files", files[i]), "missing %s", files[i]);
+    /* plot_idx: batches 0-2 only (2 epochs, so the mosaic never closes) */
+    cr_expect(!exists("files", "train_batch3.jpg"), "train_batch3.jpg written");
     ResultsTable t;
     read_results("files", &t);
     cr_assert_eq(t.n, 2);

@@ -504,6 +504,7 @@ static bool load_split(Ctx *c, const char *key, const YNode *node, int nc, DataS
         for (int i = 0; ok && i < node->n; i++) ok = collect(c, node->items[i], &l);
     } else if (node->kind == YN_SCALAR) {
         ok = collect(c, node, &l);
+        if (ok && !memchr(node->str, 0, node->len) && !(sp->source = join(c->root, node->str))) ok = diag_error(&c->d, node->mark, "out of memory");
     } else {
         ok = diag_error(&c->d, node->mark, "'%s' must be a path or a list of paths", key);
     }
@@ -621,6 +622,7 @@ static void split_free(DataSplit *s) {
         free(s->samples[i].labels);
     }
     free(s->samples);
+    free(s->source);
     *s = (DataSplit){0};
 }
 

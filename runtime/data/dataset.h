@@ -54,6 +54,7 @@ typedef struct DataSplit {
     int n_labels;       /* objects over all samples */
     DataIssues issues;
     int backgrounds;    /* samples without labels (missing or empty label file) */
+    char *source;       /* the YAML's path for the split joined to the root; NULL when it lists several */
 } DataSplit;
 
 typedef struct Dataset {

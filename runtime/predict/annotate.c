@@ -74,7 +74,8 @@ int annotate_line_width(int w, int h) {
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-bool annotate_detections(Image *im, const Detection *dets, int n, const char *const *names, bool show_conf, char *err, int errcap) {
+bool annotate_detections(Image *im, const Detection *dets, int n, const char *const *names, const AnnotateStyle *style, char *err,
+                         int errcap) {
     const GdApi *gd;
     if (!gd_api(&gd, err, errcap)) return false;
     gdImagePtr g = gd->gdImageCreateTrueColor(im->w, im->h);
@@ -84,7 +85,7 @@ bool annotate_detections(Image *im, const Detection *dets, int n, const char *co
             const uint8_t *p = im->px + ((size_t)y * (size_t)im->w + (size_t)x) * 3;
             g->tpixels[y][x] = gdTrueColor(p[0], p[1], p[2]);
         }
-    const int lw = annotate_line_width(im->w, im->h);
+    const int lw = style->line_width > 0 ? style->line_width : annotate_line_width(im->w, im->h);
     gdFontPtr font = gd->gdFontGetMediumBold();
     gd->gdImageSetThickness(g, lw); /* the outlines'; filled rectangles and text ignore it */
     for (int i = 0; i < n; i++) {
@@ -94,10 +95,12 @@ bool annotate_detections(Image *im, const Detection *dets, int n, const char *co
         int x1 = clampi((int)d->x1, 0, im->w - 1), y1 = clampi((int)d->y1, 0, im->h - 1);
         int x2 = clampi((int)d->x2, 0, im->w - 1), y2 = clampi((int)d->y2, 0, im->h - 1);
         gd->gdImageRectangle(g, x1, y1, x2, y2, color);
-        if (!names) continue;
-        char label[160];
-        if (show_conf) snprintf(label, sizeof label, "%s %.2f", names[d->cls], (double)d->score);
-        else snprintf(label, sizeof label, "%s", names[d->cls]);
+        if (!names && !style->class_ids) continue;
+        char label[160], id[16];
+        snprintf(id, sizeof id, "%d", d->cls);
+        const char *name = names ? names[d->cls] : id;
+        if (style->conf_digits >= 0) snprintf(label, sizeof label, "%s %.*f", name, style->conf_digits, (double)d->score);
+        else snprintf(label, sizeof label, "%s", name);
         int tw = (int)strlen(label) * font->w + 2, th = font->h + 2;
         /* above the box when it fits, else inside it; never past the right edge */
         bool outside = y1 >= th;
@@ -106,6 +109,11 @@ bool annotate_detections(Image *im, const Detection *dets, int n, const char *co
         gd->gdImageFilledRectangle(g, lx, ly, lx + tw - 1, ly + th - 1, color);
         int txt = PALETTE[(unsigned)d->cls % 20].dark_text ? gdTrueColor(17, 31, 104) : gdTrueColor(255, 255, 255);
         gd->gdImageString(g, font, lx + 1, ly + 1, (unsigned char *)label, txt);
+    }
+    for (int i = 0; i < style->n_texts; i++) {
+        const AnnotateText *t = &style->texts[i];
+        const unsigned c = t->rgb;
+        gd->gdImageString(g, font, t->x, t->y, (unsigned char *)t->text, gdTrueColor((int)(c >> 16), (int)(c >> 8 & 0xff), (int)(c & 0xff)));
     }
     for (int y = 0; y < im->h; y++)
         for (int x = 0; x < im->w; x++) {

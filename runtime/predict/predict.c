@@ -48,18 +48,15 @@ static void to_original(Detection *d, int n, int S, int w0, int h0) {
     metrics_dets_to_original(d, n, (float)gain, pad_x, pad_y, w0, h0);
 }
 
-/* The name Ultralytics gives a picture's outputs: the source's file name
- * without its extension, and for a video frame "_FRAME" after it
- * (predictor.write_results' txt_path). */
-static void output_stem(char *out, size_t cap, const char *src, int frame) {
+/* predictor.write_results' txt_path (predict.h) */
+void predict_output_stem(char *out, size_t cap, const char *src, int frame) {
     const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
     int len = (int)(dot && dot != b ? dot - b : (long)strlen(b));
     if (frame > 0) snprintf(out, cap, "%.*s_%d", len, b, frame);
     else snprintf(out, cap, "%.*s", len, b);
 }
 
-/* Results.save_txt into LABELS/STEM.txt: "cls cx cy w h [conf]" normalised, %g, appended. */
-static bool save_txt(const char *labels, const char *stem, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
+bool predict_save_txt(const char *labels, const char *stem, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap) {
     if (n == 0) return true;
     char path[2200];
     snprintf(path, sizeof path, "%s/%s.txt", labels, stem);
@@ -205,7 +202,7 @@ fail:
  * Ultralytics writes videos on Linux; a new path closes the last file. */
 static bool save_frame(Run *r, const char *src, const Image *im, int fps, char *err, int errcap) {
     char stem[600], path[1800];
-    output_stem(stem, sizeof stem, src, 0);
+    predict_output_stem(stem, sizeof stem, src, 0);
     snprintf(path, sizeof path, "%s/%s.avi", r->dir, stem);
     if (!r->out || strcmp(path, r->out_path) != 0) {
         if (!video_writer_close(r->out, err, errcap)) return r->out = NULL, false;
@@ -241,16 +238,16 @@ static bool predict_batch(Run *r, int count, double t_decode, char *err, int err
         describe(r->dets, n, m->io.nc, r->m.names, line, sizeof line);
         if (it->frame) printf("video %d/%d (frame %d/%d) %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, it->frame, it->frames, path, S, S, line, (t2 - t1) * 1e3 / count);
         else printf("image %d/%d %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
-        output_stem(stem, sizeof stem, path, it->frame);
+        predict_output_stem(stem, sizeof stem, path, it->frame);
         if (r->a->save_txt) {
-            if (!save_txt(r->labels, stem, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) return false;
+            if (!predict_save_txt(r->labels, stem, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) return false;
             r->labels_written += n > 0;
         }
         /* crops from the unannotated image, as Results.save_crop copies orig_img */
         for (int q = 0; r->a->save_crop && q < n; q++)
             if (!crop_save(r->crops, r->m.names[r->dets[q].cls], stem, im, &r->dets[q], err, errcap)) return false;
         if (r->a->save) {
-            if (!annotate_detections(im, r->dets, n, (const char *const *)r->m.names, true, err, errcap)) return false;
+            if (!annotate_detections(im, r->dets, n, (const char *const *)r->m.names, &(AnnotateStyle){.conf_digits = 2}, err, errcap)) return false;
             if (!(it->frame ? save_frame(r, path, im, it->fps, err, errcap) : save_image(r->dir, stem, im, err, errcap))) return false;
         }
     }

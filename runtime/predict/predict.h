@@ -6,6 +6,9 @@
 #ifndef YOLOCC_PREDICT_H
 #define YOLOCC_PREDICT_H
 #include <stdbool.h>
+#include <stddef.h>
+
+#include "../train/metrics.h"
 
 typedef struct PredictArgs {
     const char *plan, *weights, *source, *project, *name;
@@ -21,5 +24,12 @@ void predict_args_defaults(PredictArgs *a);
 /* The whole command: 0 done, 1 a failure while predicting, 2 bad arguments,
  * plan, weights or source. Prints to stdout; errors to stderr. */
 int predict_main(const PredictArgs *a);
+
+/* The name Ultralytics gives a picture's outputs: the source's file name
+ * without its extension, and for a video frame (frame > 0) "_FRAME" after it. */
+void predict_output_stem(char *out, size_t cap, const char *src, int frame);
+/* Results.save_txt: appends "cls cx cy w h [conf]" (normalised to w0 x h0,
+ * %g) per detection to LABELS/STEM.txt; nothing for n == 0. */
+bool predict_save_txt(const char *labels, const char *stem, const Detection *d, int n, int w0, int h0, bool save_conf, char *err, int errcap);
 
 #endif

@@ -7,8 +7,12 @@
 
 typedef struct ValArgs {
     const char *plan, *weights, *data;
+    const char *project, *name;  /* run directory PROJECT/NAME[N] for the plots (runs/detect, val) */
     int workers;
-    bool reference;
+    bool reference, exist_ok;
+    bool plots;                  /* confusion matrix and curves (report_val_plots) */
+    bool save_txt, save_conf;    /* labels/STEM.txt of every image's detections (conf 0.001), with scores */
+    bool save_json;              /* predictions.json in COCO's results format */
 } ValArgs;
 
 /* 0 done, 1 a failure while validating, 2 bad arguments, plan, weights or data. */

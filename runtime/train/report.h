@@ -181,4 +181,20 @@ bool report_make_dir(const char *path, char *err, int errcap);
  * the path goes to dir. */
 bool report_run_dir(const char *project, const char *name, bool exist_ok, char *dir, size_t cap, char *err, int errcap);
 
+/* ---- validation plots (runtime/train/report_val_plots.c) -------------------
+ *
+ * What Ultralytics' validator writes with plots on, drawn as SVG into dir:
+ * confusion_matrix.svg and confusion_matrix_normalized.svg (columns divided
+ * by their sums; blank under 0.005), confusion_matrix.csv (the counts, as
+ * ConfusionMatrix.summary() names its columns), and, when some detection was
+ * a true positive, BoxPR_curve.svg (precision against recall at IoU 0.5,
+ * legend "NAME AP50" below 21 classes and "all classes MAP50 mAP@0.5"),
+ * BoxF1_curve.svg, BoxP_curve.svg and BoxR_curve.svg (against confidence;
+ * the mean smoothed by a 5% box filter, labelled by its peak). names: nc
+ * class names, or NULL for class0, class1, ... */
+struct Metrics;
+struct ConfusionMatrix;
+bool report_val_plots(const char *dir, const struct Metrics *m, const struct ConfusionMatrix *cm, const char *const *names, char *err,
+                      int errcap);
+
 #endif

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "../../ir/atomic_file.h"
+#include "../../ir/strbuf.h"
 
 #define CSV_MAX_BYTES (64u << 20)   /* one row per epoch: anything this big is not ours */
 
@@ -41,35 +41,9 @@ const char *const results_csv_columns[RESULTS_NCOLS] = {
 
 /* ---- a growable byte buffer ---------------------------------------------- */
 
-typedef struct Buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} Buf;
-
-static void buf_add(Buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->len + n + 1) nc *= 2;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void buf_str(Buf *b, const char *s) { buf_add(b, s, strlen(s)); }
-
 /* Reads a whole regular file. *missing is set (and false returned) when it
  * does not exist, so callers can tell "new file" from a failure. */
-static bool slurp(const char *path, Buf *out, bool *missing, char *err, int errcap) {
+static bool slurp(const char *path, StrBuf *out, bool *missing, char *err, int errcap) {
     *missing = false;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -94,7 +68,7 @@ static bool slurp(const char *path, Buf *out, bool *missing, char *err, int errc
     char chunk[8192];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf_add(out, chunk, n);
+        strbuf_add(out, chunk, n);
         if (out->len > CSV_MAX_BYTES) break;
     }
     bool bad = ferror(f) != 0;
@@ -125,22 +99,22 @@ static double round_decimals(double x, int nd) {
     return strtod(s, NULL);
 }
 
-static void format_row(Buf *b, const ResultsRow *r) {
+static void format_row(StrBuf *b, const ResultsRow *r) {
     for (int c = 0; c < RESULTS_NCOLS; c++) {
         char v[48];
         results_format_value(r->v[c], v, sizeof v);
-        if (c) buf_add(b, ",", 1);
-        buf_str(b, v);
+        if (c) strbuf_add(b, ",", 1);
+        strbuf_add(b, v, strlen(v));
     }
-    buf_add(b, "\n", 1);
+    strbuf_add(b, "\n", 1);
 }
 
-static void format_header(Buf *b) {
+static void format_header(StrBuf *b) {
     for (int c = 0; c < RESULTS_NCOLS; c++) {
-        if (c) buf_add(b, ",", 1);
-        buf_str(b, results_csv_columns[c]);
+        if (c) strbuf_add(b, ",", 1);
+        strbuf_add(b, results_csv_columns[c], strlen(results_csv_columns[c]));
     }
-    buf_add(b, "\n", 1);
+    strbuf_add(b, "\n", 1);
 }
 
 static bool is_epoch(double e) { return isfinite(e) && e >= 1 && e <= 1e9 && e == floor(e); }
@@ -300,7 +274,7 @@ bool results_csv_parse(const char *text, size_t len, const char *name, ResultsTa
 bool results_csv_read(const char *path, ResultsTable *out, char *err, int errcap) {
     out->n = 0;
     out->rows = NULL;
-    Buf b = {0};
+    StrBuf b = {0};
     bool missing;
     if (!slurp(path, &b, &missing, err, errcap)) {
         free(b.p);
@@ -315,7 +289,7 @@ bool results_csv_append(const char *path, const ResultsRow *row, char *err, int 
     double ep = row->v[RESULTS_EPOCH];
     if (!is_epoch(ep)) return errf(err, errcap, "%s: epoch %.17g is not an integer >= 1", path, ep);
     ResultsTable old = {0};
-    Buf in = {0};
+    StrBuf in = {0};
     bool missing;
     if (!slurp(path, &in, &missing, err, errcap)) {
         free(in.p);
@@ -329,20 +303,12 @@ bool results_csv_append(const char *path, const ResultsRow *row, char *err, int 
     r.v[RESULTS_TRAIN_BOX] = round_decimals(r.v[RESULTS_TRAIN_BOX], 5);
     r.v[RESULTS_TRAIN_CLS] = round_decimals(r.v[RESULTS_TRAIN_CLS], 5);
     r.v[RESULTS_TRAIN_DFL] = round_decimals(r.v[RESULTS_TRAIN_DFL], 5);
-    Buf out = {0};
+    StrBuf out = {0};
     format_header(&out);
     for (int i = 0; i < old.n && old.rows[i].v[RESULTS_EPOCH] < ep; i++) format_row(&out, &old.rows[i]);
     format_row(&out, &r);
     results_table_free(&old);
-    if (out.oom) {
-        free(out.p);
-        return errf(err, errcap, "out of memory writing %s", path);
-    }
-    const void *chunks[1] = {out.p};
-    size_t lens[1] = {out.len};
-    bool ok = atomic_write(path, chunks, lens, 1, err, errcap);
-    free(out.p);
-    return ok;
+    return strbuf_write_atomic(&out, path, err, errcap);
 }
 
 /* ---- args.yaml ------------------------------------------------------------- */
@@ -431,8 +397,8 @@ static bool resolves_to_non_string(const char *s) {
 }
 
 static int yaml_write_handler(void *data, unsigned char *buffer, size_t size) {
-    Buf *b = data;
-    buf_add(b, (const char *)buffer, size);
+    StrBuf *b = data;
+    strbuf_add(b, (const char *)buffer, size);
     return !b->oom;
 }
 
@@ -463,7 +429,7 @@ bool report_write_args_yaml(const char *path, const char *const *kv, char *err, 
         if (!kv[i][0]) return errf(err, errcap, "%s: argument %d has an empty key", path, i / 2 + 1);
     yaml_emitter_t em;
     if (!yaml_emitter_initialize(&em)) return errf(err, errcap, "%s: cannot initialise the YAML emitter", path);
-    Buf out = {0};
+    StrBuf out = {0};
     yaml_emitter_set_output(&em, yaml_write_handler, &out);
     yaml_emitter_set_unicode(&em, 1);
     yaml_emitter_set_width(&em, -1);   /* no folding of long values */
@@ -491,11 +457,7 @@ bool report_write_args_yaml(const char *path, const char *const *kv, char *err, 
         return false;
     }
     yaml_emitter_delete(&em);
-    const void *chunks[1] = {out.p ? out.p : ""};
-    size_t lens[1] = {out.len};
-    ok = atomic_write(path, chunks, lens, 1, err, errcap);
-    free(out.p);
-    return ok;
+    return strbuf_write_atomic(&out, path, err, errcap);
 }
 
 bool report_make_dir(const char *path, char *err, int errcap) {

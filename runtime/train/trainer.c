@@ -19,6 +19,7 @@
 #include "../weights.h"
 #include "checkpoint.h"
 #include "report.h"
+#include "report_batches.h"
 #include "schedule.h"
 #include "train_state.h"
 
@@ -31,7 +32,7 @@ double monotonic_seconds(void) {
 void train_args_defaults(TrainArgs *a) {
     *a = (TrainArgs){.project = "runs/detect", .name = "train", .epochs = 100, .patience = 100, .close_mosaic = 10, .workers = 2, .batch = -1,
                      .save_period = -1, .lr0 = -1, .lrf = 0.01, .momentum = -1, .warmup_epochs = 3.0, .warmup_momentum = 0.8, .warmup_bias_lr = -1,
-                     .weight_decay = -1, .val = true, .hyp = hyp_defaults()};
+                     .weight_decay = -1, .val = true, .plots = true, .hyp = hyp_defaults()};
 }
 
 static double meta_num(const cJSON *m, const char *key, double dflt) {
@@ -190,6 +191,22 @@ static void bind_batch(Trainer *t, const Batch *b) {
 }
 
 /* One epoch of batches; fills the running-mean losses. */
+/* Ultralytics' plot_idx: the first three batches, and the first three after
+ * the mosaic closes ((epochs - close_mosaic) x batches per epoch on). */
+static bool plot_this_batch(const Trainer *t, int ni) {
+    const int closed = t->a.close_mosaic > 0 ? (t->a.epochs - t->a.close_mosaic) * t->nb : -1;
+    return ni < 3 || (closed >= 0 && ni >= closed && ni < closed + 3);
+}
+
+/* train_batchN.jpg; a failed drawing is a warning, training goes on */
+static void plot_training_batch(const Trainer *t, const Batch *b, int ni) {
+    char path[1200], name[64], err[1024];
+    snprintf(name, sizeof name, "train_batch%d.jpg", ni);
+    path_in(t, name, path, sizeof path);
+    const BatchPlot p = {.b = b, .n = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .split = &t->ds.train};
+    if (!report_batch_jpeg(path, &p, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
+}
+
 static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errcap) {
     const TrainArgs *a = &t->a;
     double lr_base = t->lr0 * lr_factor(epoch, a->epochs, a->lrf, a->cos_lr);
@@ -221,6 +238,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
             if (!err[0]) snprintf(err, (size_t)errcap, "the loader ended epoch %d after %d of %d batches", epoch + 1, i, t->nb);
             return false;
         }
+        if (t->a.plots && plot_this_batch(t, ni)) plot_training_batch(t, &b, ni);
         bind_batch(t, &b);
         StepResult r;
         if (!train_step_backward(&t->ts, &r, err, errcap)) return false;
@@ -440,7 +458,7 @@ static void write_args_yaml(const Trainer *t) {
                         "save_period", "-1", "workers", buf[14], "project", a->project, "name", a->name, "exist_ok", a->exist_ok ? "true" : "false",
                         "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "cos_lr", a->cos_lr ? "true" : "false",
                         "close_mosaic", buf[5], "resume", a->resume, "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
-                        "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "save_dir", t->dir, NULL};
+                        "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "plots", a->plots ? "true" : "false", "save_dir", t->dir, NULL};
     char err[256];
     path_in(t, "args.yaml", p, sizeof p);
     if (!report_write_args_yaml(p, kv, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
@@ -515,12 +533,12 @@ int train_main(const TrainArgs *args) {
         bool final = epoch + 1 >= t->a.epochs;
         bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
         if (t->a.val || final || possible_stop) {
-            if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, &t->last_val, err, sizeof err)) goto out;
+            if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, NULL, &t->last_val, err, sizeof err)) goto out;
         }
         ResultsRow row;
         results_row(t, epoch, tl, &row);
         if (!results_csv_append(csv, &row, err, sizeof err)) goto out;
-        if (!report_plot_svg(csv, svg, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
+        if (t->a.plots && !report_plot_svg(csv, svg, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
         /* fitness as Ultralytics uses it: rounded to 5 decimals; ties count as best */
         double fit = nearbyint(t->last_val.fitness * 1e5) / 1e5;
         bool is_best = fit >= t->best_fitness;
@@ -548,7 +566,7 @@ int train_main(const TrainArgs *args) {
     if (!weights_load(&t->plan.g, t->ema, best, NULL, NULL, err, sizeof err)) goto out;
     printf("Validating %s...\n", best);
     ValResult v;
-    if (!validate_run(t, true, &v, err, sizeof err)) goto out;
+    if (!validate_run(t, true, t->a.plots ? t->dir : NULL, &v, err, sizeof err)) goto out;
     printf("Results saved to %s\n", t->dir);
     rc = 0;
 out:

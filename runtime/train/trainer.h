@@ -12,6 +12,7 @@
 #include "../data/loader.h"
 #include "../plan_read.h"
 #include "../train_step.h"
+#include "metrics.h"
 
 typedef struct TrainArgs {
     const char *plan, *data, *project, *name, *weights, *resume;
@@ -20,6 +21,7 @@ typedef struct TrainArgs {
     double lr0, lrf, momentum, warmup_epochs, warmup_momentum, warmup_bias_lr;
     double weight_decay;    /* must match the plan's hyper-parameter (< 0: take the plan's) */
     bool cos_lr, cache_ram, exist_ok, val, reference;
+    bool plots;             /* results.svg, train_batch*.jpg, the final evaluation's plots (not kept in the state: a report choice) */
     Hyp hyp;
 } TrainArgs;
 
@@ -69,12 +71,16 @@ typedef struct Trainer {
 int train_main(const TrainArgs *a);
 
 /* Validates the EMA weights on the val split (runtime/train/validate.c);
- * per_class prints one table row per class (the final evaluation). */
-bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap);
+ * per_class prints one table row per class (the final evaluation);
+ * plots_dir, when not NULL, gets the validation plots (report_val_plots). */
+bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *out, char *err, int errcap);
 
 /* One batch through a model's eval mode: predictions [batch, 4 + nc,
  * anchors] (an end-to-end head: x1 y1 x2 y2 boxes) and the 3 loss items. */
 typedef bool (*ValBatchFn)(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap);
+/* One image's detections in original pixels, as update_metrics sees them
+ * (yolort val's --save-txt and --save-json). */
+typedef bool (*ValImageFn)(void *ctx, const Sample *s, const Detection *dets, int n, char *err, int errcap);
 
 /* What a validation pass reads: a split through its letterboxing loader
  * (LoaderOptions.train false) and the model that runs each batch. */
@@ -86,6 +92,10 @@ typedef struct ValPass {
     bool end2end;           /* top-k selection instead of NMS */
     ValBatchFn run;
     void *ctx;
+    const char *plots_dir;  /* NULL, or where the confusion matrix, curves and val_batch*.jpg go */
+    int imgsz, max_boxes;   /* the loader's, for val_batch*.jpg */
+    ValImageFn on_image;    /* NULL, or called for every image */
+    void *image_ctx;
 } ValPass;
 
 /* Ultralytics' DetectionValidator over the split: prints the table (all,

@@ -2,14 +2,18 @@
  * a model's eval-mode outputs over a split (the trainer's validation graph on
  * the EMA, or yolort val's loaded weights), NMS (or an end-to-end head's
  * top-k selection), boxes mapped back to original pixels, mAP, and the
- * validation losses. Must not touch: the training step, the EMA's values,
- * files. */
+ * validation losses; with ValPass.plots_dir, the confusion matrix and the
+ * plots (drawn by report_val_plots). Must not touch: the training step, the
+ * EMA's values, any other file. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
+#include "confusion.h"
 #include "metrics.h"
+#include "report.h"
+#include "report_batches.h"
 #include "trainer.h"
 
 /* The labels of a sample as original-pixel xyxy boxes. */
@@ -22,6 +26,18 @@ static void gt_boxes(const Sample *s, float *xyxy, int *cls) {
         xyxy[4 * k + 3] = (l->cy + l->h / 2) * (float)s->h;
         cls[k] = l->cls;
     }
+}
+
+/* val_batchN_labels.jpg and val_batchN_pred.jpg of one batch (its first 16
+ * images; dets: their NMS output in network pixels, 300 slots each) */
+static bool plot_val_batch(const ValPass *v, const Batch *b, int batch_i, Detection *const *dets, const int *n_dets, char *err, int errcap) {
+    char path[1200];
+    BatchPlot p = {.b = b, .n = b->n_valid, .imgsz = v->imgsz, .max_boxes = v->max_boxes, .split = v->split, .names = (const char *const *)v->names};
+    snprintf(path, sizeof path, "%s/val_batch%d_labels.jpg", v->plots_dir, batch_i);
+    if (!report_batch_jpeg(path, &p, err, errcap)) return false;
+    p.dets = (const Detection *const *)dets, p.n_dets = n_dets;
+    snprintf(path, sizeof path, "%s/val_batch%d_pred.jpg", v->plots_dir, batch_i);
+    return report_batch_jpeg(path, &p, err, errcap);
 }
 
 static int max_labels(const DataSplit *s) {
@@ -61,7 +77,13 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     float *gt = malloc(sizeof(float) * 4 * (size_t)ml);
     int *gcls = malloc(sizeof(int) * (size_t)ml);
     bool ok = false;
-    if (!acc || !dets || !gt || !gcls) {
+    ConfusionMatrix cm = {0};
+    /* network-pixel detections of the images val_batch*_pred.jpg shows */
+    Detection *shown[BATCH_PLOT_MAX_IMAGES] = {0};
+    int n_shown[BATCH_PLOT_MAX_IMAGES] = {0};
+    bool shown_ok = true;
+    for (int i = 0; v->plots_dir && i < BATCH_PLOT_MAX_IMAGES; i++) shown_ok = (shown[i] = malloc(sizeof(Detection) * 300)) && shown_ok;
+    if (!acc || !dets || !gt || !gcls || !shown_ok || (v->plots_dir && !confusion_init(&cm, v->nc))) {
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
@@ -87,14 +109,21 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
                 snprintf(err, (size_t)errcap, "%s failed (out of memory)", v->end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
             }
+            if (v->plots_dir && batches <= 3 && i < BATCH_PLOT_MAX_IMAGES) {
+                memcpy(shown[i], dets, sizeof *dets * (size_t)n);
+                n_shown[i] = n;
+            }
             metrics_dets_to_original(dets, n, inf->ratio, inf->pad_x, inf->pad_y, inf->orig_w, inf->orig_h);
             const Sample *s = &v->split->samples[inf->index];
+            if (v->on_image && !v->on_image(v->image_ctx, s, dets, n, err, errcap)) goto out;
             gt_boxes(s, gt, gcls);
-            if (metrics_add_image(acc, dets, n, gt, gcls, s->n_labels) != 0) {
+            if (metrics_add_image(acc, dets, n, gt, gcls, s->n_labels) != 0 ||
+                (v->plots_dir && !confusion_add_image(&cm, dets, n, gt, gcls, s->n_labels))) {
                 snprintf(err, (size_t)errcap, "%s: a label class is outside the model's %d classes", s->image, v->nc);
                 goto out;
             }
         }
+        if (v->plots_dir && batches <= 3 && !plot_val_batch(v, &b, batches - 1, shown, n_shown, err, errcap)) goto out;
     }
     Metrics m;
     if (metrics_compute(acc, &m) != 0) {
@@ -103,11 +132,17 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     }
     metrics_print(stdout, &m, (const char *const *)v->names, per_class);
     fflush(stdout);
+    if (v->plots_dir && !report_val_plots(v->plots_dir, &m, &cm, (const char *const *)v->names, err, errcap)) {
+        metrics_result_free(&m);
+        goto out;
+    }
     *out = (ValResult){m.mp, m.mr, m.map50, m.map50_95, m.fitness, {0}, (int)m.seen, (int)m.instances};
     for (int k = 0; k < 3; k++) out->loss[k] = batches ? loss[k] / batches : 0;
     metrics_result_free(&m);
     ok = true;
 out:
+    for (int i = 0; i < BATCH_PLOT_MAX_IMAGES; i++) free(shown[i]);
+    confusion_free(&cm);
     metrics_free(acc);
     free(dets);
     free(gt);
@@ -125,13 +160,13 @@ static bool trainer_eval_batch(void *ctx, const Batch *b, const float **pred, co
     return eval_batch(e->t, &e->io, b, pred, items, err, errcap);
 }
 
-bool validate_run(Trainer *t, bool per_class, ValResult *out, char *err, int errcap) {
+bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *out, char *err, int errcap) {
     const Plan *ep = t->plan.eval;
     TrainerEval e = {.t = t};
     memset(out, 0, sizeof *out);
     if (!plan_eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
     if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
     ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc, .anchors = e.io.anchors,
-                 .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e};
+                 .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e, .plots_dir = plots_dir, .imgsz = e.io.imgsz, .max_boxes = e.io.max_boxes};
     return validate_pass(&v, per_class, out, err, errcap);
 }
