@@ -48,7 +48,7 @@ static const char USAGE[] =
     "  --save-period N     also keep weights/epochN.safetensors every N epochs\n"
     "  --stop-after N      end this process after N epochs (an interruption; continue with --resume)\n"
     "  --no-val            validate only when needed (last epoch, early stopping)\n"
-    "  --no-plots          no results.svg, train_batch*.jpg or final validation plots\n"
+    "  --no-plots          no results.svg, labels.svg, train_batch*.jpg or final validation plots\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"

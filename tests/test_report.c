@@ -1028,3 +1028,40 @@ Test(report_batches, predictions_scaled_and_thresholded) {
     rm_rf(d);
     free(d);
 }
+
+/* ---- labels.svg ------------------------------------------------------------- */
+
+/* 600 labels over 3 classes (300, 200, 100): the bars carry the counts, the
+ * box panel stops at 500 outlines, names are escaped. */
+Test(report_labels, counts_boxes_and_names) {
+    char *d = make_tmpdir(), err[512] = "";
+    DataSplit split = {0};
+    split.n = 60;
+    split.samples = calloc(60, sizeof *split.samples);
+    cr_assert(split.samples);
+    for (int i = 0; i < 60; i++) {
+        split.samples[i].n_labels = 10;
+        split.samples[i].labels = calloc(10, sizeof(Label));
+        for (int j = 0; j < 10; j++) {
+            const int k = i * 10 + j;
+            split.samples[i].labels[j] = (Label){k < 300 ? 0 : k < 500 ? 1 : 2, 0.1f + 0.0013f * (float)(k % 600), 0.5f, 0.2f, 0.1f};
+        }
+    }
+    const char *names[] = {"a<b", "c", "d"};
+    char *path = join(d, "labels.svg");
+    cr_assert(report_labels_svg(path, &split, 3, names, err, sizeof err), "%s", err);
+    xmllint_if_present(path);
+    char *s = slurp(path);
+    cr_assert(s);
+    cr_expect(strstr(s, "<title>300</title>") && strstr(s, "<title>200</title>") && strstr(s, "<title>100</title>"), "bar counts");
+    cr_expect(strstr(s, ">a&lt;b</text>") && !strstr(s, "a<b"), "class name not escaped");
+    cr_expect_eq(count(s, "fill=\"none\" stroke=\"#"), 500, "box outlines");
+    cr_expect(strstr(s, ">600 training labels of 3 classes</title>"), "title");
+    cr_assert(!strstr(s, "nan") && !strstr(s, "inf"));
+    free(s);
+    free(path);
+    for (int i = 0; i < 60; i++) free(split.samples[i].labels);
+    free(split.samples);
+    rm_rf(d);
+    free(d);
+}

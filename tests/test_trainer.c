@@ -106,7 +106,7 @@ Test(trainer, no_plots_writes_no_pictures, .timeout = 600) {
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     const char *kept[] = {"results.csv", "args.yaml", "weights/best.safetensors"};
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) cr_expect(exists("noplots", kept[i]), "missing %s", kept[i]);
-    const char *gone[] = {"results.svg", "train_batch0.jpg", "confusion_matrix.svg", "confusion_matrix.csv", "val_batch0_pred.jpg"};
+    const char *gone[] = {"results.svg", "train_batch0.jpg", "confusion_matrix.svg", "confusion_matrix.csv", "val_batch0_pred.jpg", "labels.svg"};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) cr_expect(!exists("noplots", gone[i]), "%s written", gone[i]);
     tu_free(&r);
 }
@@ -142,7 +142,7 @@ Test(trainer, run_directory_and_files, .timeout = 900) {
     cr_expect(strstr(r.out, "train: 32 images") || strstr(r.out, "train: "), "%s", r.out);
     const char *files[] = {"args.yaml", "results.csv", "results.svg", "weights/last.safetensors", "weights/best.safetensors", "weights/last.state",
                            "confusion_matrix.svg", "confusion_matrix_normalized.svg", "train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg",
-                           "val_batch0_labels.jpg", "val_batch0_pred.jpg"};
+                           "val_batch0_labels.jpg", "val_batch0_pred.jpg", "labels.svg"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) cr_expect(exists("files", files[i]), "missing %s", files[i]);
     /* plot_idx: batches 0-2 only (2 epochs, so the mosaic never closes) */
     cr_expect(!exists("files", "train_batch3.jpg"), "train_batch3.jpg written");
@@ -281,7 +281,7 @@ Test(trainer, killed_runs_leave_loadable_checkpoints, .timeout = 900) {
         cr_assert(pid >= 0);
         if (pid == 0) {
             if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(127);
-            execl(yolort_bin(), yolort_bin(), "train", plan, "--data", data, "--project", proj, "--name", "killed", "--exist-ok", "--epochs", "1000", "--no-val",
+            execl(yolort_bin(), yolort_bin(), "train", plan, "--data", data, "--project", proj, "--name", "killed", "--exist-ok", "--epochs", "1000", "--no-val", "--no-plots",
                   "--workers", "1", (char *)NULL);
             _exit(127);
         }

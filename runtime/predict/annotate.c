@@ -66,6 +66,8 @@ static const struct {
     {0x01FFB3, true},  {0x7D24FF, false}, {0x7B0068, false}, {0xFF1B6C, false}, {0xFC6D2F, false}, {0xA2FF0B, true},
 };
 
+unsigned annotate_class_rgb(int cls) { return PALETTE[(unsigned)cls % 20].rgb; }
+
 int annotate_line_width(int w, int h) {
     /* sum(im.shape) of an HWC array counts the 3 channels too */
     int lw = (int)nearbyint((double)(w + h + 3) / 2 * 0.003);

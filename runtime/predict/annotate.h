@@ -30,6 +30,9 @@ typedef struct AnnotateStyle {
 bool annotate_detections(Image *im, const Detection *dets, int n, const char *const *names, const AnnotateStyle *style, char *err,
                          int errcap);
 
+/* Ultralytics' colors(cls) as 0xRRGGBB: its 20-colour palette by class. */
+unsigned annotate_class_rgb(int cls);
+
 /* Ultralytics' line width for an image: max(round((w + h + 3) / 2 * 0.003), 2). */
 int annotate_line_width(int w, int h);
 

@@ -194,7 +194,17 @@ bool report_run_dir(const char *project, const char *name, bool exist_ok, char *
  * class names, or NULL for class0, class1, ... */
 struct Metrics;
 struct ConfusionMatrix;
+struct DataSplit;
 bool report_val_plots(const char *dir, const struct Metrics *m, const struct ConfusionMatrix *cm, const char *const *names, char *err,
                       int errcap);
+
+/* ---- labels.svg (runtime/train/report_labels.c) ----------------------------
+ *
+ * Ultralytics' labels.jpg (plot_labels) for a split's labels: instances per
+ * class (bars in the class palette, names below 30 classes), the first 500
+ * boxes drawn at one centre, and 50 x 50 histograms of the centres (x, y)
+ * and sizes (width, height), shaded up to the count below which the cells
+ * hold 90% of the labels (seaborn's pmax 0.9). */
+bool report_labels_svg(const char *path, const struct DataSplit *split, int nc, const char *const *names, char *err, int errcap);
 
 #endif

@@ -69,7 +69,7 @@ void svg_axes(Svg *s, const SvgFrame *f, const char *title, double min_x_step) {
                "stroke-width=\"0.8\"/>\n",
             f->x0, f->y0, f->w, f->h);
     double t[SVG_MAX_TICKS], step;
-    int n = svg_nice_ticks(f->xlo, f->xhi, min_x_step, t, &step);
+    int n = min_x_step < 0 ? 0 : svg_nice_ticks(f->xlo, f->xhi, min_x_step, t, &step);
     for (int i = 0; i < n; i++) {
         double x = svg_x(f, t[i]);
         svg_out(s, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"black\" stroke-width=\"0.8\"/>", x,

@@ -35,7 +35,8 @@ typedef struct SvgFrame {
 
 double svg_x(const SvgFrame *f, double x);
 double svg_y(const SvgFrame *f, double y);
-/* Title above, the frame, ticks and tick labels left and below. */
+/* Title above, the frame, ticks and tick labels left and below (none
+ * below when min_x_step < 0: the caller labels that axis itself). */
 void svg_axes(Svg *s, const SvgFrame *f, const char *title, double min_x_step);
 /* A polyline through n points in data coordinates; dash NULL for solid. */
 void svg_polyline(Svg *s, const SvgFrame *f, const double *x, const double *y, int n, const char *color, double width,

@@ -521,6 +521,12 @@ int train_main(const TrainArgs *args) {
         goto out;
     }
     write_args_yaml(t);
+    if (t->a.plots) {
+        char labels[1200], why[1024];
+        path_in(t, "labels.svg", labels, sizeof labels);
+        printf("Plotting labels to %s... \n", labels);
+        if (!report_labels_svg(labels, &t->ds.train, t->ds.nc, (const char *const *)t->ds.names, why, sizeof why)) fprintf(stderr, "yolort: warning: %s\n", why);
+    }
     rc = 1;
     printf("Image sizes %d train, %d val\nLogging results to %s\nStarting training for %d epochs...\n", t->ts.imgsz, t->ts.imgsz, t->dir, t->a.epochs);
     char csv[1200], svg[1200];

@@ -3,8 +3,9 @@
  * the EMA, or yolort val's loaded weights), NMS (or an end-to-end head's
  * top-k selection), boxes mapped back to original pixels, mAP, and the
  * validation losses; with ValPass.plots_dir, the confusion matrix and the
- * plots (drawn by report_val_plots). Must not touch: the training step, the
- * EMA's values, any other file. */
+ * plots (drawn by report_val_plots and report_batch_jpeg), and each image's
+ * detections to the caller's on_image. Must not touch: the training step,
+ * the EMA's values, any other file. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,9 +118,13 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
             const Sample *s = &v->split->samples[inf->index];
             if (v->on_image && !v->on_image(v->image_ctx, s, dets, n, err, errcap)) goto out;
             gt_boxes(s, gt, gcls);
-            if (metrics_add_image(acc, dets, n, gt, gcls, s->n_labels) != 0 ||
-                (v->plots_dir && !confusion_add_image(&cm, dets, n, gt, gcls, s->n_labels))) {
+            /* NMS keeps classes below nc, so a failure here is a label's class (or no memory) */
+            if (metrics_add_image(acc, dets, n, gt, gcls, s->n_labels) != 0) {
                 snprintf(err, (size_t)errcap, "%s: a label class is outside the model's %d classes", s->image, v->nc);
+                goto out;
+            }
+            if (v->plots_dir && !confusion_add_image(&cm, dets, n, gt, gcls, s->n_labels)) {
+                snprintf(err, (size_t)errcap, "out of memory counting the confusion matrix");
                 goto out;
             }
         }
