@@ -63,7 +63,7 @@ static const char USAGE[] =
     "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
     "  file (yolort train writes them), else class0, class1, ...\n"
     "\n"
-    "val options: --workers N (2)  --project DIR (runs/detect) --name NAME (val) --exist-ok   run directory PROJECT/NAME[N]\n"
+    "val options: --conf X (0.001) --iou X (0.7) --max-det N (300)  --workers N (2)  --project DIR (runs/detect) --name NAME (val) --exist-ok   run directory PROJECT/NAME[N]\n"
     "  --no-plots (no run directory). The run directory gets Ultralytics' validation plots, as SVG:\n"
     "  confusion_matrix[_normalized].svg, confusion_matrix.csv, BoxPR_curve.svg, BoxF1/P/R_curve.svg, and\n"
     "  val_batch0..2_labels.jpg / _pred.jpg (the first 3 batches' labels and predictions above 0.25)\n"
@@ -405,13 +405,14 @@ static int export_cmd(int argc, char **argv) {
 
 /* `yolort val PLAN --weights W --data DATA.yaml [options]` */
 static int val_cmd(int argc, char **argv) {
-    ValArgs a = {.plan = argv[2], .workers = 2, .project = "runs/detect", .name = "val"};
+    ValArgs a = {.plan = argv[2], .workers = 2, .project = "runs/detect", .name = "val", .conf = 0.001, .iou = 0.7, .max_det = 300};
     bool no_plots = false;
     const TrainOpt opts[] = {
         {"--weights", OPT_STR, &a.weights, 0, 0}, {"--data", OPT_STR, &a.data, 0, 0}, {"--workers", OPT_INT, &a.workers, 0, 256},
         {"--reference", OPT_FLAG, &a.reference, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0}, {"--name", OPT_STR, &a.name, 0, 0},
         {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-plots", OPT_FLAG, &no_plots, 0, 0}, {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0},
         {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--save-json", OPT_FLAG, &a.save_json, 0, 0},
+        {"--conf", OPT_NUM, &a.conf, 0, 1}, {"--iou", OPT_NUM, &a.iou, 0, 1}, {"--max-det", OPT_INT, &a.max_det, 1, 100000},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;

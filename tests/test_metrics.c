@@ -431,7 +431,7 @@ static void check_val_fixture(const char *name) {
     const char *version = cJSON_GetObjectItem(j, "ultralytics")->valuestring;
     MetricsAccumulator *acc = metrics_init(nc);
     ConfusionMatrix cm;
-    cr_assert(confusion_init(&cm, nc));
+    cr_assert(confusion_init(&cm, nc, 0.001));
     const cJSON *im;
     int tp_rows = 0;
     cJSON_ArrayForEach(im, cJSON_GetObjectItem(j, "images")) {

@@ -256,6 +256,26 @@ Test(predict, val_save_txt_and_json_agree, .timeout = 300) {
     cr_expect_gt(total, 100, "validation keeps every detection from conf 0.001 up");
     cJSON_Delete(j);
     free(text);
+    /* --conf and --max-det reach the NMS: scores above 0.5, at most 2 an image */
+    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml --project %s/runs --name strict --no-plots --save-json --conf 0.5 --max-det 2",
+             dir, dir, dir);
+    r = tu_run_bin(predict_bin(), cmd);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "%s/runs/strict/predictions.json", dir);
+    text = tu_slurp(cmd, NULL);
+    cr_assert(text, "no %s", cmd);
+    j = cJSON_Parse(text);
+    int per_image[3] = {0};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, j) {
+        cr_expect_gt(cJSON_GetObjectItem(e, "score")->valuedouble, 0.5);
+        for (int s = 0; s < 3; s++) per_image[s] += strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "image_id")), stems[s]) == 0;
+    }
+    cr_expect(cJSON_GetArraySize(j) > 0 && per_image[0] <= 2 && per_image[1] <= 2 && per_image[2] <= 2, "%d entries: %d %d %d", cJSON_GetArraySize(j),
+              per_image[0], per_image[1], per_image[2]);
+    cJSON_Delete(j);
+    free(text);
     remove_dir(dir);
 }
 

@@ -812,7 +812,7 @@ typedef struct ValCase {
 
 static void val_case_open(ValCase *c, bool with_tp) {
     c->acc = metrics_init(2);
-    cr_assert(c->acc && confusion_init(&c->cm, 2));
+    cr_assert(c->acc && confusion_init(&c->cm, 2, 0.001));
     val_case(c->acc, &c->cm, with_tp);
     cr_assert_eq(metrics_compute(c->acc, &c->m), 0);
 }

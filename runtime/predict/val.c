@@ -154,7 +154,9 @@ int val_main(const ValArgs *a) {
     }
     saves.coco = is_coco(&ds.val);
     rc = 1;
-    ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .run = model_batch, .ctx = &m,
+        NmsOptions nms = NMS_VALIDATION;
+    nms.conf = a->conf, nms.iou = a->iou, nms.max_det = a->max_det;
+    ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .nms = nms, .run = model_batch, .ctx = &m,
                  .plots_dir = a->plots ? dir : NULL, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes,
                  .on_image = a->save_txt || a->save_json ? save_image : NULL, .image_ctx = &saves};
     ValResult res;

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool confusion_init(ConfusionMatrix *cm, int nc) {
+bool confusion_init(ConfusionMatrix *cm, int nc, double val_conf) {
     memset(cm, 0, sizeof *cm);
     if (nc < 1) return false;
+    cm->conf = val_conf == 0.001 ? CONFUSION_CONF : (float)val_conf;
     cm->m = calloc((size_t)(nc + 1) * (size_t)(nc + 1), sizeof *cm->m);
     cm->nc = nc;
     return cm->m != NULL;
@@ -43,7 +44,7 @@ bool confusion_add_image(ConfusionMatrix *cm, const Detection *dets, int n_det, 
     if (ok) {
         int n = 0;
         for (int j = 0; j < n_det; j++)
-            if (dets[j].score > CONFUSION_CONF) kept[n++] = &dets[j];
+            if (dets[j].score > cm->conf) kept[n++] = &dets[j];
         /* process_batch sorts the (label, detection, IoU) pairs above the
          * threshold by IoU descending (numpy's argsort reversed: on equal
          * IoU the later pair first), keeps each detection's first pair, sorts

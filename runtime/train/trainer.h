@@ -90,6 +90,7 @@ typedef struct ValPass {
     char **names;           /* nc class names, for the table */
     int nc, anchors;
     bool end2end;           /* top-k selection instead of NMS */
+    NmsOptions nms;         /* NMS_VALIDATION, or yolort val's --conf/--iou/--max-det (an end-to-end head: conf, max_det) */
     ValBatchFn run;
     void *ctx;
     const char *plots_dir;  /* NULL, or where the confusion matrix, curves and val_batch*.jpg go */

@@ -30,7 +30,7 @@ static void gt_boxes(const Sample *s, float *xyxy, int *cls) {
 }
 
 /* val_batchN_labels.jpg and val_batchN_pred.jpg of one batch (its first 16
- * images; dets: their NMS output in network pixels, 300 slots each) */
+ * images; dets: their NMS output in network pixels, max_det slots each) */
 static bool plot_val_batch(const ValPass *v, const Batch *b, int batch_i, Detection *const *dets, const int *n_dets, char *err, int errcap) {
     char path[1200];
     BatchPlot p = {.b = b, .n = b->n_valid, .imgsz = v->imgsz, .max_boxes = v->max_boxes, .split = v->split, .names = (const char *const *)v->names};
@@ -74,7 +74,8 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     memset(out, 0, sizeof *out);
     const int rows = v->nc + 4, A = v->anchors, ml = max_labels(v->split);
     MetricsAccumulator *acc = metrics_init(v->nc);
-    Detection *dets = malloc(sizeof(Detection) * 300);
+    const size_t max_det = v->nms.max_det > 0 ? (size_t)v->nms.max_det : 1;
+    Detection *dets = malloc(sizeof(Detection) * max_det);
     float *gt = malloc(sizeof(float) * 4 * (size_t)ml);
     int *gcls = malloc(sizeof(int) * (size_t)ml);
     bool ok = false;
@@ -83,8 +84,8 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     Detection *shown[BATCH_PLOT_MAX_IMAGES] = {0};
     int n_shown[BATCH_PLOT_MAX_IMAGES] = {0};
     bool shown_ok = true;
-    for (int i = 0; v->plots_dir && i < BATCH_PLOT_MAX_IMAGES; i++) shown_ok = (shown[i] = malloc(sizeof(Detection) * 300)) && shown_ok;
-    if (!acc || !dets || !gt || !gcls || !shown_ok || (v->plots_dir && !confusion_init(&cm, v->nc))) {
+    for (int i = 0; v->plots_dir && i < BATCH_PLOT_MAX_IMAGES; i++) shown_ok = (shown[i] = malloc(sizeof(Detection) * max_det)) && shown_ok;
+    if (!acc || !dets || !gt || !gcls || !shown_ok || (v->plots_dir && !confusion_init(&cm, v->nc, v->nms.conf))) {
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
@@ -105,7 +106,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
         for (int i = 0; i < b.n_valid; i++) {
             const ImageInfo *inf = &b.info[i];
             const float *p = pred + (size_t)i * (size_t)rows * (size_t)A;
-            int n = v->end2end ? e2e_image(p, A, v->nc, 0.001, 300, dets) : nms_image(p, A, v->nc, &NMS_VALIDATION, dets);
+            int n = v->end2end ? e2e_image(p, A, v->nc, v->nms.conf, v->nms.max_det, dets) : nms_image(p, A, v->nc, &v->nms, dets);
             if (n < 0) {
                 snprintf(err, (size_t)errcap, "%s failed (out of memory)", v->end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
@@ -172,6 +173,6 @@ bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *
     if (!plan_eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
     if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
     ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc, .anchors = e.io.anchors,
-                 .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e, .plots_dir = plots_dir, .imgsz = e.io.imgsz, .max_boxes = e.io.max_boxes};
+                 .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e, .nms = NMS_VALIDATION, .plots_dir = plots_dir, .imgsz = e.io.imgsz, .max_boxes = e.io.max_boxes};
     return validate_pass(&v, per_class, out, err, errcap);
 }
