@@ -195,6 +195,18 @@ Test(predict, val_recalls_the_boxes_predict_wrote, .timeout = 300) {
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "has 1 classes, the plan was compiled for 3") && tu_lines(r.err) == 1, "%s", r.err);
     tu_free(&r);
+    /* out-of-range NMS settings are refused before anything runs or is written */
+    const char *bad[][2] = {{"--conf 2", "--conf must be a number in [0, 1]"}, {"--iou -0.1", "--iou must be a number in [0, 1]"},
+                            {"--max-det 0", "--max-det must be an integer in [1, 100000]"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml --project %s/runs %s", dir, dir, dir, bad[k][0]);
+        r = tu_run_bin(predict_bin(), cmd);
+        cr_expect_eq(r.status, 2, "%s", bad[k][0]);
+        cr_expect(strstr(r.err, bad[k][1]) && tu_lines(r.err) == 1 && !r.out[0], "%s:\n%s%s", bad[k][0], r.out, r.err);
+        tu_free(&r);
+        snprintf(cmd, sizeof cmd, "%s/runs/val2", dir);
+        cr_expect_eq(access(cmd, F_OK), -1, "%s made a run directory", bad[k][0]);
+    }
     remove_dir(dir);
 }
 

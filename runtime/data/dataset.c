@@ -239,6 +239,11 @@ bool dataset_parse_labels(const char *text, size_t len, const char *fname, int n
     return true;
 }
 
+const char *dataset_file_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 char *dataset_label_path(const char *image) {
     size_t n = strlen(image);
     char *p = malloc(n + 8);

@@ -89,6 +89,8 @@ bool dataset_parse_labels(const char *text, size_t len, const char *fname, int n
 /* The label file of an image: the last "/images/" becomes "/labels/" and the
  * extension ".txt". malloc'd; NULL when out of memory. */
 char *dataset_label_path(const char *image);
+/* The file name in path: what follows its last '/' (the whole path without one). */
+const char *dataset_file_name(const char *path);
 /* True when path ends in one of Ultralytics' IMG_FORMATS (VID_FORMATS)
  * suffixes (any case). */
 bool dataset_is_image_path(const char *path);

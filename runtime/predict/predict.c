@@ -50,7 +50,7 @@ static void to_original(Detection *d, int n, int S, int w0, int h0) {
 
 /* predictor.write_results' txt_path (predict.h) */
 void predict_output_stem(char *out, size_t cap, const char *src, int frame) {
-    const char *slash = strrchr(src, '/'), *b = slash ? slash + 1 : src, *dot = strrchr(b, '.');
+    const char *b = dataset_file_name(src), *dot = strrchr(b, '.');
     int len = (int)(dot && dot != b ? dot - b : (long)strlen(b));
     if (frame > 0) snprintf(out, cap, "%.*s_%d", len, b, frame);
     else snprintf(out, cap, "%.*s", len, b);

@@ -35,7 +35,6 @@ typedef struct ValSaves {
     FILE *json;                 /* predictions.json being written (as .tmp) */
     long json_entries;
     bool coco;                  /* the val split is COCO's: category ids of COCO */
-    int nc;
 } ValSaves;
 
 /* Python's round(v, digits) (correctly rounded decimal), printed in the
@@ -69,11 +68,6 @@ static void json_image_id(FILE *f, const char *stem) {
     fputs(stem, f);
 }
 
-static const char *base_name(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 /* update_metrics' save_one_txt and pred_to_json for one image */
 static bool save_image(void *ctx, const Sample *s, const Detection *d, int n, char *err, int errcap) {
     ValSaves *v = ctx;
@@ -91,7 +85,7 @@ static bool save_image(void *ctx, const Sample *s, const Detection *d, int n, ch
         fputs(v->json_entries++ ? ", {\"image_id\": " : "{\"image_id\": ", v->json);
         json_image_id(v->json, stem);
         fputs(", \"file_name\": ", v->json);
-        json_string(v->json, base_name(s->image));
+        json_string(v->json, dataset_file_name(s->image));
         const int cat = v->coco && d[i].cls < 80 ? COCO91[d[i].cls] : d[i].cls + 1;
         fprintf(v->json, ", \"category_id\": %d, \"bbox\": [%s, %s, %s, %s], \"score\": %s}", cat, b[0], b[1], b[2], b[3], score);
     }
@@ -141,8 +135,10 @@ int val_main(const ValArgs *a) {
     const bool files = a->plots || a->save_txt || a->save_json;
     /* made once every input has been read, so a refused command leaves nothing */
     if (files && !report_run_dir(a->project, a->name, a->exist_ok, dir, sizeof dir, err, sizeof err)) goto fail;
-    snprintf(saves.labels, sizeof saves.labels, "%s/labels", dir);
-    if (a->save_txt && !report_make_dir(saves.labels, err, sizeof err)) goto fail;
+    if (a->save_txt) {
+        snprintf(saves.labels, sizeof saves.labels, "%s/labels", dir);
+        if (!report_make_dir(saves.labels, err, sizeof err)) goto fail;
+    }
     if (a->save_json) {
         snprintf(saves.json_path, sizeof saves.json_path, "%s/predictions.json", dir);
         snprintf(saves.json_tmp, sizeof saves.json_tmp, "%s.tmp", saves.json_path);
@@ -154,7 +150,7 @@ int val_main(const ValArgs *a) {
     }
     saves.coco = is_coco(&ds.val);
     rc = 1;
-        NmsOptions nms = NMS_VALIDATION;
+    NmsOptions nms = NMS_VALIDATION;
     nms.conf = a->conf, nms.iou = a->iou, nms.max_det = a->max_det;
     ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .nms = nms, .run = model_batch, .ctx = &m,
                  .plots_dir = a->plots ? dir : NULL, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes,

@@ -75,6 +75,8 @@ static void free3(void *a, void *b, void *c) {
     free(c);
 }
 
+double metrics_px(int i) { return np_linspace01(i, METRICS_NCURVE); }
+
 /* ------------------------------------------------------------ NMS */
 
 typedef struct NmsCand {
@@ -311,7 +313,7 @@ static double compute_ap_curve(const double *recall, const double *precision, in
     for (int k = 0; k < 101; k++) y[k] = np_interp(np_linspace01(k, 101), mrec, mpre, m, mpre[0], mpre[m - 1]);
     if (pr_at_px)
         for (int k = 0; k < METRICS_NCURVE; k++)
-            pr_at_px[k] = np_interp(np_linspace01(k, METRICS_NCURVE), mrec, mpre, m, mpre[0], mpre[m - 1]);
+            pr_at_px[k] = np_interp(metrics_px(k), mrec, mpre, m, mpre[0], mpre[m - 1]);
     for (int k = 0; k < 100; k++) {
         const double dx = np_linspace01(k + 1, 101) - np_linspace01(k, 101);
         terms[k] = dx * (y[k + 1] + y[k]) / 2.0;
@@ -476,7 +478,7 @@ static int class_curves(const MetricsAccumulator *acc, const ConfIdx *order, int
     }
     for (size_t k = 0; k < np_; k++) negconf[k] = -(double)acc->conf[scratch_idx[k]];
     for (int i = 0; i < NCURVE; i++) {
-        const double x = -np_linspace01(i, NCURVE);
+        const double x = -metrics_px(i);
         rc[i] = np_interp(x, negconf, rec, np_, 0.0, rec[np_ - 1]);
         pc[i] = np_interp(x, negconf, pre, np_, 1.0, pre[np_ - 1]);
     }

@@ -75,6 +75,9 @@ void metrics_dets_to_original(Detection *dets, int n, float ratio, float pad_x,
 /* box_iou of one label (xyxy) and one detection, float32 with eps 1e-7. */
 float metrics_box_iou(const float gt[4], const Detection *d);
 
+/* Point i of the curves' grid px = np.linspace(0, 1, METRICS_NCURVE). */
+double metrics_px(int i);
+
 /* The ten thresholds as float32 torch.linspace(0.5, 0.95, 10) yields them. */
 void metrics_iou_thresholds(float out[METRICS_NIOU]);
 

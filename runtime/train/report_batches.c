@@ -20,11 +20,6 @@ static uint8_t pixel(const Batch *b, int img, int c, size_t at, int S) {
     return (uint8_t)(v <= 0 ? 0 : v >= 255 ? 255 : lrintf(v));
 }
 
-static const char *base_name(const char *path) {
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
 bool report_batch_jpeg(const char *path, const BatchPlot *p, char *err, int errcap) {
     const int bs = p->n < BATCH_PLOT_MAX_IMAGES ? p->n : BATCH_PLOT_MAX_IMAGES, S = p->imgsz;
     if (bs < 1) return true;
@@ -73,7 +68,7 @@ bool report_batch_jpeg(const char *path, const BatchPlot *p, char *err, int errc
                 if (x < x0 + 2 || y < y0 + 2 || x >= x0 + T - 2 || y >= y0 + T - 2) memset(im.px + ((size_t)y * (size_t)im.w + (size_t)x) * 3, 255, 3);
         const int idx = p->b->info[i].index;
         if (p->split && idx >= 0 && idx < p->split->n) {
-            snprintf(labels[nt], sizeof labels[nt], "%s", base_name(p->split->samples[idx].image));
+            snprintf(labels[nt], sizeof labels[nt], "%s", dataset_file_name(p->split->samples[idx].image));
             texts[nt] = (AnnotateText){x0 + 5, y0 + 5, labels[nt], 0xDCDCDC};
             nt++;
         }

@@ -192,7 +192,8 @@ static void legend_entry(Svg *s, Legend *l, const char *color, double width, con
     l->y += 17;
 }
 
-/* One figure: the evaluated classes' rows of curves (those with use[ci]) in
+/* One figure: the evaluated classes' rows of curves (those with use[ci], or
+ * all when use is NULL) in
  * tab10 colours with a legend below 21 classes, grey without one above,
  * then the thick blue mean labelled by its caller. */
 static bool curve_svg(const Metrics *m, const char *const *names, const double *curves, const bool *use, const double *mean,
@@ -200,7 +201,7 @@ static bool curve_svg(const Metrics *m, const char *const *names, const double *
                       bool pr, char *err, int errcap) {
     double *px = malloc(METRICS_NCURVE * sizeof *px);
     if (!px) return errf(err, errcap, "out of memory drawing %s", path);
-    for (int i = 0; i < METRICS_NCURVE; i++) px[i] = i == METRICS_NCURVE - 1 ? 1.0 : i * (1.0 / (METRICS_NCURVE - 1));
+    for (int i = 0; i < METRICS_NCURVE; i++) px[i] = metrics_px(i);
     Svg s = {0};
     svg_begin(&s, CURVE_W, CURVE_H, title);
     const SvgFrame f = {CURVE_X0, CURVE_Y0, CURVE_PW, CURVE_PH, 0, 1, 0, 1};
@@ -212,7 +213,7 @@ static bool curve_svg(const Metrics *m, const char *const *names, const double *
     Legend l = {f.x0 + f.w + 20, f.y0 + 8};
     int shown = 0;
     for (int ci = 0; ci < m->n_classes; ci++) {
-        if (!use[ci]) continue;
+        if (use && !use[ci]) continue;
         const char *color = per_class ? cycle[shown % 10] : "grey";
         svg_polyline(&s, &f, px, curves + (size_t)ci * METRICS_NCURVE, METRICS_NCURVE, color, 1, NULL);
         shown++;
@@ -230,25 +231,24 @@ static bool curve_svg(const Metrics *m, const char *const *names, const double *
     return svg_finish(&s, path, err, errcap);
 }
 
-/* mean over the used rows at each point (rows added in order, then divided) */
-static int curve_mean(const Metrics *m, const double *curves, const bool *use, double *mean) {
+/* mean over the used rows (NULL: all) at each point (rows added in order, then divided) */
+static void curve_mean(const Metrics *m, const double *curves, const bool *use, double *mean) {
     int k = 0;
     for (int i = 0; i < METRICS_NCURVE; i++) mean[i] = 0;
     for (int ci = 0; ci < m->n_classes; ci++) {
-        if (!use[ci]) continue;
+        if (use && !use[ci]) continue;
         k++;
         for (int i = 0; i < METRICS_NCURVE; i++) mean[i] += curves[(size_t)ci * METRICS_NCURVE + i];
     }
     for (int i = 0; i < METRICS_NCURVE && k; i++) mean[i] /= k;
-    return k;
 }
 
 static bool curves_svg(const char *dir, const Metrics *m, const char *const *names, char *err, int errcap) {
-    bool *all = malloc((size_t)m->n_classes * sizeof *all), *with_pr = malloc((size_t)m->n_classes * sizeof *with_pr);
+    bool *with_pr = malloc((size_t)m->n_classes * sizeof *with_pr);
     double *mean = malloc(METRICS_NCURVE * sizeof *mean), *sm = malloc(METRICS_NCURVE * sizeof *sm);
-    bool ok = all && with_pr && mean && sm;
+    bool ok = with_pr && mean && sm;
     if (!ok) errf(err, errcap, "out of memory drawing the validation curves");
-    for (int ci = 0; ok && ci < m->n_classes; ci++) all[ci] = true, with_pr[ci] = m->classes[ci].has_pr;
+    for (int ci = 0; ok && ci < m->n_classes; ci++) with_pr[ci] = m->classes[ci].has_pr;
     char path[1200], label[128];
     if (ok) {
         curve_mean(m, m->pr_curve, with_pr, mean);
@@ -265,14 +265,13 @@ static bool curves_svg(const char *dir, const Metrics *m, const char *const *nam
               {m->r_curve, "BoxR_curve.svg", "Recall", "Recall-Confidence Curve"}};
     for (size_t k = 0; ok && k < sizeof mc / sizeof mc[0]; k++) {
         /* plot_mc_curve labels the smoothed mean by its peak */
-        curve_mean(m, mc[k].curves, all, mean);
+        curve_mean(m, mc[k].curves, NULL, mean);
         metrics_smooth(mean, METRICS_NCURVE, 0.05, sm);
         const int at = metrics_argmax(sm, METRICS_NCURVE);
-        snprintf(label, sizeof label, "all classes %.2f at %.3f", sm[at], at == METRICS_NCURVE - 1 ? 1.0 : at * (1.0 / (METRICS_NCURVE - 1)));
+        snprintf(label, sizeof label, "all classes %.2f at %.3f", sm[at], metrics_px(at));
         path_join(dir, mc[k].file, path, sizeof path);
-        ok = curve_svg(m, names, mc[k].curves, all, sm, label, mc[k].title, "Confidence", mc[k].ylabel, path, false, err, errcap);
+        ok = curve_svg(m, names, mc[k].curves, NULL, sm, label, mc[k].title, "Confidence", mc[k].ylabel, path, false, err, errcap);
     }
-    free(all);
     free(with_pr);
     free(mean);
     free(sm);

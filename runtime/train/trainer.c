@@ -190,7 +190,6 @@ static void bind_batch(Trainer *t, const Batch *b) {
     memcpy(train_step_counts(&t->ts), b->counts, (size_t)t->ts.batch * sizeof(int64_t));
 }
 
-/* One epoch of batches; fills the running-mean losses. */
 /* Ultralytics' plot_idx: the first three batches, and the first three after
  * the mosaic closes ((epochs - close_mosaic) x batches per epoch on). */
 static bool plot_this_batch(const Trainer *t, int ni) {
@@ -207,6 +206,7 @@ static void plot_training_batch(const Trainer *t, const Batch *b, int ni) {
     if (!report_batch_jpeg(path, &p, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
 }
 
+/* One epoch of batches; fills the running-mean losses. */
 static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errcap) {
     const TrainArgs *a = &t->a;
     double lr_base = t->lr0 * lr_factor(epoch, a->epochs, a->lrf, a->cos_lr);

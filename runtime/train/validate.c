@@ -80,12 +80,11 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     int *gcls = malloc(sizeof(int) * (size_t)ml);
     bool ok = false;
     ConfusionMatrix cm = {0};
-    /* network-pixel detections of the images val_batch*_pred.jpg shows */
-    Detection *shown[BATCH_PLOT_MAX_IMAGES] = {0};
+    /* network-pixel detections of the images val_batch*_pred.jpg shows, max_det slots each */
+    Detection *shown_buf = v->plots_dir ? malloc(sizeof(Detection) * max_det * BATCH_PLOT_MAX_IMAGES) : NULL, *shown[BATCH_PLOT_MAX_IMAGES];
     int n_shown[BATCH_PLOT_MAX_IMAGES] = {0};
-    bool shown_ok = true;
-    for (int i = 0; v->plots_dir && i < BATCH_PLOT_MAX_IMAGES; i++) shown_ok = (shown[i] = malloc(sizeof(Detection) * max_det)) && shown_ok;
-    if (!acc || !dets || !gt || !gcls || !shown_ok || (v->plots_dir && !confusion_init(&cm, v->nc, v->nms.conf))) {
+    for (int i = 0; i < BATCH_PLOT_MAX_IMAGES; i++) shown[i] = shown_buf ? shown_buf + (size_t)i * max_det : NULL;
+    if (!acc || !dets || !gt || !gcls || (v->plots_dir && (!shown_buf || !confusion_init(&cm, v->nc, v->nms.conf)))) {
         snprintf(err, (size_t)errcap, "out of memory");
         goto out;
     }
@@ -103,6 +102,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
         if (!v->run(v->ctx, &b, &pred, &items, err, errcap)) goto out;
         for (int k = 0; k < 3; k++) loss[k] += items[k];
         batches++;
+        const bool plot_batch = v->plots_dir && batches <= 3; /* val_batch0..2 */
         for (int i = 0; i < b.n_valid; i++) {
             const ImageInfo *inf = &b.info[i];
             const float *p = pred + (size_t)i * (size_t)rows * (size_t)A;
@@ -111,7 +111,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
                 snprintf(err, (size_t)errcap, "%s failed (out of memory)", v->end2end ? "selecting the end-to-end detections" : "non-maximum suppression");
                 goto out;
             }
-            if (v->plots_dir && batches <= 3 && i < BATCH_PLOT_MAX_IMAGES) {
+            if (plot_batch && i < BATCH_PLOT_MAX_IMAGES) {
                 memcpy(shown[i], dets, sizeof *dets * (size_t)n);
                 n_shown[i] = n;
             }
@@ -129,7 +129,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
                 goto out;
             }
         }
-        if (v->plots_dir && batches <= 3 && !plot_val_batch(v, &b, batches - 1, shown, n_shown, err, errcap)) goto out;
+        if (plot_batch && !plot_val_batch(v, &b, batches - 1, shown, n_shown, err, errcap)) goto out;
     }
     Metrics m;
     if (metrics_compute(acc, &m) != 0) {
@@ -147,7 +147,7 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
     metrics_result_free(&m);
     ok = true;
 out:
-    for (int i = 0; i < BATCH_PLOT_MAX_IMAGES; i++) free(shown[i]);
+    free(shown_buf);
     confusion_free(&cm);
     metrics_free(acc);
     free(dets);
