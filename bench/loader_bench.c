@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
         data = yaml;
     }
     Dataset ds;
-    if (!dataset_load(data, &ds, NULL, err, sizeof err)) die(err);
+    if (!dataset_load(data, NULL, &ds, NULL, err, sizeof err)) die(err);
     const DataSplit *sp = &ds.train;
     printf("%s: %d training images, imgsz %d, batch %d, %d epochs per loader row\n\n", data, sp->n, imgsz, batch, epochs);
     Result base = decode_loop(sp, epochs);

@@ -93,7 +93,7 @@ Test(datagen, loads_cleanly_with_sane_labels, .init = setup, .fini = teardown) {
     size_t wlen = 0;
     FILE *wf = open_memstream(&warn, &wlen);
     cr_assert(wf);
-    cr_assert(dataset_load(at("d/data.yaml"), &ds, wf, err, sizeof err), "%s", err);
+    cr_assert(dataset_load(at("d/data.yaml"), NULL, &ds, wf, err, sizeof err), "%s", err);
     cr_assert(fclose(wf) == 0);
     cr_expect(warn[0] == 0, "warnings: %s", warn);
     free(warn);
@@ -142,7 +142,7 @@ Test(datagen, boxes_are_tight_around_the_drawn_shape, .init = setup, .fini = tea
     gen("d", o);
     Dataset ds;
     char err[1024];
-    cr_assert(dataset_load(at("d/data.yaml"), &ds, NULL, err, sizeof err), "%s", err);
+    cr_assert(dataset_load(at("d/data.yaml"), NULL, &ds, NULL, err, sizeof err), "%s", err);
     int checked = 0;
     for (int i = 0; i < ds.train.n; i++) {
         const Sample *s = &ds.train.samples[i];

@@ -80,16 +80,18 @@ typedef struct Loaded {
     char *warn;   /* everything written to warn */
 } Loaded;
 
-static Loaded load(const char *yaml_rel) {
+static Loaded load_with(const char *yaml_rel, const DatasetOptions *o) {
     Loaded l = {0};
     size_t n = 0;
     FILE *w = open_memstream(&l.warn, &n);
     cr_assert(w);
-    l.ok = dataset_load(at(yaml_rel), &l.ds, w, l.err, sizeof l.err);
+    l.ok = dataset_load(at(yaml_rel), o, &l.ds, w, l.err, sizeof l.err);
     cr_assert(fclose(w) == 0);
     cr_expect(!strchr(l.err, '\n'), "error is not one line: %s", l.err);
     return l;
 }
+
+static Loaded load(const char *yaml_rel) { return load_with(yaml_rel, NULL); }
 
 static Loaded load_ok(void) {
     Loaded l = load("data.yaml");
@@ -344,6 +346,92 @@ Test(dataset, path_key_is_relative_to_the_yaml_and_dotdot_entries_are_retried) {
     cr_assert(l.ok, "%s", l.err);
     cr_expect(strcmp(l.ds.root, at("cfg/../ds")) == 0, "root %s", l.ds.root);
     cr_expect(l.ds.train.n == 1 && strstr(l.ds.train.samples[0].image, "/ds/images/train/a.png"));
+    done(&l);
+}
+
+/* ------------------------------------------------ splits and options */
+
+/* 7 training images t0..t6 (t3 unreadable), val v and test w, 3 classes */
+static void three_splits(const char *test_line) {
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "train: images/train\nval: images/val\n%snames: [cat, dog, bird]\n", test_line);
+    text("data.yaml", yaml);
+    for (int i = 0; i < 7; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "images/train/t%d.png", i);
+        if (i == 3) text(rel, "not a png");
+        else png(rel, 16, 16);
+    }
+    png("images/val/v.png", 16, 16);
+    png("images/test/w.png", 16, 16);
+    png("images/test/x.png", 16, 16);
+}
+
+Test(dataset, only_the_splits_asked_for_are_loaded) {
+    three_splits("test: images/test\n");
+    Loaded l = load_with("data.yaml", &(DatasetOptions){.splits = DATASET_TEST});
+    cr_assert(l.ok, "%s", l.err);
+    cr_expect(l.ds.train.n == 0 && l.ds.val.n == 0 && !l.ds.train.samples, "train %d val %d", l.ds.train.n, l.ds.val.n);
+    cr_assert(l.ds.test.n == 2);
+    cr_expect(strstr(l.ds.test.samples[0].image, "images/test/w.png") && strstr(l.ds.test.source, "images/test"));
+    /* the unreadable training image is never looked at */
+    cr_expect(!strstr(l.warn, "t3.png"), "%s", l.warn);
+    done(&l);
+    l = load_ok();
+    cr_expect(l.ds.train.n == 6 && l.ds.val.n == 1 && l.ds.test.n == 0);
+    done(&l);
+}
+
+Test(dataset, test_split_asked_for_but_absent_or_null_is_an_error) {
+    const char *lines[] = {"", "test:\n", "test: null\n", "test: ~\n"};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        three_splits(lines[i]);
+        Loaded l = load_with("data.yaml", &(DatasetOptions){.splits = DATASET_VAL | DATASET_TEST});
+        expect_err(&l, "no 'test:' split");
+        cr_expect(strstr(l.err, "data.yaml:1:1"), "%s", l.err);
+        done(&l);
+        /* without asking for it, an empty test key is fine */
+        l = load_ok();
+        done(&l);
+    }
+}
+
+Test(dataset, fraction_cuts_the_sorted_training_list_before_checking) {
+    three_splits("");
+    /* Ultralytics: im_files[:round(7 * f)], Python's round (halves to even) */
+    const struct {
+        double f;
+        int listed, usable;
+    } cases[] = {{0.5, 4, 3}, {0.3, 2, 2}, {0.43, 3, 3}, {1.0, 7, 6}, {0.9, 6, 5}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Loaded l = load_with("data.yaml", &(DatasetOptions){.fraction = cases[i].f});
+        cr_assert(l.ok, "%s", l.err);
+        cr_expect(l.ds.train.n == cases[i].usable, "fraction %g: %d images, expected %d", cases[i].f, l.ds.train.n, cases[i].usable);
+        cr_expect((strstr(l.warn, "t3.png") != NULL) == (cases[i].listed > 3), "fraction %g: %s", cases[i].f, l.warn);
+        cr_expect(strstr(l.ds.train.samples[0].image, "t0.png"));
+        cr_expect(l.ds.val.n == 1, "the val split is whole");
+        done(&l);
+    }
+    /* 7 x 0.5 = 3.5 rounds to 4 (even); 5 images x 0.5 = 2.5 would round to 2 */
+    Loaded l = load_with("data.yaml", &(DatasetOptions){.fraction = 0.05});
+    expect_err(&l, "a fraction of 0.05 keeps none of its 7 images");
+    done(&l);
+}
+
+Test(dataset, single_cls_makes_every_class_0_named_item) {
+    one_image("2 0.5 0.5 0.2 0.2\n0 0.5 0.5 0.2 0.2\n7 0.1 0.1 0.1 0.1\n-1 0.3 0.3 0.1 0.1\n");
+    Loaded l = load_with("data.yaml", &(DatasetOptions){.single_cls = true});
+    cr_assert(l.ok, "%s", l.err);
+    cr_expect(l.ds.nc == 1 && strcmp(l.ds.names[0], "item") == 0, "nc %d", l.ds.nc);
+    const Sample *s = &l.ds.train.samples[0];
+    /* two classes of one box stay two boxes (duplicates are removed before the classes merge);
+     * class 7 is read, a negative class is not */
+    cr_assert(s->n_labels == 3, "%d labels; %s", s->n_labels, l.warn);
+    for (int i = 0; i < 3; i++) cr_expect(s->labels[i].cls == 0);
+    cr_expect(l.ds.train.issues.bad_classes == 1, "%s", l.warn);
+    done(&l);
+    l = load_ok();
+    cr_expect(l.ds.nc == 3 && l.ds.train.samples[0].n_labels == 2 && l.ds.train.issues.bad_classes == 2);
     done(&l);
 }
 

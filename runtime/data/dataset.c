@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -270,6 +271,7 @@ typedef struct Ctx {
     Arena a;
     FILE *warn;
     const char *root;
+    DatasetOptions o;
 } Ctx;
 
 static void sl_free(StrList *l) {
@@ -496,9 +498,18 @@ static Verdict load_sample(Ctx *c, char *path, int nc, Sample *s, DataSplit *sp)
         if (c->warn) fprintf(c->warn, "%s: warning: image is %dx%d, under %d pixels a side; skipped\n", pshown, s->w, s->h, MIN_IMAGE_SIDE);
         return SKIP;
     }
-    Verdict v = read_labels(c, path, nc, s, sp);
+    /* single-class training reads any class and makes it 0 (Ultralytics checks no bound then) */
+    Verdict v = read_labels(c, path, c->o.single_cls ? INT_MAX : nc, s, sp);
+    for (int i = 0; v == KEEP && c->o.single_cls && i < s->n_labels; i++) s->labels[i].cls = 0;
     if (v == KEEP) s->image = path;
     return v;
+}
+
+/* Python's round(x) for the image count: halves to even, as Ultralytics' fraction rounds. */
+static int round_half_even(double x) {
+    double f = floor(x), d = x - f;
+    if (d > 0.5 || (d == 0.5 && fmod(f, 2) != 0)) f += 1;
+    return (int)f;
 }
 
 static bool load_split(Ctx *c, const char *key, const YNode *node, int nc, DataSplit *sp) {
@@ -515,6 +526,17 @@ static bool load_split(Ctx *c, const char *key, const YNode *node, int nc, DataS
     }
     if (!ok) return sl_free(&l), false;
     qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_str);
+    /* Ultralytics' fraction cuts the sorted list before any image is checked, and only the training one */
+    if (strcmp(key, "train") == 0 && c->o.fraction < 1) {
+        int keep = round_half_even(l.n * c->o.fraction);
+        int listed = l.n;
+        for (int i = keep; i < l.n; i++) free(l.v[i]);
+        l.n = keep;
+        if (keep == 0) {
+            sl_free(&l);
+            return diag_error(&c->d, node->mark, "'%s': a fraction of %g keeps none of its %d images", key, c->o.fraction, listed);
+        }
+    }
     sp->samples = calloc((size_t)l.n + 1, sizeof *sp->samples);
     if (!sp->samples) return sl_free(&l), diag_error(&c->d, node->mark, "out of memory");
     for (int i = 0; ok && i < l.n; i++) {
@@ -595,16 +617,33 @@ static bool load_all(Ctx *c, const char *yaml_path, const YNode *root, Dataset *
     free(ydir);
     if (!ds->root) return diag_error(&c->d, root->mark, "out of memory");
     c->root = ds->root;
-    const YNode *train = yaml_map_get(root, "train"), *val = yaml_map_get(root, "val");
+    const YNode *train = yaml_map_get(root, "train"), *val = yaml_map_get(root, "val"), *test = yaml_map_get(root, "test");
     if (!val) val = yaml_map_get(root, "validation");
     if (!train) return diag_error(&c->d, root->mark, "'train:' key missing; 'train' and 'val' are required");
     if (!val) return diag_error(&c->d, root->mark, "'val:' key missing; 'train' and 'val' are required");
-    return load_names(c, root, ds) && load_split(c, "train", train, ds->nc, &ds->train) && load_split(c, "val", val, ds->nc, &ds->val);
+    /* `test:` is optional and often left empty (null) */
+    if (test && test->kind == YN_SCALAR && (test->len == 0 || (test->len == 4 && memcmp(test->str, "null", 4) == 0) || (test->len == 1 && test->str[0] == '~'))) test = NULL;
+    if ((c->o.splits & DATASET_TEST) && !test) return diag_error(&c->d, root->mark, "no 'test:' split in this dataset YAML (only train and val)");
+    if (!load_names(c, root, ds)) return false;
+    int nc = ds->nc;
+    if (c->o.single_cls) {
+        /* Ultralytics' single_cls: one class named "item", whatever the YAML names */
+        for (int i = 0; i < ds->nc; i++) {
+            free(ds->names[i]);
+            ds->names[i] = NULL;
+        }
+        ds->nc = 1;
+        if (!(ds->names[0] = strdup("item"))) return diag_error(&c->d, root->mark, "out of memory");
+    }
+    return (!(c->o.splits & DATASET_TRAIN) || load_split(c, "train", train, nc, &ds->train)) &&
+           (!(c->o.splits & DATASET_VAL) || load_split(c, "val", val, nc, &ds->val)) && (!(c->o.splits & DATASET_TEST) || load_split(c, "test", test, nc, &ds->test));
 }
 
-bool dataset_load(const char *yaml_path, Dataset *ds, FILE *warn, char *err, int errcap) {
+bool dataset_load(const char *yaml_path, const DatasetOptions *o, Dataset *ds, FILE *warn, char *err, int errcap) {
     memset(ds, 0, sizeof *ds);
-    Ctx c = {.warn = warn};
+    Ctx c = {.warn = warn, .o = o ? *o : (DatasetOptions){0}};
+    if (!c.o.splits) c.o.splits = DATASET_TRAIN | DATASET_VAL;
+    if (!(c.o.fraction > 0 && c.o.fraction < 1)) c.o.fraction = 1;
     diag_init(&c.d, yaml_path);
     arena_init(&c.a, 0);
     size_t len = 0;
@@ -634,6 +673,7 @@ static void split_free(DataSplit *s) {
 void dataset_free(Dataset *ds) {
     split_free(&ds->train);
     split_free(&ds->val);
+    split_free(&ds->test);
     for (int i = 0; ds->names && i < ds->nc; i++) free(ds->names[i]);
     free(ds->names);
     free(ds->yaml_path);

@@ -62,15 +62,24 @@ typedef struct Dataset {
     char *root;         /* resolved `path` */
     int nc;
     char **names;       /* nc class names */
-    DataSplit train, val;
+    DataSplit train, val, test;   /* the splits asked for; the others stay empty */
 } Dataset;
 
-/* Loads the data YAML and both splits. Warnings (one line each, "FILE:LINE:
+enum { DATASET_TRAIN = 1, DATASET_VAL = 2, DATASET_TEST = 4 };
+
+/* Which splits to load and how (Ultralytics' fraction and single_cls). */
+typedef struct DatasetOptions {
+    unsigned splits;    /* DATASET_* bits (0: train and val); asking for test without a `test:` key is an error */
+    double fraction;    /* the first round(n x fraction) images of the sorted training list, before any is checked (0 or 1: all) */
+    bool single_cls;    /* every label becomes class 0 and the names one "item" (nc 1); any non-negative integer class is read */
+} DatasetOptions;
+
+/* Loads the data YAML and the splits o asks for (NULL: train and val). Warnings (one line each, "FILE:LINE:
  * warning: ..." or "IMAGE: warning: ...") go to warn (NULL: silent). Fails,
  * with one line in err naming the YAML file and line:col where possible, on a
  * missing/unreadable YAML, missing `train`/`val`, bad names/nc, a split
  * with no usable image. */
-bool dataset_load(const char *yaml_path, Dataset *ds, FILE *warn, char *err, int errcap);
+bool dataset_load(const char *yaml_path, const DatasetOptions *o, Dataset *ds, FILE *warn, char *err, int errcap);
 void dataset_free(Dataset *ds);
 /* One line like "train: 1000 images, 3120 boxes; skipped 2 missing images, 1 bad label line". */
 void dataset_issues_format(const char *split_name, const DataSplit *s, char *out, int cap);

@@ -1,4 +1,4 @@
-/* runtime/predict/val.c — `yolort val`: a dataset's val split through the
+/* runtime/predict/val.c — `yolort val`: a dataset's val (test, train) split through the
  * plan's eval-mode model with loaded weights (eval_model.c) and the
  * trainer's validation pass (validate_pass: NMS or top-k, matching, mAP, the
  * table), and what the validator writes into its run directory: plots,
@@ -93,9 +93,9 @@ static bool save_image(void *ctx, const Sample *s, const Detection *d, int n, ch
     return true;
 }
 
-/* The validator's is_coco: a val list named like COCO's val2017.txt or test-dev2017.txt */
-static bool is_coco(const DataSplit *val) {
-    const char *src = val->source;
+/* The validator's is_coco: the split's list named like COCO's val2017.txt or test-dev2017.txt */
+static bool is_coco(const DataSplit *split) {
+    const char *src = split->source;
     if (!src || !strstr(src, "coco")) return false;
     const size_t n = strlen(src);
     const char *ends[] = {"/val2017.txt", "/test-dev2017.txt"};
@@ -121,16 +121,25 @@ int val_main(const ValArgs *a) {
     ValSaves saves = {.a = a};
     if (!eval_model_open(&m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail_model;
     printf("%s\n", report);
-    if (!dataset_load(a->data, &ds, stderr, err, sizeof err)) goto fail;
-    if (ds.nc != m.io.nc) {
-        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d", a->data, ds.nc, m.io.nc);
+    const char *split_name = a->split ? a->split : "val";
+    const DatasetOptions dso = {.splits = strcmp(split_name, "train") == 0 ? DATASET_TRAIN : strcmp(split_name, "test") == 0 ? DATASET_TEST : DATASET_VAL,
+                                .single_cls = a->single_cls};
+    if (a->single_cls && m.io.nc != 1) {
+        snprintf(err, sizeof err, "--single-cls needs a plan compiled for one class (yolocc MODEL.yaml --nc 1 ...); %s has %d", a->plan, m.io.nc);
         goto fail;
     }
+    if (!dataset_load(a->data, &dso, &ds, stderr, err, sizeof err)) goto fail;
+    if (ds.nc != m.io.nc) {
+        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d%s", a->data, ds.nc, m.io.nc, m.io.nc == 1 ? " (--single-cls trains and validates them as one)" : "");
+        goto fail;
+    }
+    if (a->single_cls) printf("Overriding class names with single class.\n");
+    const DataSplit *split = dso.splits == DATASET_TRAIN ? &ds.train : dso.splits == DATASET_TEST ? &ds.test : &ds.val;
     char line[512];
-    dataset_issues_format("val", &ds.val, line, sizeof line);
+    dataset_issues_format(split_name, split, line, sizeof line);
     printf("%s\n", line);
     LoaderOptions o = {.batch = m.io.batch, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes, .train = false, .workers = a->workers, .bytes = true};
-    if (!(l = loader_open(&ds.val, &o, err, sizeof err))) goto fail;
+    if (!(l = loader_open(split, &o, err, sizeof err))) goto fail;
     char dir[1024];
     const bool files = a->plots || a->save_txt || a->save_json;
     /* made once every input has been read, so a refused command leaves nothing */
@@ -148,11 +157,11 @@ int val_main(const ValArgs *a) {
         }
         fputc('[', saves.json);
     }
-    saves.coco = is_coco(&ds.val);
+    saves.coco = is_coco(split);
     rc = 1;
     NmsOptions nms = NMS_VALIDATION;
     nms.conf = a->conf, nms.iou = a->iou, nms.max_det = a->max_det;
-    ValPass v = {.loader = l, .split = &ds.val, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .nms = nms, .run = model_batch, .ctx = &m,
+    ValPass v = {.loader = l, .split = split, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .nms = nms, .run = model_batch, .ctx = &m,
                  .plots_dir = a->plots ? dir : NULL, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes,
                  .on_image = a->save_txt || a->save_json ? save_image : NULL, .image_ctx = &saves};
     ValResult res;
