@@ -47,6 +47,9 @@ static const char USAGE[] =
     "  --weights FILE      initial weights (.safetensors, PyTorch state_dict names)\n"
     "  --save-period N     also keep weights/epochN.safetensors every N epochs\n"
     "  --stop-after N      end this process after N epochs (an interruption; continue with --resume)\n"
+    "  --time H            train for H hours: the epochs follow the mean epoch time (overrides --epochs)\n"
+    "  --fraction F (1)    train on the first F of the (sorted) training images\n"
+    "  --single-cls        every label is one class \"item\" (a plan compiled with --nc 1)\n"
     "  --no-val            validate only when needed (last epoch, early stopping)\n"
     "  --no-plots          no results.svg, labels.svg, train_batch*.jpg or final validation plots\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
@@ -69,6 +72,7 @@ static const char USAGE[] =
     "  val_batch0..2_labels.jpg / _pred.jpg (the first 3 batches' labels and predictions above 0.25)\n"
     "  --save-txt (labels/STEM.txt of every detection, conf 0.001 up) --save-conf (and the score)\n"
     "  --save-json (predictions.json, COCO results format: image_id, category_id, bbox x y w h, score)\n"
+    "  --split val|test|train (val): the data YAML's list to validate  --single-cls (labels as one class; a plan for nc 1)\n"
     "  (yolort train draws them into its run directory at the final evaluation).\n"
     "\n"
     "export options (Ultralytics names and defaults): --format onnx  --batch N (1)  --dynamic (any batch)\n"
@@ -340,10 +344,12 @@ static int train_data_main(int argc, char **argv) {
         {"--shear", OPT_FLOAT, &h->shear, 0, 180}, {"--perspective", OPT_FLOAT, &h->perspective, 0, 0.001}, {"--flipud", OPT_FLOAT, &h->flipud, 0, 1},
         {"--fliplr", OPT_FLOAT, &h->fliplr, 0, 1}, {"--mosaic", OPT_FLOAT, &h->mosaic, 0, 1}, {"--mixup", OPT_FLOAT, &h->mixup, 0, 1},
         {"--cos-lr", OPT_FLAG, &a.cos_lr, 0, 0}, {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-val", OPT_FLAG, &no_val, 0, 0}, {"--no-plots", OPT_FLAG, &no_plots, 0, 0},
-        {"--reference", OPT_FLAG, &a.reference, 0, 0},
+        {"--reference", OPT_FLAG, &a.reference, 0, 0}, {"--fraction", OPT_NUM, &a.fraction, 0, 1}, {"--time", OPT_NUM, &a.time, 0, 1e6},
+        {"--single-cls", OPT_FLAG, &a.single_cls, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
+    if (!(a.fraction > 0)) return usage_error("%s", "--fraction must be in (0, 1]: the share of the training images to use");
     if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram or none, got '%s'", cache);
     a.cache_ram = cache && strcmp(cache, "ram") == 0;
     a.val = !no_val;
@@ -413,9 +419,12 @@ static int val_cmd(int argc, char **argv) {
         {"--exist-ok", OPT_FLAG, &a.exist_ok, 0, 0}, {"--no-plots", OPT_FLAG, &no_plots, 0, 0}, {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0},
         {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--save-json", OPT_FLAG, &a.save_json, 0, 0},
         {"--conf", OPT_NUM, &a.conf, 0, 1}, {"--iou", OPT_NUM, &a.iou, 0, 1}, {"--max-det", OPT_INT, &a.max_det, 1, 100000},
+        {"--split", OPT_STR, &a.split, 0, 0}, {"--single-cls", OPT_FLAG, &a.single_cls, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
+    if (a.split && strcmp(a.split, "val") != 0 && strcmp(a.split, "test") != 0 && strcmp(a.split, "train") != 0)
+        return usage_error("--split must be val, test or train, got '%s'", a.split);
     a.plots = !no_plots;
     if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
     if (!a.data) return usage_error("%s", "no data: pass --data DATA.yaml");

@@ -3,6 +3,7 @@
  * args.yaml, plot, weights, training state), bit-exact resume, refusal of a
  * mismatched plan, and checkpoints that survive being killed mid-write. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <signal.h>
 #include <time.h>
 
@@ -262,6 +263,111 @@ Test(trainer, resume_refuses_another_plan_and_bad_data, .timeout = 900) {
     r = tu_run_bin(yolort_bin(), args);
     cr_expect_eq(r.status, 2);
     cr_expect_eq(tu_lines(r.err), 1, "%s", r.err);
+    tu_free(&r);
+}
+
+/* --time: the epochs follow the mean epoch time, the run ends when the time
+ * is up and its state says it is finished */
+Test(trainer, time_sets_the_epochs_and_ends_the_run, .timeout = 600) {
+    prepare();
+    const double hours = 0.0003;   /* 1.08 s: a few epochs of this model, several hundred needed for the 100 of --epochs */
+    CliResult r = train("timed", "--time 0.0003 --epochs 100 --no-plots");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "Starting training for 0.0003 hours..."), "%s", r.out);
+    ResultsTable t;
+    read_results("timed", &t);
+    cr_assert(t.n >= 1 && t.n < 100, "%d epochs", t.n);
+    /* the last epoch ended after the time was up, no epoch before it did (a check after each optimizer step,
+     * and at each epoch's end; the time column is taken just before that check) */
+    cr_expect(t.rows[t.n - 1].v[RESULTS_TIME] > hours * 3600 * 0.5, "ended at %g s", t.rows[t.n - 1].v[RESULTS_TIME]);
+    for (int e = 0; e + 1 < t.n; e++) cr_expect(t.rows[e].v[RESULTS_TIME] <= hours * 3600, "epoch %d ended at %g s", e + 1, t.rows[e].v[RESULTS_TIME]);
+    if (t.n >= 2) {
+        /* after epoch 1 the epochs are those that fit at its pace, at most ceil(1.08 s / its time) */
+        int shown = 0;
+        const char *p = strstr(r.out, "        2/");
+        cr_assert(p && sscanf(p + 10, "%d", &shown) == 1, "%s", r.out);
+        cr_expect(shown >= 2 && shown <= (int)ceil(hours * 3600 / t.rows[0].v[RESULTS_TIME]), "2/%d after an epoch of %g s", shown, t.rows[0].v[RESULTS_TIME]);
+    }
+    char p[600], err[512];
+    snprintf(p, sizeof p, "%s/runs/timed/weights/last.state", ROOT);
+    StFile f;
+    cJSON *s;
+    cr_assert(ckpt_read(p, &f, &s, err, sizeof err), "%s", err);
+    const cJSON *args = cJSON_GetObjectItem(s, "args");
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(args, "epochs")), t.n);
+    cr_expect_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(args, "time")), hours);
+    cJSON_Delete(s);
+    st_free(&f);
+    snprintf(p, sizeof p, "%s/runs/timed/args.yaml", ROOT);
+    char *y = tu_slurp(p, NULL);
+    cr_assert(y);
+    cr_expect(strstr(y, "\ntime: 0.0003\n"), "%s", y);
+    free(y);
+    results_table_free(&t);
+    tu_free(&r);
+    snprintf(p, sizeof p, "train %s/tiny.plan --resume %s/runs/timed", ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), p);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "nothing to resume"), "%s", r.err);
+    tu_free(&r);
+}
+
+/* --single-cls on a plan for one class, --fraction of the training images; yolort val --split */
+Test(trainer, single_cls_fraction_and_val_splits, .timeout = 900) {
+    prepare();
+    char args[1200];
+    snprintf(args, sizeof args, "models/tiny.yaml --nc 1 --imgsz 64 --batch 4 --max-boxes 32 -o %s/runs/one.plan", ROOT);
+    CliResult r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    /* the 3-class plan refuses --single-cls, the 1-class plan refuses 3 classes without it */
+    r = train("one-bad", "--epochs 1 --single-cls");
+    cr_expect(r.status == 2 && strstr(r.err, "--nc 1") && tu_lines(r.err) == 1, "%d %s", r.status, r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "train %s/runs/one.plan --data %s/data/data.yaml --project %s/runs --name one --exist-ok --epochs 1", ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_expect(r.status == 2 && strstr(r.err, "--single-cls"), "%d %s", r.status, r.err);
+    tu_free(&r);
+    strcat(args, " --single-cls --fraction 0.5 --no-plots");
+    r = tu_run_bin(yolort_bin(), args);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    /* the generated set has 32 training images and 8 val */
+    cr_expect(strstr(r.out, "Overriding class names with single class.") && strstr(r.out, "train: 16 images"), "%s", r.out);
+    snprintf(args, sizeof args, "%s/runs/one/args.yaml", ROOT);
+    char *y = tu_slurp(args, NULL);
+    cr_assert(y);
+    cr_expect(strstr(y, "\nsingle_cls: true\n") && strstr(y, "\nfraction: 0.5\n"), "%s", y);
+    free(y);
+    tu_free(&r);
+    /* val on each split: the test split (here the val images again) scores as val does; train has its 32 images */
+    snprintf(args, sizeof args, "%s/data/data3.yaml", ROOT);
+    FILE *f = fopen(args, "w");
+    cr_assert(f);
+    fputs("train: images/train\nval: images/val\ntest: images/val\nnames: [rectangle, ellipse, triangle]\n", f);
+    cr_assert_eq(fclose(f), 0);
+    char *rows[3];
+    const char *splits[] = {"val", "test", "train"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "val %s/runs/one.plan --weights %s/runs/one/weights/best.safetensors --data %s/data/data3.yaml --split %s --single-cls --no-plots", ROOT, ROOT,
+                 ROOT, splits[i]);
+        CliResult v = tu_run_bin(yolort_bin(), args);
+        cr_assert_eq(v.status, 0, "%s\n%s", v.out, v.err);
+        char head[32];
+        snprintf(head, sizeof head, "%s: ", splits[i]);
+        cr_expect(strstr(v.out, head), "%s", v.out);
+        const char *all = strstr(v.out, "  all  ");
+        cr_assert(all, "%s", v.out);
+        rows[i] = strndup(all, strcspn(all, "\n"));
+        tu_free(&v);
+    }
+    cr_expect_str_eq(rows[1], rows[0]);
+    int images = 0;
+    cr_expect(sscanf(rows[2] + strspn(rows[2], " "), "all %d", &images) == 1 && images == 32, "%s", rows[2]);
+    for (int i = 0; i < 3; i++) free(rows[i]);
+    /* no test split in the generated YAML: one error naming it */
+    snprintf(args, sizeof args, "val %s/runs/one.plan --weights %s/runs/one/weights/best.safetensors --data %s/data/data.yaml --split test --single-cls --no-plots", ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), args);
+    cr_expect(r.status == 2 && strstr(r.err, "no 'test:' split") && tu_lines(r.err) == 1, "%d %s", r.status, r.err);
     tu_free(&r);
 }
 

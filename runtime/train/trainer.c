@@ -32,7 +32,7 @@ double monotonic_seconds(void) {
 void train_args_defaults(TrainArgs *a) {
     *a = (TrainArgs){.project = "runs/detect", .name = "train", .epochs = 100, .patience = 100, .close_mosaic = 10, .workers = 2, .batch = -1,
                      .save_period = -1, .lr0 = -1, .lrf = 0.01, .momentum = -1, .warmup_epochs = 3.0, .warmup_momentum = 0.8, .warmup_bias_lr = -1,
-                     .weight_decay = -1, .val = true, .plots = true, .hyp = hyp_defaults()};
+                     .weight_decay = -1, .fraction = 1.0, .val = true, .plots = true, .hyp = hyp_defaults()};
 }
 
 static double meta_num(const cJSON *m, const char *key, double dflt) {
@@ -83,6 +83,7 @@ static const ArgField ARG_FIELDS[] = {
     {"lr0", offsetof(TrainArgs, lr0), 'd'}, {"lrf", offsetof(TrainArgs, lrf), 'd'}, {"momentum", offsetof(TrainArgs, momentum), 'd'},
     {"warmup_epochs", offsetof(TrainArgs, warmup_epochs), 'd'}, {"warmup_momentum", offsetof(TrainArgs, warmup_momentum), 'd'},
     {"warmup_bias_lr", offsetof(TrainArgs, warmup_bias_lr), 'd'}, {"cos_lr", offsetof(TrainArgs, cos_lr), 'b'}, {"val", offsetof(TrainArgs, val), 'b'},
+    {"fraction", offsetof(TrainArgs, fraction), 'd'}, {"time", offsetof(TrainArgs, time), 'd'}, {"single_cls", offsetof(TrainArgs, single_cls), 'b'},
 };
 enum { N_ARG_FIELDS = sizeof ARG_FIELDS / sizeof ARG_FIELDS[0], N_HYP = sizeof(Hyp) / sizeof(float) };
 
@@ -154,6 +155,7 @@ static cJSON *scalars_json(const Trainer *t, int epoch) {
     cJSON_AddNumberToObject(j, "best_fitness", t->best_fitness);
     cJSON_AddNumberToObject(j, "best_epoch", t->best_epoch);
     cJSON_AddNumberToObject(j, "plan_crc32", t->plan_crc);
+    cJSON_AddBoolToObject(j, "mosaic_closed", t->mosaic_closed);
     cJSON_AddNumberToObject(j, "elapsed", monotonic_seconds() - t->t0);
     cJSON_AddItemToObject(j, "args", args_json(&t->a));
     return j;
@@ -206,6 +208,19 @@ static void plot_training_batch(const Trainer *t, const Batch *b, int ni) {
     if (!report_batch_jpeg(path, &p, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
 }
 
+static bool time_is_up(const Trainer *t) { return t->a.time > 0 && monotonic_seconds() - t->t0 > t->a.time * 3600; }
+
+/* --time after an epoch: the epochs that fit the hours at the mean epoch
+ * time so far become the run's epochs (the schedule follows them, as
+ * Ultralytics rebuilds its scheduler); true when training should stop. */
+static bool timed_epochs(Trainer *t, int epoch) {
+    double mean = (monotonic_seconds() - t->t0) / (epoch + 1);
+    double fit = ceil(t->a.time * 3600 / (mean > 0 ? mean : 1e-9));
+    t->a.epochs = fit > 1e6 ? 1000000 : fit < 1 ? 1 : (int)fit;
+    t->time_up = t->time_up || time_is_up(t);
+    return t->time_up || epoch >= t->a.epochs;
+}
+
 /* One epoch of batches; fills the running-mean losses. */
 static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errcap) {
     const TrainArgs *a = &t->a;
@@ -215,8 +230,11 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
      * shorter than close_mosaic keeps it throughout (its resume rule would
      * close it instead; one rule here keeps resumed runs exact) */
     int close_at = a->epochs - a->close_mosaic;
-    bool mosaic = a->close_mosaic <= 0 || close_at < 0 || epoch < close_at;
-    if (a->close_mosaic > 0 && epoch == close_at) printf("Closing dataloader mosaic\n");
+    /* once closed it stays closed, also when --time moves the epochs on */
+    bool closes = a->close_mosaic > 0 && close_at >= 0 && epoch >= close_at;
+    if (closes && !t->mosaic_closed) printf("Closing dataloader mosaic\n");
+    t->mosaic_closed = t->mosaic_closed || closes;
+    bool mosaic = !t->mosaic_closed;
     if (!loader_start_epoch(t->train_loader, epoch, mosaic, 0, err, errcap)) return false;
     Progress pb = progress_begin(stdout, isatty(STDOUT_FILENO), t->ts.cuda ? "GPU_mem" : "RAM", epoch, a->epochs, t->nb, monotonic_seconds());
     tl[0] = tl[1] = tl[2] = 0;
@@ -251,6 +269,11 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         if (!isfinite(r.total))
             return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
         progress_update(&pb, i + 1, mem_gb(t), tl, b.instances, t->ts.imgsz, monotonic_seconds());
+        /* Ultralytics' timed stopping: looked at after each optimizer step */
+        if (t->last_opt_step == ni && time_is_up(t)) {
+            t->time_up = true;
+            break;
+        }
     }
     progress_end(&pb);
     return true;
@@ -334,9 +357,15 @@ static bool setup(Trainer *t, char *err, int errcap) {
     t->lr0 = a->lr0;
     t->momentum = a->momentum;
     t->accumulate = (int)meta_num(t->plan.meta, "accumulate", 1);
-    if (!dataset_load(a->data, &t->ds, stderr, err, errcap)) return false;
+    if (a->single_cls && t->ts.nc != 1)
+        return snprintf(err, (size_t)errcap, "--single-cls trains one class; the plan was compiled for %d: recompile with yolocc ... --nc 1", t->ts.nc), false;
+    const DatasetOptions dso = {.fraction = a->fraction, .single_cls = a->single_cls};
+    if (!dataset_load(a->data, &dso, &t->ds, stderr, err, errcap)) return false;
+    if (a->single_cls) printf("Overriding class names with single class.\n");
     if (t->ds.nc != t->ts.nc)
-        return snprintf(err, (size_t)errcap, "%s has %d classes, the plan was compiled for %d; recompile with yolocc ... --nc %d", a->data, t->ds.nc, t->ts.nc, t->ds.nc), false;
+        return snprintf(err, (size_t)errcap, "%s has %d classes, the plan was compiled for %d; recompile with yolocc ... --nc %d%s", a->data, t->ds.nc, t->ts.nc, t->ds.nc,
+                        t->ts.nc == 1 ? " (or train them as one with --single-cls)" : ""),
+               false;
     char line[512];
     dataset_issues_format("train", &t->ds.train, line, sizeof line);
     printf("%s\n", line);
@@ -415,7 +444,8 @@ static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int e
     t->ema_updates = (long)meta_num(s, "ema_updates", 0);
     t->best_fitness = meta_num(s, "best_fitness", 0);
     t->best_epoch = (int)meta_num(s, "best_epoch", 0);
-    t->t0 -= meta_num(s, "elapsed", 0);
+    t->resumed_elapsed = meta_num(s, "elapsed", 0);
+    t->mosaic_closed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "mosaic_closed"));
     if (t->start_epoch < 1) return snprintf(err, (size_t)errcap, "%s: no finished epoch to resume from", t->a.resume), false;
     if (t->start_epoch >= t->a.epochs) return snprintf(err, (size_t)errcap, "%s: training already finished %d epochs; nothing to resume", t->a.resume, t->a.epochs), false;
     printf("Resuming training from %s from epoch %d to %d total epochs\n", t->a.resume, t->start_epoch + 1, t->a.epochs);
@@ -454,10 +484,12 @@ static void write_args_yaml(const Trainer *t) {
     snprintf(buf[12], 32, "%g", a->warmup_bias_lr);
     snprintf(buf[13], 32, "%d", a->freeze);
     snprintf(buf[14], 32, "%d", a->workers);
-    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", buf[0], "patience", buf[3], "batch", buf[1], "imgsz", buf[2],
+    snprintf(buf[15], 32, "%g", a->fraction);
+    snprintf(buf[16], 32, "%g", a->time);
+    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", buf[0], "time", a->time > 0 ? buf[16] : NULL, "patience", buf[3], "batch", buf[1], "imgsz", buf[2],
                         "save_period", "-1", "workers", buf[14], "project", a->project, "name", a->name, "exist_ok", a->exist_ok ? "true" : "false",
-                        "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "cos_lr", a->cos_lr ? "true" : "false",
-                        "close_mosaic", buf[5], "resume", a->resume, "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
+                        "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "single_cls", a->single_cls ? "true" : "false", "cos_lr", a->cos_lr ? "true" : "false",
+                        "close_mosaic", buf[5], "resume", a->resume, "fraction", buf[15], "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
                         "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "plots", a->plots ? "true" : "false", "save_dir", t->dir, NULL};
     char err[256];
     path_in(t, "args.yaml", p, sizeof p);
@@ -528,17 +560,22 @@ int train_main(const TrainArgs *args) {
         if (!report_labels_svg(labels, &t->ds.train, t->ds.nc, (const char *const *)t->ds.names, why, sizeof why)) fprintf(stderr, "yolort: warning: %s\n", why);
     }
     rc = 1;
-    printf("Image sizes %d train, %d val\nLogging results to %s\nStarting training for %d epochs...\n", t->ts.imgsz, t->ts.imgsz, t->dir, t->a.epochs);
+    printf("Image sizes %d train, %d val\nLogging results to %s\n", t->ts.imgsz, t->ts.imgsz, t->dir);
+    if (t->a.time > 0) printf("Starting training for %g hours...\n", t->a.time);
+    else printf("Starting training for %d epochs...\n", t->a.epochs);
+    /* the clock of results.csv and --time starts here, after set-up (plus a resumed run's earlier training time) */
+    t->t0 = monotonic_seconds() - t->resumed_elapsed;
     char csv[1200], svg[1200];
     path_in(t, "results.csv", csv, sizeof csv);
     path_in(t, "results.svg", svg, sizeof svg);
     int epoch = t->start_epoch;
-    for (; epoch < t->a.epochs; epoch++) {
+    /* under --time the epochs change as the run goes; the run ends at the final epoch or when the time is up */
+    for (; t->a.time > 0 || epoch < t->a.epochs; epoch++) {
         double tl[3];
         if (!train_epoch(t, epoch, tl, err, sizeof err)) goto out;
         bool final = epoch + 1 >= t->a.epochs;
         bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
-        if (t->a.val || final || possible_stop) {
+        if (t->a.val || final || possible_stop || t->time_up) {
             if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, NULL, &t->last_val, err, sizeof err)) goto out;
         }
         ResultsRow row;
@@ -552,6 +589,9 @@ int train_main(const TrainArgs *args) {
             t->best_fitness = fit;
             t->best_epoch = epoch + 1;
         }
+        bool timed_stop = t->a.time > 0 && (timed_epochs(t, epoch) || final);
+        /* a run the time ended is finished: its state says so to --resume */
+        if (timed_stop) t->a.epochs = epoch + 1;
         if (!save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
         if (t->a.stop_after > 0 && epoch + 1 - t->start_epoch >= t->a.stop_after && !final) {
             printf("Stopping after %d epochs as asked; continue with: yolort train %s --resume %s\n", t->a.stop_after, t->a.plan, t->dir);
@@ -560,6 +600,10 @@ int train_main(const TrainArgs *args) {
         }
         if (t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience && !final) {
             printf("Stopping training early as no improvement observed in last %d epochs. Best results observed at epoch %d.\n", t->a.patience, t->best_epoch);
+            epoch++;
+            break;
+        }
+        if (timed_stop) {
             epoch++;
             break;
         }

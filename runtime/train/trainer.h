@@ -20,6 +20,9 @@ typedef struct TrainArgs {
     int stop_after;         /* > 0: end this process after that many epochs (continue with resume) */
     double lr0, lrf, momentum, warmup_epochs, warmup_momentum, warmup_bias_lr;
     double weight_decay;    /* must match the plan's hyper-parameter (< 0: take the plan's) */
+    double fraction;        /* the first round(n x fraction) training images (1: all) */
+    double time;            /* > 0: hours to train; epochs follow the mean epoch time (Ultralytics' time) */
+    bool single_cls;        /* every class 0, named "item" (a plan for nc 1) */
     bool cos_lr, cache_ram, exist_ok, val, reference;
     bool plots;             /* results.svg, train_batch*.jpg, the final evaluation's plots (not kept in the state: a report choice) */
     Hyp hyp;
@@ -61,7 +64,10 @@ typedef struct Trainer {
     bool adamw;             /* the plan's optimizer is AdamW (else SGD) */
     uint32_t plan_crc;
     char dir[1024];         /* the run directory */
-    double t0;              /* monotonic seconds at the start of training */
+    double t0;              /* monotonic seconds at the start of training (earlier by the elapsed time of a resumed run) */
+    double resumed_elapsed; /* training seconds before a resume */
+    bool time_up;           /* --time ran out during the epoch */
+    bool mosaic_closed;     /* the last close_mosaic epochs have begun */
     ValResult last_val;
 } Trainer;
 
