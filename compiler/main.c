@@ -53,6 +53,8 @@ static const char USAGE[] =
     "  --nc N      number of classes (overrides the file's nc)\n"
     "  --imgsz N   square input size (default 640)\n"
     "  --batch N   batch size of the graph (default 1)\n"
+    "  --world-size W  ranks the plan trains on, each with --batch images (default 1): gradient\n"
+    "                  accumulation and weight decay follow Ultralytics' total batch, batch x W\n"
     "  --json      machine-readable output\n"
     "  --version   print the version\n"
     "\n"
@@ -61,7 +63,7 @@ static const char USAGE[] =
 typedef struct Options {
     const char *command, *model, *output, *svg;
     ModelOptions mo;
-    int imgsz, batch, max_boxes;
+    int imgsz, batch, max_boxes, world_size;
     OptimKind optimizer;
     double weight_decay;
     Precision precision;
@@ -126,7 +128,7 @@ static int parse_args(int argc, char **argv, Options *o) {
             o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
                    strcmp(a, "--precision") == 0 || strcmp(a, "--layout") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0 || strcmp(a, "--target") == 0 ||
-                   strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0) {
+                   strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0 || strcmp(a, "--world-size") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -140,6 +142,10 @@ static int parse_args(int argc, char **argv, Options *o) {
                 else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
                 else if (!parse_bytes(val, &o->recompute_budget))
                     return usage_error("--recompute must be none, pointwise or a byte budget like 400M, got '%s'", val);
+            } else if (strcmp(a, "--world-size") == 0) {
+                long w;
+                if (!parse_int(val, 1, 4096, &w)) return usage_error("--world-size must be an integer in [1, 4096], got '%s'", val);
+                o->world_size = (int)w;
             } else if (strcmp(a, "--target") == 0) {
                 if (strcmp(val, "cpu") == 0) o->cg.target = TARGET_CPU;
                 else if (strcmp(val, "cuda") == 0) o->cg.target = TARGET_CUDA;
@@ -235,7 +241,7 @@ int main(int argc, char **argv) {
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
                            .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget,
-                           .channels_last = o.channels_last};
+                           .channels_last = o.channels_last, .world_size = o.world_size};
         to.target = o.cg.target;
         TrainCompiled tc = {0};
         CodegenResult kt = {0}, ke = {0};

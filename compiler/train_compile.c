@@ -38,7 +38,8 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "recompute", o->recompute_budget > 0 ? "budget" : o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
     cJSON_AddNumberToObject(m, "recompute_budget", (double)o->recompute_budget);
     cJSON_AddNumberToObject(m, "recompute_convs", tc->recompute_convs);
-    cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay * o->batch * tc->accumulate / 64.0);
+    cJSON_AddNumberToObject(m, "weight_decay", o->weight_decay * o->batch * train_world_size(o) * tc->accumulate / 64.0);
+    cJSON_AddNumberToObject(m, "world_size", train_world_size(o));
     cJSON_AddNumberToObject(m, "weight_decay_hyp", o->weight_decay);
     cJSON_AddNumberToObject(m, "nbs", 64);
     cJSON_AddNumberToObject(m, "accumulate", tc->accumulate);
@@ -170,6 +171,8 @@ static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
 
 bool train_head_end2end(const ModelConfig *cfg) { return cfg->n_rows > 0 && strcmp(cfg->rows[cfg->n_rows - 1].module, "v10Detect") == 0; }
 
+int train_world_size(const TrainOptions *o) { return o->world_size > 1 ? o->world_size : 1; }
+
 int train_accumulate(int batch) {
     /* Python's round is half to even, as nearbyint in the default rounding mode */
     int r = (int)nearbyint(64.0 / batch);
@@ -187,8 +190,10 @@ bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o_in
     /* Ultralytics scales weight decay by the effective batch over nbs = 64 */
     TrainOptions scaled = *o_in;
     const TrainOptions *o = &scaled;
-    tc->accumulate = train_accumulate(o_in->batch);
-    scaled.weight_decay = o_in->weight_decay * o_in->batch * tc->accumulate / 64.0;
+    /* under data parallelism Ultralytics' batch is every rank's together */
+    const int total = o_in->batch * train_world_size(o_in);
+    tc->accumulate = train_accumulate(total);
+    scaled.weight_decay = o_in->weight_decay * total * tc->accumulate / 64.0;
     tc->val_batch = o_in->val_batch > 0 ? o_in->val_batch : 2 * o_in->batch;
     const char *head = cfg->rows[cfg->n_rows - 1].module;
     tc->end2end = train_head_end2end(cfg);

@@ -19,6 +19,7 @@ typedef struct TrainOptions {
     FusePolicy fuse;            /* FUSE_NONE (0): one op per group */
     int64_t recompute_budget;   /* > 0: step arena budget in bytes (pointwise plus conv recompute) */
     int val_batch;              /* validation graph batch; 0: 2 x batch, as Ultralytics validates */
+    int world_size;             /* ranks the plan trains on (batch each; 0 = 1): accumulation and weight decay follow batch x ranks */
     CodegenTarget target;       /* META "target" (the kernels themselves come from codegen_build) */
     bool channels_last;         /* --layout nhwc: activations channels last (BuildOptions) */
 } TrainOptions;
@@ -31,7 +32,7 @@ typedef struct TrainCompiled {
     Fusion fu;
     MemPlan mp;
     int recompute_convs;        /* conv outputs recomputed to meet the budget */
-    int accumulate;             /* batches per optimizer step: max(round(64 / batch), 1) */
+    int accumulate;             /* batches per optimizer step: max(round(64 / (batch x world_size)), 1) */
     int val_batch;
     bool end2end;               /* a v10Detect head: E2EDetectLoss, and validation without NMS */
     Model em;                   /* the validation graph (eval mode + loss) */
@@ -50,5 +51,7 @@ void train_compiled_free(TrainCompiled *tc);
 bool train_head_end2end(const ModelConfig *cfg);
 /* Ultralytics' gradient accumulation for a batch: max(round(64 / batch), 1). */
 int train_accumulate(int batch);
+/* The ranks a plan trains on: world_size, at least 1. */
+int train_world_size(const TrainOptions *o);
 
 #endif

@@ -91,7 +91,9 @@ static const char USAGE[] =
     "\n"
     "Data parallelism: under `mpirun -np W` (Open MPI) each rank trains on its share of the batches and\n"
     "gradients are summed over ranks before each update (Ultralytics DDP semantics); rank 0 alone prints\n"
-    "and writes. YOLOCC_COLLECTIVE_TIMEOUT_S (600) ends a job whose collective hangs; YOLOCC_BUCKET_CAP_MB (25).\n";
+    "and writes. `yolort train --data` on W ranks needs a plan compiled for them (yolocc ... --batch B\n"
+    "--world-size W: B images a rank); rank 0 validates and decides when to stop.\n"
+    "YOLOCC_COLLECTIVE_TIMEOUT_S (600) ends a job whose collective hangs; YOLOCC_BUCKET_CAP_MB (25).\n";
 
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "yolort: error: ");
@@ -355,19 +357,6 @@ static int train_data_main(int argc, char **argv) {
     a.val = !no_val;
     a.plots = !no_plots;
     if (!a.data && !a.resume) return usage_error("%s", "no data: pass --data DATA.yaml (or --resume RUN)");
-    /* data parallelism covers --synthetic so far; several ranks running the
-     * dataset trainer would each train alone and write the same run directory */
-    Ranks ranks;
-    char rerr[512];
-    if (!ranks_from_environ(&ranks, rerr, sizeof rerr)) {
-        fprintf(stderr, "yolort: error: %s\n", rerr);
-        return 2;
-    }
-    if (ranks.world > 1) {
-        fprintf(stderr, "yolort: error: %d ranks (%s): `yolort train --data` does not run data-parallel yet; run one process (--synthetic runs under mpirun)\n",
-                ranks.world, ranks_source_name(ranks.source));
-        return 2;
-    }
     return train_main(&a);
 }
 

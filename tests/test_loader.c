@@ -423,6 +423,54 @@ Test(loader, vanished_image_is_one_error_naming_it) {
     fixture_close(&f);
 }
 
+/* Data parallelism: rank r of 2, batch 2, takes image for image the images
+ * 2j + r of one process's batch of 4 (DistributedSampler's every other
+ * sample of the shuffled order), augmentation and mosaic included, so the
+ * ranks' batches i together are that batch; an epoch deals each image once. */
+Test(loader, shards_deal_every_other_image_of_the_whole_batch) {
+    Fixture f;
+    fixture_open(&f);
+    char err[512];
+    const size_t img = 3 * S * S;
+    for (int e = 0; e < 2; e++) {
+        LoaderOptions o = opts(true, 2);
+        Loader *whole = loader_open(&f.split, &o, err, sizeof err), *rank[2];
+        cr_assert(whole, "%s", err);
+        cr_assert(loader_start_epoch(whole, e, true, 0, err, sizeof err), "%s", err);
+        for (int r = 0; r < 2; r++) {
+            LoaderOptions ro = o;
+            ro.batch = 2, ro.shard = r, ro.shards = 2, ro.workers = r;   /* worker counts differ too */
+            cr_assert((rank[r] = loader_open(&f.split, &ro, err, sizeof err)), "%s", err);
+            cr_assert_eq(loader_batches_per_epoch(rank[r]), 10 / 4);
+            cr_assert(loader_start_epoch(rank[r], e, true, 0, err, sizeof err), "%s", err);
+        }
+        bool seen[NIMG] = {0};
+        for (int i = 0; i < 2; i++) {
+            Batch w, b;
+            cr_assert(loader_next(whole, &w, err, sizeof err), "%s", err);
+            for (int r = 0; r < 2; r++) {
+                cr_assert(loader_next(rank[r], &b, err, sizeof err), "%s", err);
+                for (int j = 0; j < 2; j++) {
+                    int k = 2 * j + r;
+                    cr_expect(memcmp(b.images + j * img, w.images + k * img, img * sizeof(float)) == 0, "epoch %d batch %d rank %d image %d: pixels differ", e, i, r, j);
+                    cr_expect(memcmp(b.boxes + j * 8 * 5, w.boxes + k * 8 * 5, 8 * 5 * sizeof(float)) == 0 && b.counts[j] == w.counts[k], "boxes of image %d", j);
+                    cr_expect_eq(b.info[j].index, w.info[k].index);
+                    int idx = b.info[j].index;
+                    cr_assert(idx >= 0 && idx < NIMG && !seen[idx], "image %d dealt twice in epoch %d", idx, e);
+                    seen[idx] = true;
+                }
+            }
+        }
+        for (int r = 0; r < 2; r++) {
+            Batch b;
+            cr_expect(!loader_next(rank[r], &b, err, sizeof err) && !err[0], "the epoch has 2 batches");
+            loader_close(rank[r]);
+        }
+        loader_close(whole);
+    }
+    fixture_close(&f);
+}
+
 Test(loader, open_rejects_bad_options) {
     Fixture f;
     fixture_open(&f);
@@ -435,6 +483,16 @@ Test(loader, open_rejects_bad_options) {
     o = opts(false, 0);
     o.imgsz = 0;
     cr_assert(!loader_open(&f.split, &o, err, sizeof err));
+    /* shards: training only, the rank below the count, a batch on every rank */
+    o = opts(true, 0);
+    o.shard = 2, o.shards = 2;
+    cr_assert(!loader_open(&f.split, &o, err, sizeof err) && strstr(err, "shard 2 of 2"), "%s", err);
+    o = opts(false, 0);
+    o.shard = 0, o.shards = 2;
+    cr_assert(!loader_open(&f.split, &o, err, sizeof err) && strstr(err, "training loaders only"), "%s", err);
+    o = opts(true, 0);
+    o.shard = 0, o.shards = 3;
+    cr_assert(!loader_open(&f.split, &o, err, sizeof err) && strstr(err, "one batch of 4 on each of 3 ranks"), "%s", err);
     o = opts(false, 0);
     o.max_boxes = 0;   /* allowed: every box is dropped and counted */
     Snap v[3];

@@ -249,7 +249,7 @@ static void emit(Loader *l, Slot *s, int j, const Image *im, const Boxes *bx, co
  * writes only image j's part of the slot's buffers, and what it reads of the
  * loader (order, epoch, mosaic) changes only while no claim is in flight. */
 static bool make_sample(Loader *l, Slot *s, long batch, int j, int *kept, int *dropped, char *err, int errcap) {
-    long pos = batch * l->o.batch + j;
+    long pos = (batch * l->o.batch + j) * l->o.shards + l->o.shard;
     if (pos >= l->split->n) {
         ImageInfo pad = {-1, 0, 0, 1, 0, 0};
         emit(l, s, j, NULL, NULL, &pad, kept, dropped);
@@ -382,11 +382,17 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
     if (split->n < 1) return errf(err, errcap, "loader: the split has no images"), NULL;
     if (o->train && split->n < o->batch)
         return errf(err, errcap, "loader: %d training images are fewer than one batch of %d", split->n, o->batch), NULL;
+    if (o->shards < 0 || o->shard < 0 || (o->shards > 1 && (!o->train || o->shard >= o->shards)))
+        return errf(err, errcap, "loader: bad shard %d of %d (training loaders only)", o->shard, o->shards), NULL;
+    const int shards = o->shards > 1 ? o->shards : 1;
+    if (o->train && split->n < o->batch * shards)
+        return errf(err, errcap, "loader: %d training images are fewer than one batch of %d on each of %d ranks", split->n, o->batch, shards), NULL;
     Loader *l = calloc(1, sizeof *l);
     if (!l) return errf(err, errcap, "loader: out of memory"), NULL;
     l->split = split;
     l->o = *o;
-    l->nb = o->train ? split->n / o->batch : (split->n + o->batch - 1) / o->batch;
+    l->o.shards = shards;
+    l->nb = o->train ? split->n / (o->batch * shards) : (split->n + o->batch - 1) / o->batch;
     l->hold = -1;
     for (int i = 0; i < 256; i++) l->lut255[i] = (float)i / 255.0f;
     l->order = malloc((size_t)split->n * sizeof *l->order);

@@ -25,6 +25,13 @@ typedef struct LoaderOptions {
     /* batches carry the pixels as bytes (Batch.bytes) instead of value / 255
      * (Batch.images, then NULL): a GPU divides them itself, as Ultralytics does */
     bool bytes;
+    /* data parallelism (training only): this loader is rank `shard` of
+     * `shards` (0 of 0 or 1: alone) and its sample s of the epoch is the
+     * shuffled order's position s x shards + shard, every shards-th one as
+     * PyTorch's DistributedSampler deals them; the augmentation stream is
+     * keyed by that position, so the ranks' batches i together are, image for
+     * image, one process's batch i of batch x shards */
+    int shard, shards;
 } LoaderOptions;
 
 /* Per image of a batch, what validation needs to map boxes back to the
@@ -50,7 +57,7 @@ typedef struct Batch {
 typedef struct Loader Loader;
 
 /* Training drops the last partial batch (the plan's batch is fixed):
- * batches per epoch = n / batch. Validation pads the last batch with empty
+ * batches per epoch = n / (batch x shards). Validation pads the last batch with empty
  * images (info.index -1, counts 0) and n_valid says how many are real. */
 Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap);
 int loader_batches_per_epoch(const Loader *l);

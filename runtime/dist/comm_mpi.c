@@ -187,16 +187,20 @@ bool dist_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, in
 void dist_finalize(DistComm *d, int rc) {
     if (!d->active) return;
     d->active = false;
-    if (rc != 0 || d->failed) {
-        /* a stuck collective cannot be cancelled: end the whole job (does not return under Open MPI) */
-        MPI_Abort(MPI_COMM_WORLD, rc != 0 ? rc : 1);
+    /* MPI started alone (a launcher's variables without an MPI launcher): nobody to stop */
+    int size = 0;
+    const bool alone = MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size == 1;
+    if ((rc != 0 || d->failed) && !alone) {
+        /* a stuck collective cannot be cancelled: end the whole job (MPI_Abort
+         * does not return under Open MPI, so what is ours goes first) */
         free(d->mpi);
         d->mpi = NULL;
+        MPI_Abort(MPI_COMM_WORLD, rc != 0 ? rc : 1);
         return;
     }
     /* after success nothing is pending; a failure here has no one left to tell */
-    if (d->mpi->grad != MPI_COMM_NULL) (void)MPI_Comm_free(&d->mpi->grad);
-    if (d->mpi->ctl != MPI_COMM_NULL) (void)MPI_Comm_free(&d->mpi->ctl);
+    if (d->mpi && d->mpi->grad != MPI_COMM_NULL) (void)MPI_Comm_free(&d->mpi->grad);
+    if (d->mpi && d->mpi->ctl != MPI_COMM_NULL) (void)MPI_Comm_free(&d->mpi->ctl);
     free(d->mpi);
     d->mpi = NULL;
     (void)MPI_Finalize();

@@ -56,7 +56,8 @@ bool dist_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, in
 
 /* Ends MPI: MPI_Finalize after success (rc 0), MPI_Abort(rc) after a failure
  * on this rank or a stuck collective, so the other ranks do not wait out
- * their watchdogs. Does nothing for one rank. */
+ * their watchdogs (MPI_Finalize when MPI runs this process alone: there are
+ * none). Does nothing for one rank. */
 void dist_finalize(DistComm *d, int rc);
 
 #endif

@@ -16,6 +16,7 @@
 #include "../../ir/diag.h"
 #include "../../passes/optimizer.h"
 #include "../cuda/cuda_step.h"
+#include "../train_step_cuda.h"
 #include "../weights.h"
 #include "checkpoint.h"
 #include "report.h"
@@ -208,6 +209,16 @@ static void plot_training_batch(const Trainer *t, const Batch *b, int ni) {
     if (!report_batch_jpeg(path, &p, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
 }
 
+/* Rank 0's decision (and its run's epochs, which --time moves) on every rank. */
+static bool agree(Trainer *t, int *decision, char *err, int errcap) {
+    if (t->world <= 1) return true;
+    int32_t v[2] = {*decision, t->a.epochs};
+    if (!dist_broadcast(&t->dp.comm, v, sizeof v, 0, "rank 0's stop decision", err, errcap)) return false;
+    *decision = v[0];
+    t->a.epochs = v[1];
+    return true;
+}
+
 static bool time_is_up(const Trainer *t) { return t->a.time > 0 && monotonic_seconds() - t->t0 > t->a.time * 3600; }
 
 /* --time after an epoch: the epochs that fit the hours at the mean epoch
@@ -243,7 +254,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         int accumulate = t->accumulate;
         double momentum = t->momentum;
         if (ni <= t->nw) {
-            WarmupValues w = warmup_values(ni, t->nw, lr_base, a->warmup_bias_lr, a->warmup_momentum, a->momentum, 64, t->ts.batch);
+            WarmupValues w = warmup_values(ni, t->nw, lr_base, a->warmup_bias_lr, a->warmup_momentum, a->momentum, 64, t->ts.batch * t->world);
             accumulate = w.accumulate;
             memcpy(t->lrs, w.lr, sizeof t->lrs);
             momentum = w.momentum;
@@ -256,7 +267,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
             if (!err[0]) snprintf(err, (size_t)errcap, "the loader ended epoch %d after %d of %d batches", epoch + 1, i, t->nb);
             return false;
         }
-        if (t->a.plots && plot_this_batch(t, ni)) plot_training_batch(t, &b, ni);
+        if (t->root && t->a.plots && plot_this_batch(t, ni)) plot_training_batch(t, &b, ni);
         bind_batch(t, &b);
         StepResult r;
         if (!train_step_backward(&t->ts, &r, err, errcap)) return false;
@@ -269,10 +280,14 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         if (!isfinite(r.total))
             return snprintf(err, (size_t)errcap, "epoch %d batch %d: the loss is not finite (%g)", epoch + 1, i + 1, r.total), false;
         progress_update(&pb, i + 1, mem_gb(t), tl, b.instances, t->ts.imgsz, monotonic_seconds());
-        /* Ultralytics' timed stopping: looked at after each optimizer step */
-        if (t->last_opt_step == ni && time_is_up(t)) {
-            t->time_up = true;
-            break;
+        /* Ultralytics' timed stopping: looked at after each optimizer step, rank 0's clock for all */
+        if (t->last_opt_step == ni && a->time > 0) {
+            int up = t->root && time_is_up(t);
+            if (!agree(t, &up, err, errcap)) return false;
+            if (up) {
+                t->time_up = true;
+                break;
+            }
         }
     }
     progress_end(&pb);
@@ -334,16 +349,37 @@ static bool open_val_loader(Trainer *t, LoaderOptions o, char *err, int errcap) 
 static bool setup(Trainer *t, char *err, int errcap) {
     TrainArgs *a = &t->a;
     if (!plan_read(a->plan, &t->plan, err, errcap)) return false;
+    /* the ranks before the step: a CUDA plan's rank picks its device from them */
+    t->dp_open = true; /* a failed start may have started MPI: dp_finalize ends it */
+    if (!dp_init(&t->dp, plan_targets_cuda(&t->plan), err, errcap)) return false;
+    t->world = t->dp.comm.ranks.world;
+    t->root = dp_is_root(&t->dp);
+    if (t->world > 1 && !t->dp.comm.active)
+        return snprintf(err, (size_t)errcap, "%d ranks (%s) without MPI: `yolort train --data` on several ranks runs under mpirun (rank 0's decisions reach the others through MPI)",
+                        t->world, ranks_source_name(t->dp.comm.ranks.source)),
+               false;
+    int plan_world = (int)meta_num(t->plan.meta, "world_size", 1);
+    if (plan_world != t->world)
+        return snprintf(err, (size_t)errcap, "%s was compiled for %d rank%s and runs on %d: recompile with yolocc ... --batch B --world-size %d (B images on each rank)", a->plan,
+                        plan_world, plan_world == 1 ? "" : "s", t->world, t->world),
+               false;
+    /* rank 0 alone prints (the others' errors still reach stderr) */
+    if (!t->root && !freopen("/dev/null", "w", stdout)) return snprintf(err, (size_t)errcap, "rank %d: cannot silence stdout: %s", t->dp.comm.ranks.rank, strerror(errno)), false;
     bool crc_ok;
     t->plan_crc = file_crc32(a->plan, &crc_ok);
     if (!crc_ok) return snprintf(err, (size_t)errcap, "%s: cannot read the file", a->plan), false;
     if (!t->plan.eval) return snprintf(err, (size_t)errcap, "%s: the plan has no validation graph; recompile it with this yolocc", a->plan), false;
     if (!train_step_init(&t->ts, &t->plan, err, errcap)) return false;
     train_step_set_fast(&t->ts, !a->reference);
-    if (a->batch > 0 && a->batch != t->ts.batch)
+    if (a->batch > 0 && a->batch != t->ts.batch * t->world) {
+        if (t->world > 1)
+            return snprintf(err, (size_t)errcap, "--batch %d (all ranks' images together) differs from the plan's %d a rank x %d ranks%s; recompile: yolocc MODEL.yaml --batch %d --world-size %d",
+                            a->batch, t->ts.batch, t->world, a->batch % t->world ? " (and is no multiple of the ranks)" : "", a->batch / t->world > 0 ? a->batch / t->world : 1, t->world),
+                   false;
         return snprintf(err, (size_t)errcap, "--batch %d differs from the plan's batch %d; recompile: yolocc MODEL.yaml --batch %d --imgsz %d -o PLAN", a->batch, t->ts.batch,
                         a->batch, t->ts.imgsz),
                false;
+    }
     double wd_hyp = meta_num(t->plan.meta, "weight_decay_hyp", -1);
     if (a->weight_decay >= 0 && fabs(a->weight_decay - wd_hyp) > 1e-12)
         return snprintf(err, (size_t)errcap, "--weight-decay %g differs from the plan's %g; weight decay is compiled in: yolocc ... --weight-decay %g", a->weight_decay, wd_hyp,
@@ -360,7 +396,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (a->single_cls && t->ts.nc != 1)
         return snprintf(err, (size_t)errcap, "--single-cls trains one class; the plan was compiled for %d: recompile with yolocc ... --nc 1", t->ts.nc), false;
     const DatasetOptions dso = {.fraction = a->fraction, .single_cls = a->single_cls};
-    if (!dataset_load(a->data, &dso, &t->ds, stderr, err, errcap)) return false;
+    if (!dataset_load(a->data, &dso, &t->ds, t->root ? stderr : NULL, err, errcap)) return false;
     if (a->single_cls) printf("Overriding class names with single class.\n");
     if (t->ds.nc != t->ts.nc)
         return snprintf(err, (size_t)errcap, "%s has %d classes, the plan was compiled for %d; recompile with yolocc ... --nc %d%s", a->data, t->ds.nc, t->ts.nc, t->ds.nc,
@@ -372,7 +408,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     dataset_issues_format("val", &t->ds.val, line, sizeof line);
     printf("%s\n", line);
     LoaderOptions lo = {.batch = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .train = true, .hyp = a->hyp, .seed = (uint64_t)a->seed,
-                        .workers = a->workers, .cache_ram = a->cache_ram};
+                        .workers = a->workers, .cache_ram = a->cache_ram, .shard = t->dp.comm.ranks.rank, .shards = t->world};
     /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
     if (t->ts.cuda && !train_step_takes_bytes(&t->ts, err, errcap)) return false;
     lo.bytes = t->ts.cuda != NULL;
@@ -381,10 +417,11 @@ static bool setup(Trainer *t, char *err, int errcap) {
     /* the validation loader opens once the validation graph's device is known (open_val_loader) */
     LoaderOptions val = lo;
     val.train = false;
+    val.shard = val.shards = 0;
     val.batch = (int)meta_num(ep->meta, "batch", 0);
     val.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
     t->nb = loader_batches_per_epoch(t->train_loader);
-    if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch), false;
+    if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch * t->world), false;
     t->nw = warmup_iterations(a->warmup_epochs, t->nb);
     if (a->weights) {
         WeightsLoadReport rep;
@@ -497,6 +534,7 @@ static void write_args_yaml(const Trainer *t) {
 }
 
 static void trainer_free(Trainer *t) {
+    if (t->dp_open) dp_detach(&t->dp); /* NCCL before the device it runs on */
     loader_close(t->train_loader);
     loader_close(t->val_loader);
     dataset_free(&t->ds);
@@ -549,17 +587,22 @@ int train_main(const TrainArgs *args) {
         bool ok = resume(t, &resume_file, resumed, err, sizeof err);
         st_free(&resume_file);
         if (!ok) goto out;
-    } else if (!run_dir(t, err, sizeof err)) {
+    } else if (t->root && !run_dir(t, err, sizeof err)) {
         goto out;
     }
-    write_args_yaml(t);
-    if (t->a.plots) {
-        char labels[1200], why[1024];
-        path_in(t, "labels.svg", labels, sizeof labels);
-        printf("Plotting labels to %s... \n", labels);
-        if (!report_labels_svg(labels, &t->ds.train, t->ds.nc, (const char *const *)t->ds.names, why, sizeof why)) fprintf(stderr, "yolort: warning: %s\n", why);
+    /* rank 0's parameters and buffers to every rank, and the gradient sums, as DDP does */
+    if (!dp_attach(&t->dp, &t->ts, err, sizeof err)) goto out;
+    if (t->root) {
+        write_args_yaml(t);
+        if (t->a.plots) {
+            char labels[1200], why[1024];
+            path_in(t, "labels.svg", labels, sizeof labels);
+            printf("Plotting labels to %s... \n", labels);
+            if (!report_labels_svg(labels, &t->ds.train, t->ds.nc, (const char *const *)t->ds.names, why, sizeof why)) fprintf(stderr, "yolort: warning: %s\n", why);
+        }
     }
     rc = 1;
+    if (t->world > 1) printf("DDP: %d ranks (%s), %d images each a batch, gradients summed over ranks\n", t->world, ranks_source_name(t->dp.comm.ranks.source), t->ts.batch);
     printf("Image sizes %d train, %d val\nLogging results to %s\n", t->ts.imgsz, t->ts.imgsz, t->dir);
     if (t->a.time > 0) printf("Starting training for %g hours...\n", t->a.time);
     else printf("Starting training for %d epochs...\n", t->a.epochs);
@@ -569,61 +612,75 @@ int train_main(const TrainArgs *args) {
     path_in(t, "results.csv", csv, sizeof csv);
     path_in(t, "results.svg", svg, sizeof svg);
     int epoch = t->start_epoch;
+    enum { GO_ON, EARLY_STOP, TIME_STOP };
     /* under --time the epochs change as the run goes; the run ends at the final epoch or when the time is up */
     for (; t->a.time > 0 || epoch < t->a.epochs; epoch++) {
         double tl[3];
         if (!train_epoch(t, epoch, tl, err, sizeof err)) goto out;
         bool final = epoch + 1 >= t->a.epochs;
-        bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
-        if (t->a.val || final || possible_stop || t->time_up) {
-            if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, NULL, &t->last_val, err, sizeof err)) goto out;
+        int decision = GO_ON;
+        bool is_best = false;
+        /* rank 0 validates, keeps the results and decides; the others wait for its decision */
+        if (t->root) {
+            bool possible_stop = t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience - 1;
+            if (t->a.val || final || possible_stop || t->time_up) {
+                if (!ema_sync_host(t, err, sizeof err) || !validate_run(t, false, NULL, &t->last_val, err, sizeof err)) goto out;
+            }
+            ResultsRow row;
+            results_row(t, epoch, tl, &row);
+            if (!results_csv_append(csv, &row, err, sizeof err)) goto out;
+            if (t->a.plots && !report_plot_svg(csv, svg, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
+            /* fitness as Ultralytics uses it: rounded to 5 decimals; ties count as best */
+            double fit = nearbyint(t->last_val.fitness * 1e5) / 1e5;
+            is_best = fit >= t->best_fitness;
+            if (is_best) {
+                t->best_fitness = fit;
+                t->best_epoch = epoch + 1;
+            }
+            if (t->a.time > 0 && (timed_epochs(t, epoch) || final)) decision = TIME_STOP;
+            else if (t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience && !final) decision = EARLY_STOP;
+            /* a run the time ended is finished: its state says so to --resume */
+            if (decision == TIME_STOP) t->a.epochs = epoch + 1;
         }
-        ResultsRow row;
-        results_row(t, epoch, tl, &row);
-        if (!results_csv_append(csv, &row, err, sizeof err)) goto out;
-        if (t->a.plots && !report_plot_svg(csv, svg, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
-        /* fitness as Ultralytics uses it: rounded to 5 decimals; ties count as best */
-        double fit = nearbyint(t->last_val.fitness * 1e5) / 1e5;
-        bool is_best = fit >= t->best_fitness;
-        if (is_best) {
-            t->best_fitness = fit;
-            t->best_epoch = epoch + 1;
-        }
-        bool timed_stop = t->a.time > 0 && (timed_epochs(t, epoch) || final);
-        /* a run the time ended is finished: its state says so to --resume */
-        if (timed_stop) t->a.epochs = epoch + 1;
-        if (!save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
+        if (!agree(t, &decision, err, sizeof err)) goto out;
+        if (t->root && !save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
         if (t->a.stop_after > 0 && epoch + 1 - t->start_epoch >= t->a.stop_after && !final) {
             printf("Stopping after %d epochs as asked; continue with: yolort train %s --resume %s\n", t->a.stop_after, t->a.plan, t->dir);
             rc = 0;
             goto out;
         }
-        if (t->a.patience > 0 && (epoch + 1) - t->best_epoch >= t->a.patience && !final) {
+        if (decision == EARLY_STOP)
             printf("Stopping training early as no improvement observed in last %d epochs. Best results observed at epoch %d.\n", t->a.patience, t->best_epoch);
-            epoch++;
-            break;
-        }
-        if (timed_stop) {
+        if (decision != GO_ON) {
             epoch++;
             break;
         }
     }
     printf("\n%d epochs completed in %.3f hours.\n", epoch - t->start_epoch, (monotonic_seconds() - t->t0) / 3600.0);
-    /* final evaluation of best.safetensors, with a row per class */
-    char best[1200];
-    path_in(t, "weights/best.safetensors", best, sizeof best);
-    t->ema_host_stale = false; /* replaced by best's weights */
-    if (!weights_load(&t->plan.g, t->ema, best, NULL, NULL, err, sizeof err)) goto out;
-    printf("Validating %s...\n", best);
-    ValResult v;
-    if (!validate_run(t, true, t->a.plots ? t->dir : NULL, &v, err, sizeof err)) goto out;
-    printf("Results saved to %s\n", t->dir);
+    /* every rank ends with the same parameters and optimizer state, or the run failed */
+    if (t->world > 1 && (!train_step_sync_host(&t->ts, true, err, sizeof err) || !dp_check_in_sync(&t->dp, err, sizeof err))) goto out;
+    if (t->root) {
+        /* final evaluation of best.safetensors, with a row per class */
+        char best[1200];
+        path_in(t, "weights/best.safetensors", best, sizeof best);
+        t->ema_host_stale = false; /* replaced by best's weights */
+        if (!weights_load(&t->plan.g, t->ema, best, NULL, NULL, err, sizeof err)) goto out;
+        printf("Validating %s...\n", best);
+        ValResult v;
+        if (!validate_run(t, true, t->a.plots ? t->dir : NULL, &v, err, sizeof err)) goto out;
+        printf("Results saved to %s\n", t->dir);
+    }
     rc = 0;
 out:
-    if (rc) fprintf(stderr, "yolort: error: %s\n", err);
+    if (rc && t->world > 1) fprintf(stderr, "yolort: error: rank %d: %s\n", t->dp.comm.ranks.rank, err);
+    else if (rc) fprintf(stderr, "yolort: error: %s\n", err);
     cJSON_Delete(resumed);
     st_free(&resume_file);
-    trainer_free(t);
+    bool dp_open = t->dp_open;
+    trainer_free(t); /* detaches t->dp: what is left of it is MPI's */
+    DataParallel dp = t->dp;
     free(t);
+    /* MPI ends last: after a failure it aborts the whole job, so no rank waits out its watchdog */
+    if (dp_open) dp_finalize(&dp, rc);
     return rc;
 }

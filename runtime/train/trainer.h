@@ -10,13 +10,15 @@
 
 #include "../data/dataset.h"
 #include "../data/loader.h"
+#include "../dist/dp_train.h"
 #include "../plan_read.h"
 #include "../train_step.h"
 #include "metrics.h"
 
 typedef struct TrainArgs {
     const char *plan, *data, *project, *name, *weights, *resume;
-    int epochs, patience, close_mosaic, freeze, seed, workers, batch, save_period;
+    int epochs, patience, close_mosaic, freeze, seed, workers, save_period;
+    int batch;              /* > 0: must be the plan's batch x ranks (Ultralytics' batch is every rank's together) */
     int stop_after;         /* > 0: end this process after that many epochs (continue with resume) */
     double lr0, lrf, momentum, warmup_epochs, warmup_momentum, warmup_bias_lr;
     double weight_decay;    /* must match the plan's hyper-parameter (< 0: take the plan's) */
@@ -44,6 +46,12 @@ typedef struct Trainer {
     TrainArgs a;
     Plan plan;
     TrainStep ts;
+    /* data parallelism (mpirun): every rank trains its shard of each epoch,
+     * gradients summed; rank 0 alone validates, prints and writes files, and
+     * tells the others when to stop */
+    DataParallel dp;
+    bool dp_open, root;
+    int world;
     Interp ev;              /* the plan's validation graph, reading the EMA */
     GenCpu evgen;           /* its generated kernels, when the plan carries them */
     bool has_evgen;
