@@ -418,6 +418,11 @@ void plan_free(Plan *p) {
     arena_free(&p->arena);
 }
 
+double cjson_number(const cJSON *obj, const char *key, double dflt) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
 int plan_meta_tensor(const Plan *p, const char *group, const char *key) {
     const cJSON *o = group ? cJSON_GetObjectItemCaseSensitive(p->meta, group) : p->meta;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

@@ -29,6 +29,8 @@ bool plan_read(const char *path, Plan *p, char *err, int errcap);
 void plan_free(Plan *p);
 /* META lookups: a tensor id stored under key (top level or "inputs"/"outputs"), or -1 */
 int plan_meta_tensor(const Plan *p, const char *group, const char *key);
+/* A number in a JSON object (a plan's META, a state file's scalars); dflt when absent or not a number. */
+double cjson_number(const cJSON *obj, const char *key, double dflt);
 
 /* A validation graph's inputs and outputs (from its META) and their sizes. */
 typedef struct EvalIO {

@@ -30,17 +30,6 @@ double monotonic_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void train_args_defaults(TrainArgs *a) {
-    *a = (TrainArgs){.project = "runs/detect", .name = "train", .epochs = 100, .patience = 100, .close_mosaic = 10, .workers = 2, .batch = -1,
-                     .save_period = -1, .lr0 = -1, .lrf = 0.01, .momentum = -1, .warmup_epochs = 3.0, .warmup_momentum = 0.8, .warmup_bias_lr = -1,
-                     .weight_decay = -1, .fraction = 1.0, .val = true, .plots = true, .hyp = hyp_defaults()};
-}
-
-static double meta_num(const cJSON *m, const char *key, double dflt) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
 /* Resident memory of this process in GB (the CPU target's "GPU_mem"). */
 static double rss_gb(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -69,57 +58,6 @@ static bool run_dir(Trainer *t, char *err, int errcap) {
 
 static void path_in(const Trainer *t, const char *leaf, char *out, size_t cap) { snprintf(out, cap, "%s/%s", t->dir, leaf); }
 
-/* The training arguments a state file records, for --resume (Ultralytics
- * takes them from its checkpoint's train_args the same way). */
-typedef struct ArgField {
-    const char *key;
-    size_t off;
-    char kind; /* 'i' int, 'd' double, 'b' bool */
-} ArgField;
-
-static const ArgField ARG_FIELDS[] = {
-    {"epochs", offsetof(TrainArgs, epochs), 'i'}, {"patience", offsetof(TrainArgs, patience), 'i'},
-    {"close_mosaic", offsetof(TrainArgs, close_mosaic), 'i'}, {"freeze", offsetof(TrainArgs, freeze), 'i'},
-    {"seed", offsetof(TrainArgs, seed), 'i'}, {"save_period", offsetof(TrainArgs, save_period), 'i'},
-    {"lr0", offsetof(TrainArgs, lr0), 'd'}, {"lrf", offsetof(TrainArgs, lrf), 'd'}, {"momentum", offsetof(TrainArgs, momentum), 'd'},
-    {"warmup_epochs", offsetof(TrainArgs, warmup_epochs), 'd'}, {"warmup_momentum", offsetof(TrainArgs, warmup_momentum), 'd'},
-    {"warmup_bias_lr", offsetof(TrainArgs, warmup_bias_lr), 'd'}, {"cos_lr", offsetof(TrainArgs, cos_lr), 'b'}, {"val", offsetof(TrainArgs, val), 'b'},
-    {"fraction", offsetof(TrainArgs, fraction), 'd'}, {"time", offsetof(TrainArgs, time), 'd'}, {"single_cls", offsetof(TrainArgs, single_cls), 'b'},
-};
-enum { N_ARG_FIELDS = sizeof ARG_FIELDS / sizeof ARG_FIELDS[0], N_HYP = sizeof(Hyp) / sizeof(float) };
-
-static cJSON *args_json(const TrainArgs *a) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "data", a->data);
-    for (int i = 0; i < N_ARG_FIELDS; i++) {
-        const char *p = (const char *)a + ARG_FIELDS[i].off;
-        if (ARG_FIELDS[i].kind == 'b') cJSON_AddBoolToObject(j, ARG_FIELDS[i].key, *(const bool *)p);
-        else cJSON_AddNumberToObject(j, ARG_FIELDS[i].key, ARG_FIELDS[i].kind == 'i' ? *(const int *)p : *(const double *)p);
-    }
-    const float *h = &a->hyp.hsv_h;
-    cJSON *hy = cJSON_AddArrayToObject(j, "hyp");
-    for (int i = 0; i < N_HYP; i++) cJSON_AddItemToArray(hy, cJSON_CreateNumber(h[i]));
-    return j;
-}
-
-/* Strings stay owned by the JSON, which lives as long as the trainer. */
-static bool args_from_json(TrainArgs *a, const cJSON *j) {
-    const char *data = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "data"));
-    const cJSON *hy = cJSON_GetObjectItemCaseSensitive(j, "hyp");
-    if (!data || !cJSON_IsArray(hy) || cJSON_GetArraySize(hy) != N_HYP) return false;
-    a->data = data;
-    for (int i = 0; i < N_ARG_FIELDS; i++) {
-        char *p = (char *)a + ARG_FIELDS[i].off;
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, ARG_FIELDS[i].key);
-        if (ARG_FIELDS[i].kind == 'b') *(bool *)p = cJSON_IsTrue(v);
-        else if (ARG_FIELDS[i].kind == 'i') *(int *)p = (int)meta_num(j, ARG_FIELDS[i].key, *(int *)p);
-        else *(double *)p = meta_num(j, ARG_FIELDS[i].key, *(double *)p);
-    }
-    float *h = &a->hyp.hsv_h;
-    for (int i = 0; i < N_HYP; i++) h[i] = (float)cJSON_GetNumberValue(cJSON_GetArrayItem(hy, i));
-    return true;
-}
-
 /* Marks frozen parameters: names under model.0. .. model.{N-1}. (§5.5; the
  * DFL weight is frozen in the plan itself). */
 static bool freeze_layers(Trainer *t) {
@@ -143,7 +81,7 @@ static void print_optimizer(const Trainer *t, const char *opt) {
     int groups[3] = {0};
     for (int o = t->ts.clip_op + 1; o < g->n_ops; o++) groups[g->ops[o].a.group]++;
     printf("optimizer: %s(lr=%g, momentum=%g) with parameter groups %d weight(decay=0.0), %d weight(decay=%g), %d bias(decay=0.0)\n", opt, t->lr0, t->momentum,
-           groups[2], groups[1], meta_num(t->plan.meta, "weight_decay", 0), groups[0]);
+           groups[2], groups[1], cjson_number(t->plan.meta, "weight_decay", 0), groups[0]);
 }
 
 static cJSON *scalars_json(const Trainer *t, int epoch) {
@@ -158,7 +96,7 @@ static cJSON *scalars_json(const Trainer *t, int epoch) {
     cJSON_AddNumberToObject(j, "plan_crc32", t->plan_crc);
     cJSON_AddBoolToObject(j, "mosaic_closed", t->mosaic_closed);
     cJSON_AddNumberToObject(j, "elapsed", monotonic_seconds() - t->t0);
-    cJSON_AddItemToObject(j, "args", args_json(&t->a));
+    cJSON_AddItemToObject(j, "args", train_args_json(&t->a));
     return j;
 }
 
@@ -358,7 +296,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
         return snprintf(err, (size_t)errcap, "%d ranks (%s) without MPI: `yolort train --data` on several ranks runs under mpirun (rank 0's decisions reach the others through MPI)",
                         t->world, ranks_source_name(t->dp.comm.ranks.source)),
                false;
-    int plan_world = (int)meta_num(t->plan.meta, "world_size", 1);
+    int plan_world = (int)cjson_number(t->plan.meta, "world_size", 1);
     if (plan_world != t->world)
         return snprintf(err, (size_t)errcap, "%s was compiled for %d rank%s and runs on %d: recompile with yolocc ... --batch B --world-size %d (B images on each rank)", a->plan,
                         plan_world, plan_world == 1 ? "" : "s", t->world, t->world),
@@ -380,7 +318,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
                         a->batch, t->ts.imgsz),
                false;
     }
-    double wd_hyp = meta_num(t->plan.meta, "weight_decay_hyp", -1);
+    double wd_hyp = cjson_number(t->plan.meta, "weight_decay_hyp", -1);
     if (a->weight_decay >= 0 && fabs(a->weight_decay - wd_hyp) > 1e-12)
         return snprintf(err, (size_t)errcap, "--weight-decay %g differs from the plan's %g; weight decay is compiled in: yolocc ... --weight-decay %g", a->weight_decay, wd_hyp,
                         a->weight_decay),
@@ -392,7 +330,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (a->warmup_bias_lr < 0) a->warmup_bias_lr = t->adamw ? 0.0 : 0.1;
     t->lr0 = a->lr0;
     t->momentum = a->momentum;
-    t->accumulate = (int)meta_num(t->plan.meta, "accumulate", 1);
+    t->accumulate = (int)cjson_number(t->plan.meta, "accumulate", 1);
     if (a->single_cls && t->ts.nc != 1)
         return snprintf(err, (size_t)errcap, "--single-cls trains one class; the plan was compiled for %d: recompile with yolocc ... --nc 1", t->ts.nc), false;
     const DatasetOptions dso = {.fraction = a->fraction, .single_cls = a->single_cls};
@@ -418,8 +356,8 @@ static bool setup(Trainer *t, char *err, int errcap) {
     LoaderOptions val = lo;
     val.train = false;
     val.shard = val.shards = 0;
-    val.batch = (int)meta_num(ep->meta, "batch", 0);
-    val.max_boxes = (int)meta_num(ep->meta, "max_boxes", 0);
+    val.batch = (int)cjson_number(ep->meta, "batch", 0);
+    val.max_boxes = (int)cjson_number(ep->meta, "max_boxes", 0);
     t->nb = loader_batches_per_epoch(t->train_loader);
     if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch * t->world), false;
     t->nw = warmup_iterations(a->warmup_epochs, t->nb);
@@ -469,19 +407,19 @@ static bool setup(Trainer *t, char *err, int errcap) {
 
 /* Continues from the state file read by resume_args. */
 static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int errcap) {
-    uint32_t crc = (uint32_t)meta_num(s, "plan_crc32", -1);
+    uint32_t crc = (uint32_t)cjson_number(s, "plan_crc32", -1);
     if (crc != t->plan_crc) return snprintf(err, (size_t)errcap, "%s was written for another plan (plan checksum %08x, %s has %08x)", t->a.resume, crc, t->a.plan, t->plan_crc), false;
     if (!state_restore(t, f, t->a.resume, err, errcap)) return false;
     train_step_host_changed(&t->ts);
     t->ema_dev_stale = t->ts.cuda != NULL;
-    t->start_epoch = (int)meta_num(s, "epoch", -2) + 1;
-    t->last_opt_step = (int)meta_num(s, "last_opt_step", -1);
-    t->ts.step = (long)meta_num(s, "opt_steps", 0);
-    t->ts.n_acc_batches = (int)meta_num(s, "acc_batches", 0);
-    t->ema_updates = (long)meta_num(s, "ema_updates", 0);
-    t->best_fitness = meta_num(s, "best_fitness", 0);
-    t->best_epoch = (int)meta_num(s, "best_epoch", 0);
-    t->resumed_elapsed = meta_num(s, "elapsed", 0);
+    t->start_epoch = (int)cjson_number(s, "epoch", -2) + 1;
+    t->last_opt_step = (int)cjson_number(s, "last_opt_step", -1);
+    t->ts.step = (long)cjson_number(s, "opt_steps", 0);
+    t->ts.n_acc_batches = (int)cjson_number(s, "acc_batches", 0);
+    t->ema_updates = (long)cjson_number(s, "ema_updates", 0);
+    t->best_fitness = cjson_number(s, "best_fitness", 0);
+    t->best_epoch = (int)cjson_number(s, "best_epoch", 0);
+    t->resumed_elapsed = cjson_number(s, "elapsed", 0);
     t->mosaic_closed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "mosaic_closed"));
     if (t->start_epoch < 1) return snprintf(err, (size_t)errcap, "%s: no finished epoch to resume from", t->a.resume), false;
     if (t->start_epoch >= t->a.epochs) return snprintf(err, (size_t)errcap, "%s: training already finished %d epochs; nothing to resume", t->a.resume, t->a.epochs), false;
@@ -493,7 +431,7 @@ static bool resume(Trainer *t, const StFile *f, const cJSON *s, char *err, int e
  * before set-up, its tensors after. */
 static bool resume_args(TrainArgs *a, StFile *f, cJSON **s, char *err, int errcap) {
     if (!ckpt_read(a->resume, f, s, err, errcap)) return false;
-    if (!args_from_json(a, cJSON_GetObjectItemCaseSensitive(*s, "args"))) return snprintf(err, (size_t)errcap, "%s: the training arguments are missing", a->resume), false;
+    if (!train_args_from_json(a, cJSON_GetObjectItemCaseSensitive(*s, "args"))) return snprintf(err, (size_t)errcap, "%s: the training arguments are missing", a->resume), false;
     return true;
 }
 
@@ -501,36 +439,6 @@ static void results_row(const Trainer *t, int epoch, const double tl[3], Results
     double v[RESULTS_NCOLS] = {epoch + 1, monotonic_seconds() - t->t0, tl[0], tl[1], tl[2], t->last_val.precision, t->last_val.recall, t->last_val.map50,
                                t->last_val.map50_95, t->last_val.loss[0], t->last_val.loss[1], t->last_val.loss[2], t->lrs[0], t->lrs[1], t->lrs[2]};
     memcpy(r->v, v, sizeof v);
-}
-
-static void write_args_yaml(const Trainer *t) {
-    char buf[24][32], p[1200];
-    const TrainArgs *a = &t->a;
-    snprintf(buf[0], 32, "%d", a->epochs);
-    snprintf(buf[1], 32, "%d", t->ts.batch);
-    snprintf(buf[2], 32, "%d", t->ts.imgsz);
-    snprintf(buf[3], 32, "%d", a->patience);
-    snprintf(buf[4], 32, "%d", a->seed);
-    snprintf(buf[5], 32, "%d", a->close_mosaic);
-    snprintf(buf[6], 32, "%g", a->lr0);
-    snprintf(buf[7], 32, "%g", a->lrf);
-    snprintf(buf[8], 32, "%g", a->momentum);
-    snprintf(buf[9], 32, "%g", meta_num(t->plan.meta, "weight_decay_hyp", 0));
-    snprintf(buf[10], 32, "%g", a->warmup_epochs);
-    snprintf(buf[11], 32, "%g", a->warmup_momentum);
-    snprintf(buf[12], 32, "%g", a->warmup_bias_lr);
-    snprintf(buf[13], 32, "%d", a->freeze);
-    snprintf(buf[14], 32, "%d", a->workers);
-    snprintf(buf[15], 32, "%g", a->fraction);
-    snprintf(buf[16], 32, "%g", a->time);
-    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", buf[0], "time", a->time > 0 ? buf[16] : NULL, "patience", buf[3], "batch", buf[1], "imgsz", buf[2],
-                        "save_period", "-1", "workers", buf[14], "project", a->project, "name", a->name, "exist_ok", a->exist_ok ? "true" : "false",
-                        "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "single_cls", a->single_cls ? "true" : "false", "cos_lr", a->cos_lr ? "true" : "false",
-                        "close_mosaic", buf[5], "resume", a->resume, "fraction", buf[15], "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
-                        "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "plots", a->plots ? "true" : "false", "save_dir", t->dir, NULL};
-    char err[256];
-    path_in(t, "args.yaml", p, sizeof p);
-    if (!report_write_args_yaml(p, kv, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
 }
 
 static void trainer_free(Trainer *t) {
@@ -593,7 +501,7 @@ int train_main(const TrainArgs *args) {
     /* rank 0's parameters and buffers to every rank, and the gradient sums, as DDP does */
     if (!dp_attach(&t->dp, &t->ts, err, sizeof err)) goto out;
     if (t->root) {
-        write_args_yaml(t);
+        train_write_args_yaml(t);
         if (t->a.plots) {
             char labels[1200], why[1024];
             path_in(t, "labels.svg", labels, sizeof labels);

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <cjson/cJSON.h>
+
 #include "../data/dataset.h"
 #include "../data/loader.h"
 #include "../dist/dp_train.h"
@@ -78,6 +80,13 @@ typedef struct Trainer {
     bool mosaic_closed;     /* the last close_mosaic epochs have begun */
     ValResult last_val;
 } Trainer;
+
+/* trainer_args.c: the arguments a state file records (for --resume, as
+ * Ultralytics' checkpoint keeps its train_args; strings stay owned by the
+ * JSON) and PROJECT/NAME/args.yaml. */
+cJSON *train_args_json(const TrainArgs *a);
+bool train_args_from_json(TrainArgs *a, const cJSON *j);
+void train_write_args_yaml(const Trainer *t);
 
 /* The whole command: returns the process exit code (0 done, 1 failure while
  * training, 2 bad arguments, plan or data). Prints progress to stdout and
