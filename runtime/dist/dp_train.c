@@ -95,6 +95,28 @@ bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap) {
     return true;
 }
 
+/* this rank's accumulated gradients back to zero (CPU plans) */
+static void zero_accumulated(TrainStep *ts) {
+    const Graph *g = &ts->plan->g;
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    for (int i = 0; i < n; i++) memset(ts->acc[i], 0, (size_t)tensor_bytes(&g->tensors[grads[i]]));
+}
+
+/* the CPU hook is attached: each rank's accumulators are its own until the update */
+static bool sums_at_update(const DataParallel *dp, const TrainStep *ts) { return dp->ts == ts && ts->reduce_grads == dp_reduce_grads; }
+
+bool dp_settle_accumulated(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
+    if (!sums_at_update(dp, ts) || ts->n_acc_batches == 0) return true;
+    if (!dp_reduce_grads(dp, ts, err, errcap)) return false;
+    if (!dp_is_root(dp)) zero_accumulated(ts);
+    return true;
+}
+
+void dp_state_restored(DataParallel *dp, TrainStep *ts) {
+    if (sums_at_update(dp, ts) && !dp_is_root(dp)) zero_accumulated(ts);
+}
+
 bool dp_check_in_sync(DataParallel *dp, char *err, int errcap) {
     if (!dp->comm.active || !dp->ts) return true;
     const Graph *g = &dp->ts->plan->g;

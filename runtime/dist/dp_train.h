@@ -83,6 +83,17 @@ bool dp_cuda_attach(DataParallel *dp, TrainStep *ts, char *err, int errcap);
 bool dp_cuda_hook(DataParallel *dp, struct CudaStep *cs, const int *grads, int n, char *err, int errcap);
 void dp_detach(DataParallel *dp);
 
+/* Before rank 0 writes a state file: CPU plans keep each rank's accumulated
+ * gradients apart until the update sums them, so pending ones are summed
+ * now into rank 0's and the other ranks start again from zero (the update
+ * then sums the same gradients; a resumed run does exactly the same, so it
+ * stays bit for bit the run that was not stopped). CUDA plans sum every
+ * backward at once: their accumulators already agree, nothing to do. */
+bool dp_settle_accumulated(DataParallel *dp, TrainStep *ts, char *err, int errcap);
+/* After every rank restored rank 0's state file: the other ranks' share of
+ * the saved accumulators is in rank 0's (dp_settle_accumulated), theirs restart at zero. */
+void dp_state_restored(DataParallel *dp, TrainStep *ts);
+
 /* True when every rank holds bit-identical parameters and buffers (checked
  * with a hash at the end of a run, through MPI; without MPI, not checked). */
 bool dp_check_in_sync(DataParallel *dp, char *err, int errcap);

@@ -500,6 +500,7 @@ int train_main(const TrainArgs *args) {
     }
     /* rank 0's parameters and buffers to every rank, and the gradient sums, as DDP does */
     if (!dp_attach(&t->dp, &t->ts, err, sizeof err)) goto out;
+    if (t->a.resume) dp_state_restored(&t->dp, &t->ts);
     if (t->root) {
         train_write_args_yaml(t);
         if (t->a.plots) {
@@ -550,7 +551,7 @@ int train_main(const TrainArgs *args) {
             /* a run the time ended is finished: its state says so to --resume */
             if (decision == TIME_STOP) t->a.epochs = epoch + 1;
         }
-        if (!agree(t, &decision, err, sizeof err)) goto out;
+        if (!agree(t, &decision, err, sizeof err) || !dp_settle_accumulated(&t->dp, &t->ts, err, sizeof err)) goto out;
         if (t->root && !save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
         if (t->a.stop_after > 0 && epoch + 1 - t->start_epoch >= t->a.stop_after && !final) {
             printf("Stopping after %d epochs as asked; continue with: yolort train %s --resume %s\n", t->a.stop_after, t->a.plan, t->dir);
