@@ -544,6 +544,29 @@ static double param_diff(const Plan *plan, const char *fa, const char *fb, bool 
     return worst;
 }
 
+/* The parameters of fa and fb agree within bound (param_diff), and training
+ * moved them from init by more than min_move, else the comparison would
+ * prove nothing; the numbers go to the log and stdout. Runs sh's init
+ * command: the same seed, one step at lr 0, saved. */
+static void expect_same_training(const char *plan_path, const char *fa, const char *fb, const char *init_cmd, const char *init, bool per_tensor, double bound,
+                                 double min_move, const char *what) {
+    CliResult z = sh(init_cmd);
+    cr_assert_eq(z.status, 0, "%s", z.err);
+    tu_free(&z);
+    Plan plan;
+    char err[512];
+    cr_assert(plan_read(plan_path, &plan, err, sizeof err), "%s", err);
+    int np, np0;
+    double d = param_diff(&plan, fa, fb, per_tensor, &np), moved = param_diff(&plan, fa, init, per_tensor, &np0);
+    const char *scale = per_tensor ? "of its tensor's largest weight" : "relative";
+    cr_log_info("%s: max difference %.3g %s over %d parameter tensors; largest move from the start %.3g", what, d, scale, np, moved);
+    printf("dist: %s: max difference %.3g %s (%d parameter tensors); largest move from the start %.3g\n", what, d, scale, np, moved);
+    cr_expect(np > 50, "compared only %d parameter tensors", np);
+    cr_expect_leq(d, bound, "max difference %.3g > %.3g", d, bound);
+    cr_expect_gt(moved, min_move, "training did not change the parameters (%.3g): the comparison would prove nothing", moved);
+    plan_free(&plan);
+}
+
 /* The issue asks for "mpirun -np 2 with half the batch per rank equals one
  * rank with the whole batch". Under Ultralytics DDP semantics that is not
  * an identity: each rank normalises its loss by its own target-score sum and
@@ -557,7 +580,7 @@ static double param_diff(const Plan *plan, const char *fa, const char *fb, bool 
  * SGD, fp32, 3 optimizer steps, every parameter within 1e-5 (relative). */
 Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
     need_mpirun();
-    char dir[64], pre[1024], cmd[3072], plan_path[128], ref[128], dp[128], init[128], err[512];
+    char dir[64], pre[1024], cmd[3072], plan_path[128], ref[128], dp[128], init[128];
     make_dir(dir, sizeof dir, "dist");
     compile_tiny(dir, 2);
     snprintf(plan_path, sizeof plan_path, "%s/tiny.plan", dir);
@@ -573,32 +596,16 @@ Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
     snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s --synthetic --steps 3 --seed 3 --json --save %s", pre, yolort, plan_path, dp);
     CliResult two = sh(cmd);
     cr_assert_eq(two.status, 0, "mpirun -np 2 exited %d: %s", two.status, two.err);
-    /* the starting point: same seed, one step at lr 0 changes nothing */
-    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --synthetic --steps 1 --seed 3 --lr0 0 --save %s", yolort, plan_path, init);
-    CliResult z = sh(cmd);
-    cr_assert_eq(z.status, 0, "%s", z.err);
-
     double gn1[8], gn2[8];
     cr_assert_eq(grad_norms(one.out, gn1, 8), 3);
     cr_assert_eq(grad_norms(two.out, gn2, 8), 3, "rank 0 alone prints one line per step:\n%s", two.out);
     for (int i = 0; i < 3; i++) cr_expect(fabs(gn1[i] - gn2[i]) <= 1e-5 * gn1[i], "step %d: gradient norm %.7g (one process) vs %.7g (2 ranks)", i + 1, gn1[i], gn2[i]);
 
-    Plan plan;
-    cr_assert(plan_read(plan_path, &plan, err, sizeof err), "%s", err);
-    int np, np0;
-    double d = param_diff(&plan, ref, dp, false, &np);
-    double moved = param_diff(&plan, ref, init, false, &np0);
-    cr_log_info("mpirun -np 2 vs one process accumulating the same half-batches, 3 SGD steps: max relative parameter difference %.3g over %d tensors "
-                "(the parameters moved by up to %.3g relative from the start)",
-                d, np, moved);
-    printf("dist: 2 ranks vs accumulated half-batches after 3 steps: max relative difference %.3g (%d parameter tensors); largest move from init %.3g\n", d, np, moved);
-    cr_expect(np > 50, "compared only %d parameter tensors", np);
-    cr_expect_leq(d, 1e-5, "max relative difference %.3g > 1e-5", d);
-    cr_expect_gt(moved, 1e-4, "training did not change the parameters (%.3g): the comparison would prove nothing", moved);
-    plan_free(&plan);
+    /* from the same start: same seed, one step at lr 0 changes nothing */
+    snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --synthetic --steps 1 --seed 3 --lr0 0 --save %s", yolort, plan_path, init);
+    expect_same_training(plan_path, ref, dp, cmd, init, false, 1e-5, 1e-4, "2 ranks vs accumulated half-batches after 3 steps");
     tu_free(&one);
     tu_free(&two);
-    tu_free(&z);
     remove_dir(dir);
 }
 
@@ -639,29 +646,17 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     snprintf(cmd, sizeof cmd, "%s/runs/two2", dir);
     struct stat st;
     cr_expect(stat(cmd, &st) != 0, "a second rank made its own run directory");
-    /* the first, untrained weights: the same seed, one step at lr 0 */
+    /* from the same start (the same seed, one step at lr 0); 64 gradients summed in another order: elements
+     * near zero differ by their tensor's rounding, so the difference is taken at each tensor's scale.
+     * One image dealt twice or left out moves the weights by far more. */
     snprintf(init, sizeof init, "%s/init.safetensors", dir);
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s/one.plan --synthetic --steps 1 --lr0 0 --save %s", yolort, dir, init);
-    CliResult z = sh(cmd);
-    cr_assert_eq(z.status, 0, "%s", z.err);
     snprintf(a, sizeof a, "%s/runs/one/weights/last.safetensors", dir);
     snprintf(b, sizeof b, "%s/runs/two/weights/last.safetensors", dir);
-    Plan plan;
-    snprintf(cmd, sizeof cmd, "%s/one.plan", dir);
-    cr_assert(plan_read(cmd, &plan, err, sizeof err), "%s", err);
-    int np, np0;
-    /* 64 gradients summed in another order: elements near zero differ by their tensor's rounding */
-    double d = param_diff(&plan, a, b, true, &np), moved = param_diff(&plan, a, init, true, &np0);
-    printf("dist: mpirun -np 2 yolort train --data vs one process, 4 epochs (2 updates): max difference %.3g of its tensor's largest weight (%d parameter "
-           "tensors); largest move %.3g\n",
-           d, np, moved);
-    cr_expect(np > 50, "compared only %d parameter tensors", np);
-    /* the order of 64 sums, through 2 updates; one image dealt twice or left out moves the weights by far more */
-    cr_expect_leq(d, 1e-5, "max difference %.3g > 1e-5", d);
-    cr_expect_gt(moved, 1e-3, "training did not change the weights (%.3g): the comparison would prove nothing", moved);
-    plan_free(&plan);
+    char plan_path[160];
+    snprintf(plan_path, sizeof plan_path, "%s/one.plan", dir);
+    expect_same_training(plan_path, a, b, cmd, init, true, 1e-5, 1e-3, "mpirun -np 2 yolort train --data vs one process, 4 epochs (2 updates)");
     tu_free(&one);
-    tu_free(&z);
     /* stopped after epoch 1 (16 of an update's 32 images a rank accumulated) and resumed on 2 ranks:
      * rank 0's weights and state bit for bit those of the straight run */
     snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name split %s --stop-after 1", pre, yolort, dir, dir, dir, common);
