@@ -62,7 +62,7 @@ static const char USAGE[] =
     "  --classes 0,2 (only these classes) --agnostic-nms (suppress across classes)\n"
     "  --save-txt (labels/STEM.txt: cls cx cy w h, normalised) --save-conf (and the score) --no-save (no annotated images)\n"
     "  --save-crop (each box, grown by 2% and 10 px, as crops/CLASS/STEM.jpg, STEM2.jpg, ...)\n"
-    "  --vid-stride N (1): every Nth frame of a video\n"
+    "  --vid-stride N (1): every Nth frame of a video  --save-frames (each annotated frame also as STEM_frames/STEM_F.jpg)\n"
     "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
     "  file (yolort train writes them), else class0, class1, ...\n"
     "\n"
@@ -373,6 +373,7 @@ static int predict_cmd(int argc, char **argv) {
         {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0}, {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--reference", OPT_FLAG, &a.reference, 0, 0},
         {"--save-crop", OPT_FLAG, &a.save_crop, 0, 0}, {"--classes", OPT_STR, &a.classes, 0, 0},
         {"--vid-stride", OPT_INT, &a.vid_stride, 1, 100000}, {"--agnostic-nms", OPT_FLAG, &a.agnostic_nms, 0, 0},
+        {"--save-frames", OPT_FLAG, &a.save_frames, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;

@@ -431,7 +431,7 @@ static CliResult predict_clip(const char *dir, const char *extra, char run[128])
 Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
     char dir[64], run[128], path[512], err[256];
     setup_dir(dir, "v8tiny");
-    CliResult r = predict_clip(dir, "--save-txt --save-conf --save-crop", run);
+    CliResult r = predict_clip(dir, "--save-txt --save-conf --save-crop --save-frames", run);
     int total = 0;
     for (int n = 1; n <= 7; n++) {
         char stem[32], line[64];
@@ -453,12 +453,40 @@ Test(predict, video_frames_equal_ultralytics_predictor, .timeout = 300) {
     cr_expect(w == 80 && h == 56 && fps == 10 && frames == 7, "%s: %dx%d, %d fps, %d frames", path, w, h, fps, frames);
     Image im;
     int got;
+    /* --save-frames: each annotated frame also as clip_frames/clip_N.jpg, the picture the video got:
+     * two lossy encodings of it (the AVI's Motion JPEG at q 3 through YUV, JPEG 95) of a small noisy
+     * clip, 5-8 grey levels apart on average, and at least twice as far from the frame before */
     while ((got = video_read(v, &im, err, sizeof err)) == 1) {
         decoded++;
+        char fp[600];
+        snprintf(fp, sizeof fp, "%s/clip_frames/clip_%d.jpg", run, decoded);
+        Image fr;
+        cr_assert(image_load(fp, &fr, err, sizeof err), "%s", err);
+        cr_assert(fr.w == im.w && fr.h == im.h, "%s: %dx%d, the video %dx%d", fp, fr.w, fr.h, im.w, im.h);
+        double diff = 0;
+        for (size_t k = 0; k < (size_t)im.w * (size_t)im.h * 3; k++) diff += abs((int)fr.px[k] - (int)im.px[k]);
+        diff /= (double)im.w * im.h * 3;
+        cr_expect(diff < 10, "%s differs from the video's frame %d by %.2f grey levels on average", fp, decoded, diff);
+        if (decoded > 1) {
+            /* and not any frame: the previous one is further away (the clip moves) */
+            char prev[600];
+            snprintf(prev, sizeof prev, "%s/clip_frames/clip_%d.jpg", run, decoded - 1);
+            Image pf;
+            cr_assert(image_load(prev, &pf, err, sizeof err), "%s", err);
+            double pd = 0;
+            for (size_t k = 0; k < (size_t)im.w * (size_t)im.h * 3; k++) pd += abs((int)pf.px[k] - (int)im.px[k]);
+            pd /= (double)im.w * im.h * 3;
+            cr_log_info("frame %d: %.2f grey levels from clip_%d.jpg, %.2f from clip_%d.jpg", decoded, diff, decoded, pd, decoded - 1);
+            cr_expect(pd > 2 * diff, "frame %d is %.2f from clip_%d.jpg and %.2f from its own", decoded, pd, decoded - 1, diff);
+            image_free(&pf);
+        }
+        image_free(&fr);
         image_free(&im);
     }
     cr_expect_eq(got, 0, "%s", err);
     cr_expect_eq(decoded, 7, "%s: %d frames decoded", path, decoded);
+    snprintf(path, sizeof path, "%s/clip_frames/clip_8.jpg", run);
+    cr_expect_neq(stat(path, &st), 0, "more frames saved than the video has");
     video_close(v);
     cr_log_info("video: %d detections over 7 frames equal Ultralytics'", total);
     tu_free(&r);

@@ -76,7 +76,7 @@ bool predict_save_txt(const char *labels, const char *stem, const Detection *d, 
 
 /* the annotated image as STEM.jpg, whatever the source's format (Ultralytics' save_predicted_images; cv2's quality 95) */
 static bool save_image(const char *dir, const char *stem, const Image *im, char *err, int errcap) {
-    char path[2200];
+    char path[2600];
     snprintf(path, sizeof path, "%s/%s.jpg", dir, stem);
     return image_write_jpeg(path, im, 95, err, errcap);
 }
@@ -249,6 +249,13 @@ static bool predict_batch(Run *r, int count, double t_decode, char *err, int err
         if (r->a->save) {
             if (!annotate_detections(im, r->dets, n, (const char *const *)r->m.names, &(AnnotateStyle){.conf_digits = 2}, err, errcap)) return false;
             if (!(it->frame ? save_frame(r, path, im, it->fps, err, errcap) : save_image(r->dir, stem, im, err, errcap))) return false;
+            /* Ultralytics' save_frames: SAVE_DIR/NAME_frames/NAME_F.jpg beside the video */
+            if (it->frame && r->a->save_frames) {
+                char frames[1800], name[600];
+                predict_output_stem(name, sizeof name, path, 0);
+                snprintf(frames, sizeof frames, "%s/%s_frames", r->dir, name);
+                if (!report_make_dir(frames, err, errcap) || !save_image(frames, stem, im, err, errcap)) return false;
+            }
         }
     }
     fflush(stdout);

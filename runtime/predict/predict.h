@@ -16,6 +16,7 @@ typedef struct PredictArgs {
     double conf, iou;
     int max_det, vid_stride;   /* vid_stride: every Nth video frame (1: all) */
     bool agnostic_nms, exist_ok, save, save_txt, save_conf, save_crop, reference;
+    bool save_frames;       /* each annotated video frame also as STEM_frames/STEM_F.jpg */
 } PredictArgs;
 
 /* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on. */
