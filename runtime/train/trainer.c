@@ -147,11 +147,20 @@ static void plot_training_batch(const Trainer *t, const Batch *b, int ni) {
     if (!report_batch_jpeg(path, &p, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
 }
 
-/* Rank 0's decision (and its run's epochs, which --time moves) on every rank. */
-static bool agree(Trainer *t, int *decision, char *err, int errcap) {
+/* Ultralytics' DDP timeout (3 hours): the other ranks wait this long for
+ * rank 0's validation at an epoch's end, however short the collectives' own */
+#define VALIDATION_WAIT_S 10800.0
+
+/* Rank 0's decision (and its run's epochs, which --time moves) on every rank;
+ * after_validation: the others may have waited through rank 0's validation. */
+static bool agree(Trainer *t, int *decision, bool after_validation, char *err, int errcap) {
     if (t->world <= 1) return true;
     int32_t v[2] = {*decision, t->a.epochs};
-    if (!dist_broadcast(&t->dp.comm, v, sizeof v, 0, "rank 0's stop decision", err, errcap)) return false;
+    const double limit = t->dp.comm.timeout_s;
+    if (after_validation && t->dp.comm.timeout_s < VALIDATION_WAIT_S) t->dp.comm.timeout_s = VALIDATION_WAIT_S;
+    bool ok = dist_broadcast(&t->dp.comm, v, sizeof v, 0, "rank 0's stop decision", err, errcap);
+    t->dp.comm.timeout_s = limit;
+    if (!ok) return false;
     *decision = v[0];
     t->a.epochs = v[1];
     return true;
@@ -221,7 +230,7 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
         /* Ultralytics' timed stopping: looked at after each optimizer step, rank 0's clock for all */
         if (t->last_opt_step == ni && a->time > 0) {
             int up = t->root && time_is_up(t);
-            if (!agree(t, &up, err, errcap)) return false;
+            if (!agree(t, &up, false, err, errcap)) return false;
             if (up) {
                 t->time_up = true;
                 break;
@@ -551,7 +560,7 @@ int train_main(const TrainArgs *args) {
             /* a run the time ended is finished: its state says so to --resume */
             if (decision == TIME_STOP) t->a.epochs = epoch + 1;
         }
-        if (!agree(t, &decision, err, sizeof err) || !dp_settle_accumulated(&t->dp, &t->ts, err, sizeof err)) goto out;
+        if (!agree(t, &decision, true, err, sizeof err) || !dp_settle_accumulated(&t->dp, &t->ts, err, sizeof err)) goto out;
         if (t->root && !save_epoch(t, epoch, is_best, err, sizeof err)) goto out;
         if (t->a.stop_after > 0 && epoch + 1 - t->start_epoch >= t->a.stop_after && !final) {
             printf("Stopping after %d epochs as asked; continue with: yolort train %s --resume %s\n", t->a.stop_after, t->a.plan, t->dir);
