@@ -117,10 +117,9 @@ bool value_from_yaml(Arena *a, const YNode *n, Value *out, Diag *d) {
     out->kind = V_STR;
     out->s = s;
     if (!n->plain) return true;
-    static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
     static const char *const trues[] = {"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", NULL};
     static const char *const falses[] = {"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF", NULL};
-    if (in_set(s, nulls)) { out->kind = V_NONE; return true; }
+    if (yaml_is_null(n)) { out->kind = V_NONE; return true; }
     if (in_set(s, trues)) { *out = value_bool(true, n->mark); return true; }
     if (in_set(s, falses)) { *out = value_bool(false, n->mark); return true; }
     int64_t iv;

@@ -206,6 +206,14 @@ char *yaml_read_file(Arena *a, const char *path, size_t *len, Diag *d) {
     return buf;
 }
 
+bool yaml_is_null(const YNode *n) {
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
+    if (!n || n->kind != YN_SCALAR || !n->plain) return false;
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++)
+        if (strcmp(n->str, nulls[i]) == 0) return true;
+    return false;
+}
+
 YNode *yaml_map_get(const YNode *map, const char *key) {
     if (!map || map->kind != YN_MAP) return NULL;
     size_t kl = strlen(key);

@@ -36,5 +36,7 @@ YNode *yaml_doc_parse(Arena *a, const char *buf, size_t len, Diag *d);
 char *yaml_read_file(Arena *a, const char *path, size_t *len, Diag *d);
 /* Mapping lookup; NULL when absent. */
 YNode *yaml_map_get(const YNode *map, const char *key);
+/* A plain scalar YAML 1.1 reads as null: empty, ~, null, Null, NULL. */
+bool yaml_is_null(const YNode *n);
 
 #endif

@@ -383,7 +383,7 @@ Test(dataset, only_the_splits_asked_for_are_loaded) {
 }
 
 Test(dataset, test_split_asked_for_but_absent_or_null_is_an_error) {
-    const char *lines[] = {"", "test:\n", "test: null\n", "test: ~\n"};
+    const char *lines[] = {"", "test:\n", "test: null\n", "test: ~\n", "test: NULL\n"};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
         three_splits(lines[i]);
         Loaded l = load_with("data.yaml", &(DatasetOptions){.splits = DATASET_VAL | DATASET_TEST});

@@ -622,7 +622,7 @@ static bool load_all(Ctx *c, const char *yaml_path, const YNode *root, Dataset *
     if (!train) return diag_error(&c->d, root->mark, "'train:' key missing; 'train' and 'val' are required");
     if (!val) return diag_error(&c->d, root->mark, "'val:' key missing; 'train' and 'val' are required");
     /* `test:` is optional and often left empty (null) */
-    if (test && test->kind == YN_SCALAR && (test->len == 0 || (test->len == 4 && memcmp(test->str, "null", 4) == 0) || (test->len == 1 && test->str[0] == '~'))) test = NULL;
+    if (yaml_is_null(test)) test = NULL;
     if ((c->o.splits & DATASET_TEST) && !test) return diag_error(&c->d, root->mark, "no 'test:' split in this dataset YAML (only train and val)");
     if (!load_names(c, root, ds)) return false;
     int nc = ds->nc;

@@ -380,13 +380,13 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
     if (o->batch < 1 || o->imgsz < 2 || o->imgsz > 16384 || o->max_boxes < 0 || o->workers < 0 || o->workers > MAX_WORKERS)
         return errf(err, errcap, "loader: bad options (batch %d, imgsz %d, max_boxes %d, workers %d; workers <= %d)", o->batch, o->imgsz, o->max_boxes, o->workers, MAX_WORKERS), NULL;
     if (split->n < 1) return errf(err, errcap, "loader: the split has no images"), NULL;
-    if (o->train && split->n < o->batch)
-        return errf(err, errcap, "loader: %d training images are fewer than one batch of %d", split->n, o->batch), NULL;
     if (o->shards < 0 || o->shard < 0 || (o->shards > 1 && (!o->train || o->shard >= o->shards)))
         return errf(err, errcap, "loader: bad shard %d of %d (training loaders only)", o->shard, o->shards), NULL;
     const int shards = o->shards > 1 ? o->shards : 1;
-    if (o->train && split->n < o->batch * shards)
+    if (o->train && split->n < o->batch * shards) {
+        if (shards == 1) return errf(err, errcap, "loader: %d training images are fewer than one batch of %d", split->n, o->batch), NULL;
         return errf(err, errcap, "loader: %d training images are fewer than one batch of %d on each of %d ranks", split->n, o->batch, shards), NULL;
+    }
     Loader *l = calloc(1, sizeof *l);
     if (!l) return errf(err, errcap, "loader: out of memory"), NULL;
     l->split = split;

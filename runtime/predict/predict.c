@@ -145,6 +145,7 @@ typedef struct Run {
     /* the annotated video being written and its path */
     VideoWriter *out;
     char out_path[1800];
+    char frames_dir[1800];  /* --save-frames: the open video's NAME_frames */
 } Run;
 
 /* LoadImagesAndVideos.__next__: up to a batch of pictures; images and
@@ -199,8 +200,9 @@ fail:
 
 /* The annotated frame appended to SAVE_DIR/NAME.avi (the source's name,
  * its extension replaced), a Motion JPEG AVI at the video's rate, as
- * Ultralytics writes videos on Linux; a new path closes the last file. */
-static bool save_frame(Run *r, const char *src, const Image *im, int fps, char *err, int errcap) {
+ * Ultralytics writes videos on Linux; a new path closes the last file.
+ * --save-frames: also SAVE_DIR/NAME_frames/FRAME_STEM.jpg (its save_frames). */
+static bool save_frame(Run *r, const char *src, const char *frame_stem, const Image *im, int fps, char *err, int errcap) {
     char stem[600], path[1800];
     predict_output_stem(stem, sizeof stem, src, 0);
     snprintf(path, sizeof path, "%s/%s.avi", r->dir, stem);
@@ -208,8 +210,10 @@ static bool save_frame(Run *r, const char *src, const Image *im, int fps, char *
         if (!video_writer_close(r->out, err, errcap)) return r->out = NULL, false;
         if (!(r->out = video_writer_open(path, im->w, im->h, fps, err, errcap))) return false;
         snprintf(r->out_path, sizeof r->out_path, "%s", path);
+        snprintf(r->frames_dir, sizeof r->frames_dir, "%s/%s_frames", r->dir, stem);
+        if (r->a->save_frames && !report_make_dir(r->frames_dir, err, errcap)) return false;
     }
-    return video_writer_put(r->out, im, err, errcap);
+    return video_writer_put(r->out, im, err, errcap) && (!r->a->save_frames || save_image(r->frames_dir, frame_stem, im, err, errcap));
 }
 
 static bool predict_batch(Run *r, int count, double t_decode, char *err, int errcap) {
@@ -248,14 +252,7 @@ static bool predict_batch(Run *r, int count, double t_decode, char *err, int err
             if (!crop_save(r->crops, r->m.names[r->dets[q].cls], stem, im, &r->dets[q], err, errcap)) return false;
         if (r->a->save) {
             if (!annotate_detections(im, r->dets, n, (const char *const *)r->m.names, &(AnnotateStyle){.conf_digits = 2}, err, errcap)) return false;
-            if (!(it->frame ? save_frame(r, path, im, it->fps, err, errcap) : save_image(r->dir, stem, im, err, errcap))) return false;
-            /* Ultralytics' save_frames: SAVE_DIR/NAME_frames/NAME_F.jpg beside the video */
-            if (it->frame && r->a->save_frames) {
-                char frames[1800], name[600];
-                predict_output_stem(name, sizeof name, path, 0);
-                snprintf(frames, sizeof frames, "%s/%s_frames", r->dir, name);
-                if (!report_make_dir(frames, err, errcap) || !save_image(frames, stem, im, err, errcap)) return false;
-            }
+            if (!(it->frame ? save_frame(r, path, stem, im, it->fps, err, errcap) : save_image(r->dir, stem, im, err, errcap))) return false;
         }
     }
     fflush(stdout);

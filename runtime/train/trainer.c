@@ -368,7 +368,6 @@ static bool setup(Trainer *t, char *err, int errcap) {
     val.batch = (int)cjson_number(ep->meta, "batch", 0);
     val.max_boxes = (int)cjson_number(ep->meta, "max_boxes", 0);
     t->nb = loader_batches_per_epoch(t->train_loader);
-    if (t->nb < 1) return snprintf(err, (size_t)errcap, "%s: %d training images, fewer than one batch of %d", a->data, t->ds.train.n, t->ts.batch * t->world), false;
     t->nw = warmup_iterations(a->warmup_epochs, t->nb);
     if (a->weights) {
         WeightsLoadReport rep;

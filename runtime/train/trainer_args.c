@@ -63,31 +63,23 @@ bool train_args_from_json(TrainArgs *a, const cJSON *j) {
     return true;
 }
 
+/* a number as args.yaml shows it, in its own buffer */
+static const char *int_text(char b[32], int v) { return snprintf(b, 32, "%d", v), b; }
+static const char *num_text(char b[32], double v) { return snprintf(b, 32, "%g", v), b; }
+
 void train_write_args_yaml(const Trainer *t) {
-    char buf[24][32], p[1200];
+    char b[17][32], p[1200];
     const TrainArgs *a = &t->a;
-    snprintf(buf[0], 32, "%d", a->epochs);
-    snprintf(buf[1], 32, "%d", t->ts.batch);
-    snprintf(buf[2], 32, "%d", t->ts.imgsz);
-    snprintf(buf[3], 32, "%d", a->patience);
-    snprintf(buf[4], 32, "%d", a->seed);
-    snprintf(buf[5], 32, "%d", a->close_mosaic);
-    snprintf(buf[6], 32, "%g", a->lr0);
-    snprintf(buf[7], 32, "%g", a->lrf);
-    snprintf(buf[8], 32, "%g", a->momentum);
-    snprintf(buf[9], 32, "%g", cjson_number(t->plan.meta, "weight_decay_hyp", 0));
-    snprintf(buf[10], 32, "%g", a->warmup_epochs);
-    snprintf(buf[11], 32, "%g", a->warmup_momentum);
-    snprintf(buf[12], 32, "%g", a->warmup_bias_lr);
-    snprintf(buf[13], 32, "%d", a->freeze);
-    snprintf(buf[14], 32, "%d", a->workers);
-    snprintf(buf[15], 32, "%g", a->fraction);
-    snprintf(buf[16], 32, "%g", a->time);
-    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", buf[0], "time", a->time > 0 ? buf[16] : NULL, "patience", buf[3], "batch", buf[1], "imgsz", buf[2],
-                        "save_period", "-1", "workers", buf[14], "project", a->project, "name", a->name, "exist_ok", a->exist_ok ? "true" : "false",
-                        "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")), "seed", buf[4], "single_cls", a->single_cls ? "true" : "false", "cos_lr", a->cos_lr ? "true" : "false",
-                        "close_mosaic", buf[5], "resume", a->resume, "fraction", buf[15], "freeze", buf[13], "lr0", buf[6], "lrf", buf[7], "momentum", buf[8], "weight_decay", buf[9],
-                        "warmup_epochs", buf[10], "warmup_momentum", buf[11], "warmup_bias_lr", buf[12], "cache", a->cache_ram ? "ram" : "false", "plots", a->plots ? "true" : "false", "save_dir", t->dir, NULL};
+    const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", int_text(b[0], a->epochs),
+                        "time", a->time > 0 ? num_text(b[1], a->time) : NULL, "patience", int_text(b[2], a->patience), "batch", int_text(b[3], t->ts.batch),
+                        "imgsz", int_text(b[4], t->ts.imgsz), "save_period", "-1", "workers", int_text(b[5], a->workers), "project", a->project, "name", a->name,
+                        "exist_ok", a->exist_ok ? "true" : "false", "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")),
+                        "seed", int_text(b[6], a->seed), "single_cls", a->single_cls ? "true" : "false", "cos_lr", a->cos_lr ? "true" : "false",
+                        "close_mosaic", int_text(b[7], a->close_mosaic), "resume", a->resume, "fraction", num_text(b[8], a->fraction),
+                        "freeze", int_text(b[9], a->freeze), "lr0", num_text(b[10], a->lr0), "lrf", num_text(b[11], a->lrf), "momentum", num_text(b[12], a->momentum),
+                        "weight_decay", num_text(b[13], cjson_number(t->plan.meta, "weight_decay_hyp", 0)), "warmup_epochs", num_text(b[14], a->warmup_epochs),
+                        "warmup_momentum", num_text(b[15], a->warmup_momentum), "warmup_bias_lr", num_text(b[16], a->warmup_bias_lr),
+                        "cache", a->cache_ram ? "ram" : "false", "plots", a->plots ? "true" : "false", "save_dir", t->dir, NULL};
     char err[256];
     snprintf(p, sizeof p, "%s/args.yaml", t->dir);
     if (!report_write_args_yaml(p, kv, err, sizeof err)) fprintf(stderr, "yolort: warning: %s\n", err);
