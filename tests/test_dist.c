@@ -646,6 +646,12 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     snprintf(cmd, sizeof cmd, "%s/runs/two2", dir);
     struct stat st;
     cr_expect(stat(cmd, &st) != 0, "a second rank made its own run directory");
+    /* args.yaml's batch is Ultralytics' total: every rank's images together */
+    snprintf(cmd, sizeof cmd, "%s/runs/two/args.yaml", dir);
+    char *args_yaml = tu_slurp(cmd, NULL);
+    cr_assert(args_yaml, "no %s", cmd);
+    cr_expect(strstr(args_yaml, "\nbatch: 2\n"), "%s", args_yaml);
+    free(args_yaml);
     /* from the same start (the same seed, one step at lr 0); 64 gradients summed in another order: elements
      * near zero differ by their tensor's rounding, so the difference is taken at each tensor's scale.
      * One image dealt twice or left out moves the weights by far more. */

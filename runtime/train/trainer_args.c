@@ -71,7 +71,7 @@ void train_write_args_yaml(const Trainer *t) {
     char b[17][32], p[1200];
     const TrainArgs *a = &t->a;
     const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", int_text(b[0], a->epochs),
-                        "time", a->time > 0 ? num_text(b[1], a->time) : NULL, "patience", int_text(b[2], a->patience), "batch", int_text(b[3], t->ts.batch),
+                        "time", a->time > 0 ? num_text(b[1], a->time) : NULL, "patience", int_text(b[2], a->patience), "batch", int_text(b[3], t->ts.batch * t->world),
                         "imgsz", int_text(b[4], t->ts.imgsz), "save_period", "-1", "workers", int_text(b[5], a->workers), "project", a->project, "name", a->name,
                         "exist_ok", a->exist_ok ? "true" : "false", "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")),
                         "seed", int_text(b[6], a->seed), "single_cls", a->single_cls ? "true" : "false", "cos_lr", a->cos_lr ? "true" : "false",
