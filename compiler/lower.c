@@ -216,7 +216,7 @@ bool model_build(Arena *a, const ModelConfig *cfg, const BuildOptions *o, const 
     memset(m, 0, sizeof *m);
     m->cfg = cfg;
     m->legacy = true;
-    m->imgsz = o->imgsz;
+    m->h = o->h, m->w = o->w;
     m->batch = o->batch;
     graph_init(&m->g, a);
     m->rows = arena_array(a, (size_t)cfg->n_rows, sizeof(RowInfo));
@@ -227,7 +227,7 @@ bool model_build(Arena *a, const ModelConfig *cfg, const BuildOptions *o, const 
         return diag_error(d, (Mark){1, 1}, "'end2end: true' heads follow Ultralytics 8.4 (YOLO26) semantics, which yolocc does not support yet");
     Builder b = {.g = &m->g, .a = a, .d = d, .cfg = cfg, .eval = o->eval, .batch = o->batch, .pending_reg = -1, .nstrides = nstrides, .channels_last = o->channels_last};
     if (strides) memcpy(b.strides, strides, sizeof(double) * (size_t)nstrides);
-    b.images = graph_add_input(&m->g, "images", shape4(o->batch, cfg->ch, o->imgsz, o->imgsz), DT_F32);
+    b.images = graph_add_input(&m->g, "images", shape4(o->batch, cfg->ch, o->h, o->w), DT_F32);
     if (b.images < 0) return diag_error(d, (Mark){0, 0}, "input: %s", m->g.err);
     if (o->channels_last) {
         OpAttrs to_cl = {.shape = m->g.tensors[b.images].shape, .channels_last = true};
@@ -274,7 +274,7 @@ bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, bool 
     memset(s, 0, sizeof *s);
     /* stride probe: a 256x256 forward in training mode; stride = 256 / H per level */
     Model probe;
-    BuildOptions po = {.imgsz = 256, .batch = 1};
+    BuildOptions po = {.h = 256, .w = 256, .batch = 1};
     if (!model_build(a, cfg, &po, NULL, 0, &probe, d)) return false;
     const ModelRow *head = &cfg->rows[cfg->n_rows - 1];
     const ModuleDef *hd = module_find(head->module);
@@ -296,7 +296,7 @@ bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, bool 
     s->imgsz = (imgsz + gs - 1) / gs * gs;
     if (s->imgsz != imgsz)
         diag_warn(d, "--imgsz=%d must be a multiple of max stride %d, updating to %d", imgsz, gs, s->imgsz);
-    BuildOptions to = {.imgsz = s->imgsz, .batch = batch, .channels_last = channels_last};
+    BuildOptions to = {.h = s->imgsz, .w = s->imgsz, .batch = batch, .channels_last = channels_last};
     if (!model_build(a, cfg, &to, s->strides, s->nstrides, train, d)) return false;
     train->nstrides = s->nstrides;
     memcpy(train->strides, s->strides, sizeof s->strides);
@@ -306,13 +306,13 @@ bool model_compile(Arena *a, const ModelConfig *cfg, int imgsz, int batch, bool 
     /* get_flops: thop MACs of an eval forward at gs x gs, batch 1, scaled to
      * imgsz; if that fails, at imgsz itself (as upstream does) */
     Model ev;
-    BuildOptions eo = {.imgsz = gs, .batch = 1, .eval = true};
+    BuildOptions eo = {.h = gs, .w = gs, .batch = 1, .eval = true};
     Diag quiet;
     diag_init(&quiet, d->file);
     if (model_build(a, cfg, &eo, s->strides, s->nstrides, &ev, &quiet)) {
         s->gflops = graph_thop_macs(&ev.g) / 1e9 * 2 * imgsz / gs * imgsz / gs;
     } else {
-        eo.imgsz = imgsz;
+        eo.h = eo.w = imgsz;
         if (!model_build(a, cfg, &eo, s->strides, s->nstrides, &ev, d)) return false;
         s->gflops = graph_thop_macs(&ev.g) / 1e9 * 2;
     }

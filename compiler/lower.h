@@ -16,7 +16,7 @@ typedef struct RowInfo {
 } RowInfo;
 
 typedef struct BuildOptions {
-    int imgsz;              /* square input side */
+    int h, w;               /* input height and width (a training graph's are equal) */
     int batch;
     bool eval;              /* eval-mode head (decoded boxes) */
     /* store activations channels last (NHWC, cuDNN's fast layout): the
@@ -33,7 +33,7 @@ typedef struct Model {
     bool legacy;
     int nstrides;
     double strides[IR_MAX_LEVELS];
-    int imgsz, batch;
+    int h, w, batch;
     int *save, n_save;
 } Model;
 

@@ -254,11 +254,11 @@ int main(int argc, char **argv) {
             diag_format(&d, msg, sizeof msg);
             fprintf(stderr, "%s\n", msg);
         } else if (!codegen_build(&tc.m.g, &tc.fu, tc.mp.precision, &cg_train, &kt, err, sizeof err) ||
-                   !codegen_build(&tc.em.g, &tc.efu, tc.emp.precision, &cg_eval, &ke, err, sizeof err)) {
+                   !codegen_build(&tc.ev.em.g, &tc.ev.efu, tc.ev.emp.precision, &cg_eval, &ke, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: codegen (%s target): %s\n", codegen_target_name(o.cg.target), err);
             rc = 1;
         } else if (!plan_write(o.output, (PlanPart){&tc.m.g, &tc.mp, &tc.fu, tc.meta_json, kt.section, kt.section_len},
-                               &(PlanPart){&tc.em.g, &tc.emp, &tc.efu, tc.eval_meta_json, ke.section, ke.section_len}, err, sizeof err)) {
+                               &(PlanPart){&tc.ev.em.g, &tc.ev.emp, &tc.ev.efu, tc.ev.meta_json, ke.section, ke.section_len}, err, sizeof err)) {
             fprintf(stderr, "yolocc: error: %s\n", err);
             rc = 1;
         } else {

@@ -196,6 +196,11 @@ static const char *stem_of(Arena *a, const char *path) {
 bool model_cfg_parse(Arena *a, const char *name, const char *buf, size_t len, const ModelOptions *opt, ModelConfig *cfg, Diag *d) {
     memset(cfg, 0, sizeof *cfg);
     cfg->path = name;
+    char *src = arena_alloc(a, len + 1);
+    if (!src) return diag_error(d, (Mark){0, 0}, "out of memory");
+    memcpy(src, buf, len);
+    src[len] = 0;
+    cfg->source = src, cfg->source_len = len;
     const YNode *root = yaml_doc_parse(a, buf, len, d);
     if (!root) return false;
     if (root->kind != YN_MAP) return diag_error(d, root->mark, "a model file must be a mapping with keys nc, backbone, head");

@@ -31,6 +31,8 @@ typedef struct ModelRow {
 
 typedef struct ModelConfig {
     const char *path;           /* file actually read */
+    const char *source;         /* its text (len source_len, NUL-terminated): a plan carries it so the runtime can build other input shapes */
+    size_t source_len;
     const char *name;           /* display name, e.g. "yolov8n" */
     int64_t nc;
     char scale[16];             /* scale key used, "" when the file has no scales */

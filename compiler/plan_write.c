@@ -190,6 +190,14 @@ out:
     return ok;
 }
 
+bool plan_encode_bytes(const PlanPart *part, unsigned char **out, size_t *len, char *err, int errcap) {
+    PlanCodec c;
+    pc_writer(&c);
+    if (!plan_encode(part, NULL, &c, err, errcap)) return pc_free(&c), false;
+    *out = c.out, *len = c.len;
+    return true;
+}
+
 bool plan_write(const char *path, PlanPart train, const PlanPart *eval, char *err, int errcap) {
     PlanCodec nested, whole;
     pc_writer(&nested);

@@ -19,5 +19,8 @@ typedef struct PlanPart {
 /* Writes the training plan; eval (may be NULL) is the validation graph,
  * stored as a complete plan inside the EVAL section. */
 bool plan_write(const char *path, PlanPart train, const PlanPart *eval, char *err, int errcap);
+/* One graph's plan bytes in memory (no EVAL section), for a reader in the
+ * same process; *out is the caller's to free. */
+bool plan_encode_bytes(const PlanPart *part, unsigned char **out, size_t *len, char *err, int errcap);
 
 #endif

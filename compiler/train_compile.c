@@ -24,6 +24,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "model", cfg->name);
     cJSON_AddStringToObject(m, "file", cfg->path);
     cJSON_AddStringToObject(m, "scale", cfg->scale);
+    cJSON_AddStringToObject(m, "model_yaml", cfg->source);
     cJSON_AddNumberToObject(m, "nc", (double)cfg->nc);
     cJSON_AddNumberToObject(m, "ch", cfg->ch);
     cJSON_AddNumberToObject(m, "reg_max", cfg->reg_max);
@@ -124,49 +125,62 @@ static bool fit_budget(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
                       (long long)o->recompute_budget, (long long)r.smallest);
 }
 
-/* The validation graph: the model in eval mode (BN running statistics,
- * decoded boxes) at the validation batch, plus the detect loss on its raw
- * levels (val/box_loss ...), with its own memory plan. */
-static bool build_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d) {
-    BuildOptions eo = {.imgsz = tc->s.imgsz, .batch = tc->val_batch, .eval = true, .channels_last = o->channels_last};
-    if (!model_build(a, cfg, &eo, tc->s.strides, tc->s.nstrides, &tc->em, d)) return false;
-    Graph *g = &tc->em.g;
-    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .end2end = tc->end2end,
+/* Every META key a validation graph's reader needs (runtime/plan_read.h, plan_eval_io). */
+static char *eval_meta(const ModelConfig *cfg, const TrainOptions *o, bool end2end, int batch, int h, int w, const EvalCompiled *ec) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m) return NULL;
+    const Graph *g = &ec->em.g;
+    cJSON_AddStringToObject(m, "format", "yolocc-plan");
+    cJSON_AddStringToObject(m, "kind", "eval");
+    cJSON_AddNumberToObject(m, "nc", (double)cfg->nc);
+    cJSON_AddNumberToObject(m, "imgsz", h > w ? h : w);
+    cJSON_AddNumberToObject(m, "height", h);
+    cJSON_AddNumberToObject(m, "width", w);
+    cJSON_AddNumberToObject(m, "batch", batch);
+    cJSON_AddBoolToObject(m, "end2end", end2end);
+    cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    cJSON_AddNumberToObject(in, "images", ec->etg.images);
+    cJSON_AddNumberToObject(in, "boxes", ec->etg.boxes);
+    cJSON_AddNumberToObject(in, "counts", ec->etg.counts);
+    cJSON *out = cJSON_AddObjectToObject(m, "outputs");
+    cJSON_AddNumberToObject(out, "predictions", g->outputs[0]);
+    cJSON_AddNumberToObject(out, "loss", ec->etg.loss);
+    cJSON_AddNumberToObject(out, "items", ec->etg.items);
+    cJSON *mem = cJSON_AddObjectToObject(m, "memory");
+    cJSON_AddNumberToObject(mem, "arena_bytes", (double)ec->emp.arena_bytes);
+    cJSON_AddNumberToObject(mem, "persistent_bytes", (double)ec->emp.persistent_bytes);
+    char *txt = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    return txt;
+}
+
+bool compile_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, const double *strides, int nstrides, int batch, int h, int w, EvalCompiled *ec, Diag *d) {
+    memset(ec, 0, sizeof *ec);
+    const bool end2end = train_head_end2end(cfg);
+    BuildOptions eo = {.h = h, .w = w, .batch = batch, .eval = true, .channels_last = o->channels_last};
+    if (!model_build(a, cfg, &eo, strides, nstrides, &ec->em, d)) return false;
+    Graph *g = &ec->em.g;
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = nstrides, .topk = 10, .end2end = end2end,
                    .gains = {7.5, 0.5, 1.5}};
-    memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
+    memcpy(ls.strides, strides, sizeof(double) * (size_t)nstrides);
     const int n_levels = loss_spec_levels(&ls);
     if (g->n_outputs != 1 + n_levels) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
     int levels[2 * IR_MAX_LEVELS];
     memcpy(levels, g->outputs + 1, sizeof(int) * (size_t)n_levels);
     char err[256];
-    if (!loss_build(g, &ls, levels, &tc->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
+    if (!loss_build(g, &ls, levels, &ec->etg)) return diag_error(d, (Mark){0, 0}, "building the validation graph: %s", g->err);
     if (!graph_verify(g, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "internal error: validation graph fails verification: %s", err);
-    if (!fuse_build(g, o->fuse, a, &tc->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
-    if (o->fuse == FUSE_FULL && !views_build(g, &tc->efu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);
-    if (!memplan_build(g, -1, &tc->efu, o->precision, true, a, &tc->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
-    cJSON *m = cJSON_CreateObject();
-    if (!m) return diag_error(d, (Mark){0, 0}, "out of memory");
-    cJSON_AddStringToObject(m, "format", "yolocc-plan");
-    cJSON_AddStringToObject(m, "kind", "eval");
-    cJSON_AddNumberToObject(m, "nc", (double)cfg->nc);
-    cJSON_AddNumberToObject(m, "imgsz", tc->s.imgsz);
-    cJSON_AddNumberToObject(m, "batch", tc->val_batch);
-    cJSON_AddBoolToObject(m, "end2end", tc->end2end);
-    cJSON_AddNumberToObject(m, "max_boxes", o->max_boxes);
-    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
-    cJSON_AddNumberToObject(in, "images", tc->etg.images);
-    cJSON_AddNumberToObject(in, "boxes", tc->etg.boxes);
-    cJSON_AddNumberToObject(in, "counts", tc->etg.counts);
-    cJSON *out = cJSON_AddObjectToObject(m, "outputs");
-    cJSON_AddNumberToObject(out, "predictions", g->outputs[0]);
-    cJSON_AddNumberToObject(out, "loss", tc->etg.loss);
-    cJSON_AddNumberToObject(out, "items", tc->etg.items);
-    cJSON *mem = cJSON_AddObjectToObject(m, "memory");
-    cJSON_AddNumberToObject(mem, "arena_bytes", (double)tc->emp.arena_bytes);
-    cJSON_AddNumberToObject(mem, "persistent_bytes", (double)tc->emp.persistent_bytes);
-    tc->eval_meta_json = cJSON_PrintUnformatted(m);
-    cJSON_Delete(m);
-    return tc->eval_meta_json ? true : diag_error(d, (Mark){0, 0}, "out of memory");
+    if (!fuse_build(g, o->fuse, a, &ec->efu, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation fusion: %s", err);
+    if (o->fuse == FUSE_FULL && !views_build(g, &ec->efu, o->precision, kernel_op_strided_rows, a, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation zero-copy views: %s", err);
+    if (!memplan_build(g, -1, &ec->efu, o->precision, true, a, &ec->emp, err, sizeof err)) return diag_error(d, (Mark){0, 0}, "validation memory plan: %s", err);
+    ec->meta_json = eval_meta(cfg, o, end2end, batch, h, w, ec);
+    return ec->meta_json ? true : diag_error(d, (Mark){0, 0}, "out of memory");
+}
+
+void eval_compiled_free(EvalCompiled *ec) {
+    free(ec->meta_json);
+    ec->meta_json = NULL;
 }
 
 bool train_head_end2end(const ModelConfig *cfg) { return cfg->n_rows > 0 && strcmp(cfg->rows[cfg->n_rows - 1].module, "v10Detect") == 0; }
@@ -181,8 +195,8 @@ int train_accumulate(int batch) {
 
 void train_compiled_free(TrainCompiled *tc) {
     free(tc->meta_json);
-    free(tc->eval_meta_json);
-    tc->meta_json = tc->eval_meta_json = NULL;
+    tc->meta_json = NULL;
+    eval_compiled_free(&tc->ev);
 }
 
 bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o_in, TrainCompiled *tc, Diag *d) {
@@ -200,7 +214,7 @@ bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o_in
     if (strcmp(head, "Detect") != 0 && !tc->end2end)
         return diag_error(d, cfg->rows[cfg->n_rows - 1].module_mark, "training needs a Detect or v10Detect head, not %s", head);
     if (o->recompute_budget > 0 ? !fit_budget(a, cfg, o, tc, d) : !build_step(a, cfg, o, NULL, true, tc, d)) return false;
-    if (!build_eval(a, cfg, o, tc, d)) return false;
+    if (!compile_eval(a, cfg, o, tc->s.strides, tc->s.nstrides, tc->val_batch, tc->s.imgsz, tc->s.imgsz, &tc->ev, d)) return false;
     tc->meta_json = meta_json(cfg, o_in, tc);
     if (!tc->meta_json) return diag_error(d, (Mark){0, 0}, "out of memory");
     return true;

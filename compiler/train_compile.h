@@ -24,6 +24,17 @@ typedef struct TrainOptions {
     bool channels_last;         /* --layout nhwc: activations channels last (BuildOptions) */
 } TrainOptions;
 
+/* The validation graph: the model in eval mode (BN running statistics,
+ * decoded boxes) plus the detection loss on its raw levels, with its own
+ * fusion groups, memory plan and META. */
+typedef struct EvalCompiled {
+    Model em;
+    TrainingGraph etg;
+    Fusion efu;
+    MemPlan emp;
+    char *meta_json;            /* malloc'd */
+} EvalCompiled;
+
 typedef struct TrainCompiled {
     Model m;
     ModelSummary s;
@@ -35,17 +46,20 @@ typedef struct TrainCompiled {
     int accumulate;             /* batches per optimizer step: max(round(64 / (batch x world_size)), 1) */
     int val_batch;
     bool end2end;               /* a v10Detect head: E2EDetectLoss, and validation without NMS */
-    Model em;                   /* the validation graph (eval mode + loss) */
-    TrainingGraph etg;
-    Fusion efu;
-    MemPlan emp;
-    char *meta_json, *eval_meta_json;    /* malloc'd */
+    EvalCompiled ev;            /* the validation graph at the training image size */
+    char *meta_json;            /* malloc'd */
 } TrainCompiled;
 
 /* weight_decay in o is Ultralytics' hyper-parameter; the plan's group-1
  * decay is scaled by batch * accumulate / 64 as the trainer does. */
 bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d);
 void train_compiled_free(TrainCompiled *tc);
+/* The validation graph of cfg at batch x 3 x h x w (h, w multiples of the
+ * largest stride) with o's layout, fusion, precision and box limit; strides
+ * from the training compile (ModelSummary). compile_training makes one at
+ * its own size; the runtime makes others for rectangular letterboxes. */
+bool compile_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, const double *strides, int nstrides, int batch, int h, int w, EvalCompiled *ec, Diag *d);
+void eval_compiled_free(EvalCompiled *ec);
 /* Whether the model's head is end-to-end (v10Detect): its training loss is
  * Ultralytics' E2EDetectLoss and its validation selects without NMS. */
 bool train_head_end2end(const ModelConfig *cfg);

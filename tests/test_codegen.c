@@ -193,7 +193,7 @@ Test(codegen, launch_counts_per_block_type) {
     KProgram kp, ekp;
     char err[256];
     cr_assert(kernel_lower(g, &tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
-    cr_assert(kernel_lower(&tc.em.g, &tc.efu, PREC_FP32, &ekp, err, sizeof err), "%s", err);
+    cr_assert(kernel_lower(&tc.ev.em.g, &tc.ev.efu, PREC_FP32, &ekp, err, sizeof err), "%s", err);
     int conv = 0, bwd = 0, params = 0;
     for (int i = 0; i < tc.fu.n_groups; i++) {
         const FusionGroup *gr = &tc.fu.groups[i];
@@ -240,8 +240,8 @@ Test(codegen, launch_counts_per_block_type) {
     cr_expect_gt(conv, 10);
     cr_expect_eq(bwd, conv);
     int eval_conv = 0;
-    for (int i = 0; i < tc.efu.n_groups; i++) {
-        if (tc.efu.groups[i].pattern != PATTERN_CONV_BN_ACT) continue;
+    for (int i = 0; i < tc.ev.efu.n_groups; i++) {
+        if (tc.ev.efu.groups[i].pattern != PATTERN_CONV_BN_ACT) continue;
         int lib, gen;
         kernel_count_launches(&ekp, i, i + 1, &lib, &gen);
         eval_conv++;

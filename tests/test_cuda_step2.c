@@ -159,9 +159,9 @@ static void compile_cuda_training(const char *file, const char *scale, int64_t n
 /* The launches of tc's step (which 0) or validation graph (1), and their routes' census */
 static void census_of(const TrainCompiled *tc, int which, KProgram *kp, CudaStep *cs) {
     char err[512];
-    cr_assert(kernel_lower(which ? &tc->em.g : &tc->m.g, which ? &tc->efu : &tc->fu, PREC_BF16, kp, err, sizeof err), "%s", err);
+    cr_assert(kernel_lower(which ? &tc->ev.em.g : &tc->m.g, which ? &tc->ev.efu : &tc->fu, PREC_BF16, kp, err, sizeof err), "%s", err);
     memset(cs, 0, sizeof *cs);
-    cuda_step_census(cs, which ? &tc->em.g : &tc->m.g, kp);
+    cuda_step_census(cs, which ? &tc->ev.em.g : &tc->m.g, kp);
 }
 
 Test(cuda_step, yolo11_runs_nothing_on_the_host) {
@@ -172,7 +172,7 @@ Test(cuda_step, yolo11_runs_nothing_on_the_host) {
         const char *layout = m == 1 ? "nhwc" : "nchw";
         compile_cuda_training(models[m], "n", 0, m == 1, &a, &tc);
         for (int which = 0; which < 2; which++) {
-            const Graph *g = which ? &tc.em.g : &tc.m.g;
+            const Graph *g = which ? &tc.ev.em.g : &tc.m.g;
             KProgram kp;
             CudaStep cs;
             char line[1024];
@@ -214,8 +214,8 @@ Test(cuda_step, yolov10_end2end_losses_run_on_the_device) {
         TrainCompiled tc;
         compile_cuda_training("tests/parity/v10tiny.yaml", NULL, 3, nhwc, &a, &tc);
         for (int which = 0; which < 2; which++) {
-            const Graph *g = which ? &tc.em.g : &tc.m.g;
-            const TrainingGraph *tg = which ? &tc.etg : &tc.tg;
+            const Graph *g = which ? &tc.ev.em.g : &tc.m.g;
+            const TrainingGraph *tg = which ? &tc.ev.etg : &tc.tg;
             KProgram kp;
             CudaStep cs;
             char line[1024];

@@ -166,7 +166,7 @@ Test(fuse, plans_carry_checked_groups) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json, NULL, 0}, err,
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.ev.em.g, &f.tc.ev.emp, &f.tc.ev.efu, f.tc.ev.meta_json, NULL, 0}, err,
                          sizeof err),
               "%s", err);
     Plan p;
@@ -175,7 +175,7 @@ Test(fuse, plans_carry_checked_groups) {
     cr_expect(memcmp(p.fusion.groups, f.tc.fu.groups, sizeof(FusionGroup) * (size_t)f.tc.fu.n_groups) == 0);
     cr_expect(memcmp(p.fusion.internal, f.tc.fu.internal, sizeof(bool) * (size_t)f.tc.m.g.n_tensors) == 0);
     cr_assert(p.eval);
-    cr_expect_eq(p.eval->fusion.n_groups, f.tc.efu.n_groups);
+    cr_expect_eq(p.eval->fusion.n_groups, f.tc.ev.efu.n_groups);
     /* a conv group stretched over the next op breaks its rule */
     Fusion bad = p.fusion;
     bad.groups = arena_array(&p.arena, (size_t)bad.n_groups, sizeof(FusionGroup));

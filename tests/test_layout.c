@@ -26,7 +26,7 @@ Test(layout, nhwc_graph_is_channels_last_where_convs_are) {
     Built b;
     build_layout(&b, "models/tiny.yaml", NULL, true);
     for (int which = 0; which < 2; which++) {
-        const Graph *g = which ? &b.tc.em.g : &b.tc.m.g;
+        const Graph *g = which ? &b.tc.ev.em.g : &b.tc.m.g;
         int convs = 0, images_in = 0;
         for (int o = 0; o < g->n_ops; o++) {
             const Op *op = &g->ops[o];
@@ -86,10 +86,10 @@ Test(layout, kernels_see_rows_of_channels) {
     build_layout(&b, "models/tiny.yaml", NULL, true);
     char err[256];
     for (int which = 0; which < 2; which++) {
-        const Graph *g = which ? &b.tc.em.g : &b.tc.m.g;
+        const Graph *g = which ? &b.tc.ev.em.g : &b.tc.m.g;
         KProgram kp;
-        cr_assert(kernel_lower(g, which ? &b.tc.efu : &b.tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
-        const Views *v = which ? &b.tc.efu.views : &b.tc.fu.views;
+        cr_assert(kernel_lower(g, which ? &b.tc.ev.efu : &b.tc.fu, PREC_FP32, &kp, err, sizeof err), "%s", err);
+        const Views *v = which ? &b.tc.ev.efu.views : &b.tc.fu.views;
         int rows = 0, channel_copies = 0, transposes = 0, slices = 0;
         for (int l = 0; l < kp.n_launches; l++) {
             const KLaunch *ln = &kp.launches[l];

@@ -186,11 +186,11 @@ Test(lib_kernels, every_library_kernel_compiles_with_nvrtc) {
             TrainCompiled tc = {0};
             compile_model(&a, &tc, models[m][0], models[m][1], precs[pi], strcmp(models[m][2], "nhwc") == 0);
             for (int which = 0; which < 2; which++) {
-                const Graph *g = which ? &tc.em.g : &tc.m.g;
+                const Graph *g = which ? &tc.ev.em.g : &tc.m.g;
                 KProgram kp;
                 LibProgram lp;
                 char err[512];
-                cr_assert(kernel_lower(g, which ? &tc.efu : &tc.fu, precs[pi], &kp, err, sizeof err), "%s", err);
+                cr_assert(kernel_lower(g, which ? &tc.ev.efu : &tc.fu, precs[pi], &kp, err, sizeof err), "%s", err);
                 cr_assert(lib_program_build(g, precs[pi], &kp, &lp, err, sizeof err), "%s", err);
                 cr_expect_gt(lp.n_kernels, 0, "%s: pooling or resize somewhere", models[m][0]);
                 for (int k = 0; k < lp.n_kernels; k++) {

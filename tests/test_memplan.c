@@ -158,7 +158,7 @@ Test(memplan, loss_outputs_outlive_their_graph_yolov10_style) {
         const MemPlan *mp;
         const TrainingGraph *tg;
         const char *what;
-    } graphs[] = {{&b.tc.m.g, &b.tc.mp, &b.tc.tg, "training"}, {&b.tc.em.g, &b.tc.emp, &b.tc.etg, "validation"}};
+    } graphs[] = {{&b.tc.m.g, &b.tc.mp, &b.tc.tg, "training"}, {&b.tc.ev.em.g, &b.tc.ev.emp, &b.tc.ev.etg, "validation"}};
     for (int k = 0; k < 2; k++) {
         const Graph *g = graphs[k].g;
         const TrainingGraph *tg = graphs[k].tg;

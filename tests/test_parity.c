@@ -327,7 +327,7 @@ Test(parity, yolov10_style_validation, .timeout = 300) {
                   model_compile(&s.c.arena, &s.c.cfg, 64, 2, false, &s.c.m, &s.c.s, &s.c.d),
               "%s", s.c.d.msg);
     Model em;
-    BuildOptions eo = {.imgsz = 64, .batch = 2, .eval = true};
+    BuildOptions eo = {.h = 64, .w = 64, .batch = 2, .eval = true};
     cr_assert(model_build(&s.c.arena, &s.c.cfg, &eo, s.c.s.strides, s.c.s.nstrides, &em, &s.c.d), "%s", s.c.d.msg);
     Graph *g = &em.g;
     s.g = g;

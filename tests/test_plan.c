@@ -45,7 +45,7 @@ Test(plan, round_trip_is_the_same_graph) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json, NULL, 0}, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.ev.em.g, &f.tc.ev.emp, &f.tc.ev.efu, f.tc.ev.meta_json, NULL, 0}, err, sizeof err), "%s", err);
     Plan p;
     cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
     const Graph *a = &f.tc.m.g, *b = &p.g;
@@ -102,7 +102,7 @@ static unsigned char *tiny_plan_bytes(size_t *len) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.em.g, &f.tc.emp, &f.tc.efu, f.tc.eval_meta_json, NULL, 0}, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&f.tc.m.g, &f.tc.mp, &f.tc.fu, f.tc.meta_json, NULL, 0}, &(PlanPart){&f.tc.ev.em.g, &f.tc.ev.emp, &f.tc.ev.efu, f.tc.ev.meta_json, NULL, 0}, err, sizeof err), "%s", err);
     unsigned char *buf = (unsigned char *)tu_slurp(path, len);
     unlink(path);
     release(&f);

@@ -243,7 +243,7 @@ static void expect_bad_views(void (*tamper)(TrainCompiled *tc, int view), const 
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     close(fd);
-    cr_assert(plan_write(path, (PlanPart){&tc->m.g, &tc->mp, &tc->fu, tc->meta_json, NULL, 0}, &(PlanPart){&tc->em.g, &tc->emp, &tc->efu, tc->eval_meta_json, NULL, 0}, err, sizeof err), "%s", err);
+    cr_assert(plan_write(path, (PlanPart){&tc->m.g, &tc->mp, &tc->fu, tc->meta_json, NULL, 0}, &(PlanPart){&tc->ev.em.g, &tc->ev.emp, &tc->ev.efu, tc->ev.meta_json, NULL, 0}, err, sizeof err), "%s", err);
     Plan p;
     bool ok = plan_read(path, &p, err, sizeof err);
     plan_free(&p);
