@@ -33,7 +33,8 @@ echo "$model$scale at $imgsz, batch $batch, $images images, $threads threads: Ul
 "$ULTRA_PY" tools/ultralytics_predict_run.py --cfg "models/$model.yaml" --scale "$scale" --imgsz "$imgsz" --batch "$batch" \
   --threads "$threads" --source "$src" --weights-out "$tmp/w.safetensors" >"$tmp/u.json"
 echo "yolocc" >&2
-build/yolort predict "$tmp/m.plan" --weights "$tmp/w.safetensors" --source "$src" --no-save >"$tmp/y.txt"
+# the same batch and square letterbox as the predictor (rect is off there)
+build/yolort predict "$tmp/m.plan" --weights "$tmp/w.safetensors" --source "$src" --no-save --batch "$batch" --no-rect >"$tmp/y.txt"
 label=$model$scale
 case $model in *[0-9]"$scale") label=$model ;; esac # yolov10n: the scale is in the file's name
 rows=$(TMP=$tmp DATE=$(date -u +%F) COMMIT=$(git rev-parse --short HEAD) MACHINE="$(bench_machine)" MODEL="$label" IMGSZ=$imgsz BATCH=$batch python3 - <<'PY'

@@ -63,7 +63,7 @@ for f in "${files[@]}"; do
     fi
   fi
   build/yolort predict "$tmp/$name.plan" --weights "$tmp/$name.safetensors" --source "$tmp/images" --save-txt --save-conf --no-save \
-    --project "$tmp" --name "$name.y" >/dev/null 2>"$tmp/$name.yerr" || sed -n '1p' "$tmp/$name.yerr" >"$tmp/$name.failed"
+    --batch 2 --no-rect --project "$tmp" --name "$name.y" >/dev/null 2>"$tmp/$name.yerr" || sed -n '1p' "$tmp/$name.yerr" >"$tmp/$name.failed"
 done
 status=0
 rows=$(TMP=$tmp IMGSZ=$imgsz DATE=$(date -u +%F) COMMIT=$(git rev-parse --short HEAD) MACHINE="$(bench_machine)" python3 - <<'PY'

@@ -436,8 +436,8 @@ bool plan_eval_io(const Plan *ep, EvalIO *io) {
                    .items = plan_meta_tensor(ep, "outputs", "items"), .end2end = cJSON_IsTrue(cJSON_GetObjectItem(ep->meta, "end2end"))};
     if (io->images < 0 || io->boxes < 0 || io->counts < 0 || io->pred < 0 || io->items < 0) return false;
     const Shape *im = &ep->g.tensors[io->images].shape, *p = &ep->g.tensors[io->pred].shape, *bx = &ep->g.tensors[io->boxes].shape;
-    if (im->nd != 4 || im->d[1] != 3 || im->d[2] != im->d[3] || p->nd != 3 || p->d[0] != im->d[0] || p->d[1] < 5 || bx->nd != 3 || bx->d[0] != im->d[0] || bx->d[2] != 5)
+    if (im->nd != 4 || im->d[1] != 3 || p->nd != 3 || p->d[0] != im->d[0] || p->d[1] < 5 || bx->nd != 3 || bx->d[0] != im->d[0] || bx->d[2] != 5)
         return false;
-    io->batch = (int)im->d[0], io->imgsz = (int)im->d[2], io->nc = (int)p->d[1] - 4, io->anchors = (int)p->d[2], io->max_boxes = (int)bx->d[1];
+    io->batch = (int)im->d[0], io->h = (int)im->d[2], io->w = (int)im->d[3], io->imgsz = io->h > io->w ? io->h : io->w, io->nc = (int)p->d[1] - 4, io->anchors = (int)p->d[2], io->max_boxes = (int)bx->d[1];
     return true;
 }

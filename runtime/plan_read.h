@@ -36,10 +36,11 @@ double cjson_number(const cJSON *obj, const char *key, double dflt);
 typedef struct EvalIO {
     int images, boxes, counts, pred, items;   /* tensor ids */
     int batch, imgsz, nc, anchors, max_boxes;
+    int h, w;                                 /* the input's height and width (imgsz: the larger) */
     bool end2end;                             /* a v10Detect head: top-k selection instead of NMS */
 } EvalIO;
 /* False when META lacks one of them or their shapes are not those of a
- * detection model's validation graph (images [B, 3, S, S], boxes [B, M, 5],
+ * detection model's validation graph (images [B, 3, H, W], boxes [B, M, 5],
  * predictions [B, 4 + nc, anchors]). */
 bool plan_eval_io(const Plan *ep, EvalIO *io);
 

@@ -63,8 +63,11 @@ static const char USAGE[] =
     "  --save-txt (labels/STEM.txt: cls cx cy w h, normalised) --save-conf (and the score) --no-save (no annotated images)\n"
     "  --save-crop (each box, grown by 2% and 10 px, as crops/CLASS/STEM.jpg, STEM2.jpg, ...)\n"
     "  --vid-stride N (1): every Nth frame of a video  --save-frames (each annotated frame also as STEM_frames/STEM_F.jpg)\n"
-    "  The plan's validation graph (eval mode) runs on its batch and image size; class names come from the weights\n"
-    "  file (yolort train writes them), else class0, class1, ...\n"
+    "  --batch N (1): pictures per inference  --no-rect (letterbox every picture to the square image size)\n"
+    "  As `yolo predict` does with a .pt model, a batch of pictures of one size is letterboxed to the smallest\n"
+    "  stride multiples that hold it (rect); the plan's validation graph is rebuilt for that shape and batch.\n"
+    "  A CUDA plan runs at its own batch and square size, as an exported engine does. Class names come from the\n"
+    "  weights file (yolort train writes them), else class0, class1, ...\n"
     "\n"
     "val options: --conf X (0.001) --iou X (0.7) --max-det N (300)  --workers N (2)  --project DIR (runs/detect) --name NAME (val) --exist-ok   run directory PROJECT/NAME[N]\n"
     "  --no-plots (no run directory). The run directory gets Ultralytics' validation plots, as SVG:\n"
@@ -365,7 +368,7 @@ static int predict_cmd(int argc, char **argv) {
     PredictArgs a;
     predict_args_defaults(&a);
     a.plan = argv[2];
-    bool no_save = false;
+    bool no_save = false, no_rect = false;
     const TrainOpt opts[] = {
         {"--weights", OPT_STR, &a.weights, 0, 0}, {"--source", OPT_STR, &a.source, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0},
         {"--name", OPT_STR, &a.name, 0, 0}, {"--conf", OPT_NUM, &a.conf, 0, 1}, {"--iou", OPT_NUM, &a.iou, 0, 1},
@@ -373,11 +376,12 @@ static int predict_cmd(int argc, char **argv) {
         {"--save-txt", OPT_FLAG, &a.save_txt, 0, 0}, {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--reference", OPT_FLAG, &a.reference, 0, 0},
         {"--save-crop", OPT_FLAG, &a.save_crop, 0, 0}, {"--classes", OPT_STR, &a.classes, 0, 0},
         {"--vid-stride", OPT_INT, &a.vid_stride, 1, 100000}, {"--agnostic-nms", OPT_FLAG, &a.agnostic_nms, 0, 0},
-        {"--save-frames", OPT_FLAG, &a.save_frames, 0, 0},
+        {"--save-frames", OPT_FLAG, &a.save_frames, 0, 0}, {"--batch", OPT_INT, &a.batch, 1, 1024}, {"--no-rect", OPT_FLAG, &no_rect, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
     a.save = !no_save;
+    a.rect = !no_rect;
     if (!a.weights) return usage_error("%s", "no weights: pass --weights W.safetensors (e.g. RUN/weights/best.safetensors)");
     if (!a.source) return usage_error("%s", "no source: pass --source IMAGE, VIDEO, DIR, a glob or a .txt list");
     return predict_main(&a);

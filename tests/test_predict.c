@@ -10,7 +10,22 @@
 #include "test_predict.h"
 
 static void check_against_ultralytics(const char *model, const char *fixture_case, const char *args) {
-    check_against_ultralytics_on(model, fixture_case, args, "", 2e-6, true);
+    check_against_ultralytics_on(model, fixture_case, args, "", 2e-6, true, &SQUARE64);
+}
+
+/* `yolo predict`'s defaults for a .pt model (rect, batch 1) at 128 px: each
+ * image letterboxed to the smallest multiples of 32 that hold it, the shapes
+ * Ultralytics' predictor fed its model (small 40x30 and wide 96x64 -> 96x128,
+ * tall 64x96 -> 128x96); the validation graph is rebuilt for each. 3e-6: the
+ * printed sixth digit, which BN folded into the convs moves by up to 3 here. */
+static const PredictShapes RECT128 = {{"96x128", "128x96", "96x128"}, "(1, 3, 96, 128)"};
+
+Test(predict, yolov8_style_rect_letterbox_equals_ultralytics_predictor, .timeout = 300) {
+    check_against_ultralytics_on("v8tiny", "rect128", "--conf 0.25", "--imgsz 128", 3.5e-6, true, &RECT128);
+}
+
+Test(predict, yolov10_style_rect_letterbox_equals_ultralytics_predictor, .timeout = 300) {
+    check_against_ultralytics_on("v10tiny", "rect128", "--conf 0.25", "--imgsz 128", 3.5e-6, false, &RECT128);
 }
 
 Test(predict, yolov8_style_labels_equal_ultralytics_predictor, .timeout = 300) { check_against_ultralytics("v8tiny", "conf0.25", "--conf 0.25"); }
@@ -509,6 +524,34 @@ Test(predict, vid_stride_keeps_every_nth_frame, .timeout = 300) {
         cr_expect(strstr(r.out, line), "no '%s' line in:\n%s", line, r.out);
     }
     cr_expect(!strstr(r.out, "(frame 4/"), "more than 3 frames:\n%s", r.out);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
+/* --no-rect (Ultralytics' rect=False): every image at the square plan size,
+ * whose detections differ from the rect letterbox's; --batch 2 letterboxes a
+ * batch of two sizes square, as the predictor does without same_shapes. */
+Test(predict, no_rect_and_mixed_batches_letterbox_square, .timeout = 300) {
+    char dir[64];
+    setup_dir_for(dir, "v8tiny", "--imgsz 128");
+    CliResult r = predict(dir, "v8tiny", "--no-rect --save-txt --save-conf --no-save");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    int lines = 0;
+    for (const char *s = r.out; (s = strstr(s, "\nimage ")); s++, lines++) cr_expect(strstr(s, ": 128x128 ") && strstr(s, ": 128x128 ") < strchr(s + 1, '\n'), "not square: %.80s", s + 1);
+    cr_expect_eq(lines, 3, "%s", r.out);
+    cr_expect(strstr(r.out, "image 1/3 ") && strstr(r.out, "small.png: 128x128 "), "%s", r.out);
+    char run[128];
+    snprintf(run, sizeof run, "%s/runs/predict/labels/tall.txt", dir);
+    int n_square, n_rect;
+    Row *sq = read_rows(run, &n_square), *re = read_rows(FIXTURE "/v8tiny/rect128/tall.txt", &n_rect);
+    cr_expect(n_square != n_rect || memcmp(sq, re, sizeof *sq * (size_t)n_rect) != 0, "--no-rect found what the rect letterbox found");
+    free(sq);
+    free(re);
+    tu_free(&r);
+    r = predict(dir, "v8tiny", "--batch 2 --no-save --exist-ok");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "small.png: 128x128 ") && strstr(r.out, "tall.png: 128x128 ") && strstr(r.out, "wide.png: 96x128 "), "%s", r.out);
+    cr_expect(strstr(r.out, "per image at shape (2, 3, 96, 128)\n"), "%s", r.out);
     tu_free(&r);
     remove_dir(dir);
 }

@@ -103,11 +103,22 @@ static inline int compare_labels(const char *run, const char *expected_dir, cons
     return compare_labels_as(run, stem, expected_dir, stem, tol);
 }
 
+/* What a fixture case's run must show: each image's model input as the
+ * console prints it (small, tall, wide) and the Speed line's shape. */
+typedef struct PredictShapes {
+    const char *image[3];
+    const char *speed;
+} PredictShapes;
+
+/* The square cases at 64 px */
+static const PredictShapes SQUARE64 = {{"64x64", "64x64", "64x64"}, "(1, 3, 64, 64)"};
+
 /* MODEL's predictions with ARGS (the options of the fixture's CASE; plan
  * compiled with TARGET options) against the fixture's label files
- * MODEL/CASE within tol, the console lines, and with images the annotated
+ * MODEL/CASE within tol, the console lines (shapes in sh), and with images the annotated
  * images (libgd; a GPU machine may lack it). */
-static inline void check_against_ultralytics_on(const char *model, const char *fixture_case, const char *args, const char *target, double tol, bool images) {
+static inline void check_against_ultralytics_on(const char *model, const char *fixture_case, const char *args, const char *target, double tol, bool images,
+                                                const PredictShapes *sh) {
     char dir[64], extra[256], run[128], expected_dir[128];
     setup_dir_for(dir, model, target);
     snprintf(extra, sizeof extra, "%s --save-txt --save-conf%s", args, images ? "" : " --no-save");
@@ -123,7 +134,7 @@ static inline void check_against_ultralytics_on(const char *model, const char *f
         /* the console line: "image 1/3 /ABSOLUTE/PATH: 64x64 COUNTS, T ms", classes named from the weights' metadata */
         char head[4400], cwd[4096];
         cr_assert(getcwd(cwd, sizeof cwd));
-        snprintf(head, sizeof head, "image %d/3 %s/" FIXTURE "/%s.png: 64x64 ", i + 1, cwd, stems[i]);
+        snprintf(head, sizeof head, "image %d/3 %s/" FIXTURE "/%s.png: %s ", i + 1, cwd, stems[i], sh->image[i]);
         const char *line = strstr(r.out, head);
         cr_assert(line, "no line starting '%s' in:\n%s", head, r.out);
         /* what the labels count, as Results.verbose() words it: "38 reds, 1 green, 41 blues, " */
@@ -153,7 +164,9 @@ static inline void check_against_ultralytics_on(const char *model, const char *f
         image_free(&a);
         image_free(&b);
     }
-    cr_expect(strstr(r.out, "Speed: ") && strstr(r.out, "per image at shape (2, 3, 64, 64)"), "no speed line:\n%s", r.out);
+    char speed[64];
+    snprintf(speed, sizeof speed, "per image at shape %s\n", sh->speed);
+    cr_expect(strstr(r.out, "Speed: ") && strstr(r.out, speed), "no speed line ending '%s' in:\n%s", speed, r.out);
     char saved[256];
     snprintf(saved, sizeof saved, "3 labels saved to %s/labels", run);
     cr_expect(strstr(r.out, saved), "no '%s' in:\n%s", saved, r.out);

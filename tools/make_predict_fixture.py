@@ -17,6 +17,7 @@ the predictor exactly as `yolo predict` runs a .pt model (AutoBackend, BN
 fused into the convolutions, square letterbox since rect is off).
 
 Run: /opt/ultra/bin/python tools/make_predict_fixture.py   (ultralytics 8.3.x, torch, opencv)
+     /opt/ultra/bin/python tools/make_predict_fixture.py rect128   (only these cases, with the committed images and weights)
 """
 import json
 import shutil
@@ -43,6 +44,9 @@ CASES = {
     "conf0.25_classes_1_2": dict(conf=0.25, classes=[1, 2]),
     "conf0.25_iou0.3": dict(conf=0.25, iou=0.3),
     "conf0.25_iou0.3_agnostic": dict(conf=0.25, iou=0.3, agnostic_nms=True),
+    # `yolo predict`'s own defaults for a .pt model (Model.predict: rect=True, batch=1): each image letterboxed
+    # to the smallest multiples of 32 that hold it (LetterBox auto); at 128 px the three images take 96x128, 128x96, 96x128
+    "rect128": dict(conf=0.25, imgsz=128, rect=True, batch=1),
 }
 IMAGES = {"wide.png": (96, 64), "tall.png": (64, 96), "small.png": (40, 30)}  # (w, h)
 
@@ -105,24 +109,32 @@ def fixture_model(name):
 
 
 def main():
+    only = sys.argv[1:]  # case names: write only those, from the committed images and weights
     OUT.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(1)
     paths = []
     for k, (name, (w, h)) in enumerate(IMAGES.items()):
-        cv2.imwrite(str(OUT / name), make_image(w, h, k)[..., ::-1])  # RGB -> BGR for OpenCV
+        if not only:
+            cv2.imwrite(str(OUT / name), make_image(w, h, k)[..., ::-1])  # RGB -> BGR for OpenCV
         paths.append(str(OUT / name))
 
     from ultralytics.models.yolo.detect import DetectionPredictor
 
     for name in MODELS:
         model = fixture_model(name)
-        save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, str(OUT / f"{name}.safetensors"),
-                  metadata={"format": "pt", "producer": "tools/make_predict_fixture.py", "names": json.dumps(NAMES)})
+        if only:
+            model.load_state_dict(load_file(str(OUT / f"{name}.safetensors")), strict=True)
+        else:
+            save_file({k: v.contiguous() for k, v in sorted(model.state_dict().items())}, str(OUT / f"{name}.safetensors"),
+                      metadata={"format": "pt", "producer": "tools/make_predict_fixture.py", "names": json.dumps(NAMES)})
         for case, args in CASES.items():
+            if only and case not in only:
+                continue
             sub = OUT / name / case
             with tempfile.TemporaryDirectory() as tmp:
                 p = DetectionPredictor(overrides=predictor_overrides(tmp, args))
-                results = list(p(source=paths, model=model, stream=True))
+                # a list of paths is one batch whatever `batch` says; the directory, as yolort is given it, follows batch
+                results = list(p(source=str(OUT) if "batch" in args else paths, model=model, stream=True))
                 shutil.rmtree(sub, ignore_errors=True)
                 sub.mkdir(parents=True)
                 for r in results:

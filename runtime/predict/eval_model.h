@@ -13,8 +13,22 @@
 #include "../interp.h"
 #include "../plan_read.h"
 
+/* A validation graph opened on the CPU at one input shape, while another is
+ * the active one (eval_model_shape keeps them for reuse). */
+typedef struct EvalShape {
+    struct Plan *variant;   /* built at this shape (eval_shape.h), or NULL: the plan's own */
+    Interp ev;
+    GenCpu gen;
+    bool has_gen;
+    EvalIO io;
+    float *pred;
+    int pred_end;
+    bool opened;
+} EvalShape;
+
 typedef struct EvalModel {
-    Plan plan;              /* the training plan; plan.eval is what runs */
+    Plan plan;              /* the training plan; plan.eval, or variant, is what runs */
+    Plan *variant;          /* the active graph when eval_model_shape built it for another shape, else NULL */
     Interp ev;              /* host buffers of the validation graph (all of them on the CPU) */
     GenCpu gen;
     bool has_gen;
@@ -25,6 +39,12 @@ typedef struct EvalModel {
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
     float items[3];         /* the validation loss's box, cls, dfl after run() (NaN: run without labels on the CPU) */
     int pred_end;           /* CPU: the ops a run without labels needs, [0, pred_end) */
+    bool reference;
+    bool opened;            /* CPU: the active graph's arena and kernels are open (the plan's own opens at its first run, so a
+                             * predict at other shapes never holds its validation-batch arena) */
+    void **state;           /* the plan's own graph's parameter and buffer storage, in state order (every shape's graph reads it) */
+    EvalShape *shapes;      /* the inactive shapes opened so far */
+    int n_shapes;
 } EvalModel;
 
 /* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);
@@ -39,12 +59,18 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
  * device; eval_model_run cannot be called on it. For yolort export. */
 bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *report, int reportcap, char *err, int errcap);
 
-/* One batch: pixels [batch, 3, imgsz, imgsz] RGB planar, as bytes (floats
+/* One batch: pixels [batch, 3, h, w] (m->io) RGB planar, as bytes (floats
  * value / 255 are made from them on the side that runs the model), and the
  * labels as the loader gives them (boxes [batch, max_boxes, 5], counts
  * [batch]; both NULL: no labels). The predictions land in m->pred, the loss
  * items in m->items (without labels the CPU skips the loss: NaN). */
 bool eval_model_run(EvalModel *m, const uint8_t *pixels, const float *boxes, const int64_t *counts, char *err, int errcap);
+
+/* Makes the graph at batch x 3 x h x w the one eval_model_run runs (m->io,
+ * m->pred follow it): the plan's own at its size, else one built at that
+ * shape in this process (eval_shape.h) and kept for the next request. CPU
+ * plans only; on failure the active graph stays as it was. */
+bool eval_model_shape(EvalModel *m, int batch, int h, int w, char *err, int errcap);
 
 void eval_model_close(EvalModel *m);
 

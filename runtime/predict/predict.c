@@ -22,17 +22,18 @@
 #include "annotate.h"
 #include "crop.h"
 #include "eval_model.h"
+#include "eval_shape.h"
 #include "sources.h"
 
 void predict_args_defaults(PredictArgs *a) {
-    *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .vid_stride = 1, .save = true};
+    *a = (PredictArgs){.project = "runs/detect", .name = "predict", .conf = 0.25, .iou = 0.7, .max_det = 300, .vid_stride = 1, .save = true, .rect = true};
 }
 
-/* The letterboxed image as planar bytes for the model. */
-static bool preprocess(const Image *orig, int S, uint8_t *planar, char *err, int errcap) {
+/* The image letterboxed to w x h as planar bytes for the model. */
+static bool preprocess(const Image *orig, int h, int w, uint8_t *planar, char *err, int errcap) {
     Image lb;
-    if (!letterbox(orig, NULL, S, S, true, &lb, NULL)) return errf(err, errcap, "out of memory letterboxing");
-    size_t plane = (size_t)S * (size_t)S;
+    if (!letterbox(orig, NULL, w, h, true, &lb, NULL)) return errf(err, errcap, "out of memory letterboxing");
+    size_t plane = (size_t)h * (size_t)w;
     for (size_t i = 0; i < plane; i++)
         for (int c = 0; c < 3; c++) planar[(size_t)c * plane + i] = lb.px[i * 3 + (size_t)c];
     image_free(&lb);
@@ -42,9 +43,9 @@ static bool preprocess(const Image *orig, int S, uint8_t *planar, char *err, int
 /* Ultralytics' scale_boxes without ratio_pad: gain and padding computed from
  * the two shapes (the padding rounded from the unrounded scaled size, which
  * can differ by a pixel from the letterbox's), then clipped. */
-static void to_original(Detection *d, int n, int S, int w0, int h0) {
-    double gain = fmin((double)S / h0, (double)S / w0);
-    float pad_x = (float)nearbyint((S - w0 * gain) / 2 - 0.1), pad_y = (float)nearbyint((S - h0 * gain) / 2 - 0.1);
+static void to_original(Detection *d, int n, int h, int w, int w0, int h0) {
+    double gain = fmin((double)h / h0, (double)w / w0);
+    float pad_x = (float)nearbyint((w - w0 * gain) / 2 - 0.1), pad_y = (float)nearbyint((h - h0 * gain) / 2 - 0.1);
     metrics_dets_to_original(d, n, (float)gain, pad_x, pad_y, w0, h0);
 }
 
@@ -131,6 +132,8 @@ typedef struct Run {
     NmsOptions nms;
     unsigned char *keep;    /* per class: --classes keeps it (NULL: all kept) */
     EvalModel m;
+    int batch, square, stride;  /* pictures per inference; the plan's image size; the letterbox's stride multiple (rect) */
+    bool rect;              /* rect letterboxes: on request and on the CPU */
     Sources src;
     char dir[1100], labels[1200], crops[1200];   /* the run directory, its labels/ and crops/ */
     uint8_t *pixels;
@@ -155,7 +158,7 @@ typedef struct Run {
  * its stream ends. -1 with err (and nothing held) on a failure. */
 static int next_batch(Run *r, double *t_decode, char *err, int errcap) {
     int n = 0;
-    const int bs = r->m.io.batch, stride = r->a->vid_stride > 0 ? r->a->vid_stride : 1;
+    const int bs = r->batch, stride = r->a->vid_stride > 0 ? r->a->vid_stride : 1;
     double t0 = monotonic_seconds();
     while (n < bs && r->count < r->src.n) {
         const char *path = r->src.path[r->count];
@@ -216,14 +219,28 @@ static bool save_frame(Run *r, const char *src, const char *frame_stem, const Im
     return video_writer_put(r->out, im, err, errcap) && (!r->a->save_frames || save_image(r->frames_dir, frame_stem, im, err, errcap));
 }
 
+/* The input shape of a batch: Ultralytics' LetterBox(auto) size when rect is
+ * on and every picture has one size (its same_shapes), else the square plan size. */
+static void batch_shape(const Run *r, int count, int *h, int *w) {
+    const int S = r->square;
+    *h = *w = S;
+    bool same = r->rect;
+    for (int j = 1; same && j < count; j++) same = r->items[j].im.w == r->items[0].im.w && r->items[j].im.h == r->items[0].im.h;
+    if (same) eval_rect_shape(r->items[0].im.w, r->items[0].im.h, S, r->stride, h, w);
+}
+
 static bool predict_batch(Run *r, int count, double t_decode, char *err, int errcap) {
     const EvalModel *m = &r->m;
-    const int S = m->io.imgsz, rows = 4 + m->io.nc;
-    const size_t img_bytes = 3 * (size_t)S * (size_t)S;
+    int H, W;
+    batch_shape(r, count, &H, &W);
+    /* a shape's first batch builds its graph: set-up, like the predictor's warm-up, not preprocessing */
+    if (!eval_model_shape(&r->m, r->batch, H, W, err, errcap)) return false;
     double t0 = monotonic_seconds();
+    const int rows = 4 + m->io.nc;
+    const size_t img_bytes = 3 * (size_t)H * (size_t)W;
     memset(r->pixels, 114, img_bytes * (size_t)m->io.batch);
     for (int j = 0; j < count; j++)
-        if (!preprocess(&r->items[j].im, S, r->pixels + (size_t)j * img_bytes, err, errcap)) return false;
+        if (!preprocess(&r->items[j].im, H, W, r->pixels + (size_t)j * img_bytes, err, errcap)) return false;
     double t1 = monotonic_seconds();
     if (!eval_model_run(&r->m, r->pixels, NULL, NULL, err, errcap)) return false;
     double t2 = monotonic_seconds(), post = 0;
@@ -236,12 +253,12 @@ static bool predict_batch(Run *r, int count, double t_decode, char *err, int err
         const Item *it = &r->items[j];
         const char *path = r->src.path[it->src];
         Image *im = &r->items[j].im;
-        to_original(r->dets, n, S, im->w, im->h);
+        to_original(r->dets, n, H, W, im->w, im->h);
         post += monotonic_seconds() - p0;
         char line[4096], stem[600];
         describe(r->dets, n, m->io.nc, r->m.names, line, sizeof line);
-        if (it->frame) printf("video %d/%d (frame %d/%d) %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, it->frame, it->frames, path, S, S, line, (t2 - t1) * 1e3 / count);
-        else printf("image %d/%d %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, path, S, S, line, (t2 - t1) * 1e3 / count);
+        if (it->frame) printf("video %d/%d (frame %d/%d) %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, it->frame, it->frames, path, H, W, line, (t2 - t1) * 1e3 / count);
+        else printf("image %d/%d %s: %dx%d %s%.1fms\n", it->src + 1, r->src.n, path, H, W, line, (t2 - t1) * 1e3 / count);
         predict_output_stem(stem, sizeof stem, path, it->frame);
         if (r->a->save_txt) {
             if (!predict_save_txt(r->labels, stem, r->dets, n, im->w, im->h, r->a->save_conf, err, errcap)) return false;
@@ -283,8 +300,16 @@ int predict_main(const PredictArgs *a) {
     if (!sources_list(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
-    if (!(r.pixels = malloc(3 * (size_t)r.m.io.imgsz * (size_t)r.m.io.imgsz * (size_t)r.m.io.batch)) ||
-        !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1))) || !(r.items = calloc((size_t)r.m.io.batch, sizeof *r.items))) {
+    /* a CUDA plan is a static engine: its own batch and square size, as Ultralytics' LetterBox(auto=False) for one */
+    r.square = r.m.io.imgsz, r.stride = eval_plan_stride(&r.m.plan);
+    r.rect = a->rect && !r.m.cuda;
+    r.batch = r.m.cuda ? r.m.io.batch : a->batch > 0 ? a->batch : 1;
+    if (r.m.cuda && a->batch > 0 && a->batch != r.m.io.batch) {
+        snprintf(err, sizeof err, "--batch %d: a CUDA plan predicts at its validation batch, %d (recompile it with yolocc --batch %d for another)", a->batch, r.m.io.batch, r.m.io.batch / 2);
+        goto fail;
+    }
+    if (!(r.pixels = malloc(3 * (size_t)r.square * (size_t)r.square * (size_t)r.batch)) ||
+        !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1))) || !(r.items = calloc((size_t)r.batch, sizeof *r.items))) {
         snprintf(err, sizeof err, "out of memory");
         goto fail;
     }
@@ -319,7 +344,7 @@ int predict_main(const PredictArgs *a) {
     if (!video_writer_close(out, err, sizeof err)) goto fail;
     const int seen = r.seen > 0 ? r.seen : 1;
     printf("Speed: %.1fms preprocess, %.1fms inference, %.1fms postprocess per image at shape (%d, 3, %d, %d)\n", r.t_pre * 1e3 / seen,
-           r.t_inf * 1e3 / seen, r.t_post * 1e3 / seen, r.m.io.batch, r.m.io.imgsz, r.m.io.imgsz);
+           r.t_inf * 1e3 / seen, r.t_post * 1e3 / seen, r.batch < seen ? r.batch : seen, r.m.io.h, r.m.io.w);
     if (any_files) {
         printf("Results saved to %s\n", r.dir);
         if (a->save_txt) printf("%d label%s saved to %s\n", r.labels_written, r.labels_written > 1 ? "s" : "", r.labels);

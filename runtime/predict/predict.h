@@ -1,6 +1,6 @@
 /* runtime/predict/predict.h — `yolort predict PLAN --weights W --source S`:
- * Ultralytics' predict mode on a plan's eval-mode model (letterbox to the
- * plan's square size, NMS or an end-to-end head's selection, boxes in the
+ * Ultralytics' predict mode on a plan's eval-mode model (letterbox, rect by
+ * default as `yolo predict` does for a .pt model; NMS or an end-to-end head's selection, boxes in the
  * original pixels), with its console lines and its run directory
  * (annotated images and videos, labels/STEM.txt, crops/CLASS/STEM.jpg). */
 #ifndef YOLOCC_PREDICT_H
@@ -17,9 +17,11 @@ typedef struct PredictArgs {
     int max_det, vid_stride;   /* vid_stride: every Nth video frame (1: all) */
     bool agnostic_nms, exist_ok, save, save_txt, save_conf, save_crop, reference;
     bool save_frames;       /* each annotated video frame also as STEM_frames/STEM_F.jpg */
+    int batch;              /* pictures per inference (0: 1 on the CPU; a CUDA plan's own batch) */
+    bool rect;              /* a batch of one picture size letterboxed to the smallest stride multiples (Ultralytics' rect, LetterBox auto) */
 } PredictArgs;
 
-/* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on. */
+/* Ultralytics' defaults: conf 0.25, iou 0.7, max_det 300, runs/detect/predict, save on, rect on. */
 void predict_args_defaults(PredictArgs *a);
 
 /* The whole command: 0 done, 1 a failure while predicting, 2 bad arguments,

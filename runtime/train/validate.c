@@ -170,7 +170,7 @@ bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *
     const Plan *ep = t->plan.eval;
     TrainerEval e = {.t = t};
     memset(out, 0, sizeof *out);
-    if (!plan_eval_io(ep, &e.io)) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
+    if (!plan_eval_io(ep, &e.io) || e.io.h != e.io.w) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
     if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
     ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc, .anchors = e.io.anchors,
                  .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e, .nms = NMS_VALIDATION, .plots_dir = plots_dir, .imgsz = e.io.imgsz, .max_boxes = e.io.max_boxes};
