@@ -3,12 +3,14 @@
  * shapes and ranges, bit-identical batches for any worker count, epochs,
  * resume by skip, validation order/padding/ImageInfo, max_boxes, the RAM
  * cache and a vanished file. Owns these tests only. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../runtime/data/dataset.h"
 #include "../runtime/data/image_io.h"
 #include "../runtime/data/loader.h"
 
@@ -500,4 +502,63 @@ Test(loader, open_rejects_bad_options) {
     cr_assert_eq(v[0].dropped, 1 + 2 + 3);
     for (int k = 0; k < 3; k++) snap_free(&v[k]);
     fixture_close(&f);
+}
+
+/* Rect validation batches (LoaderOptions.rect) on tests/parity/val_rect: the
+ * images in the order, and the batches in the shapes, Ultralytics' dataset
+ * gave them (its batch_shapes and im_files, in the fixture's metrics.json,
+ * tools/make_val_rect_fixture.py); each image letterboxed unscaled and
+ * centred (its info maps back to the original), boxes normalised to the
+ * batch's own width and height; rect is refused for training. */
+Test(loader, rect_batches_follow_ultralytics_shapes_and_order) {
+    Dataset ds;
+    char err[512];
+    cr_assert(dataset_load("tests/parity/val_rect/data.yaml", &(DatasetOptions){.splits = DATASET_VAL}, &ds, NULL, err, sizeof err), "%s", err);
+    FILE *f = fopen("tests/parity/val_rect/v8tiny/metrics.json", "rb");
+    cr_assert(f);
+    char text[4096];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    cJSON *m = cJSON_Parse(text);
+    const cJSON *shapes = cJSON_GetObjectItem(m, "batch_shapes"), *files = cJSON_GetObjectItem(m, "im_files");
+    cr_assert(cJSON_GetArraySize(shapes) == 3 && cJSON_GetArraySize(files) == 6);
+    LoaderOptions o = {.batch = 2, .imgsz = 128, .max_boxes = 8, .train = false, .workers = 2, .rect = true, .stride = 32};
+    Loader *l = loader_open(&ds.val, &o, err, sizeof err);
+    cr_assert(l, "%s", err);
+    void *bufs[LOADER_SLOTS];
+    size_t each;
+    loader_pixel_buffers(l, bufs, &each);
+    cr_expect_eq(each, (size_t)2 * 3 * 160 * 160 * sizeof(float), "room for the largest batch side, 160: %zu bytes", each);
+    cr_assert(loader_start_epoch(l, 0, false, 0, err, sizeof err), "%s", err);
+    Batch b;
+    int k = 0;
+    for (int bi = 0; loader_next(l, &b, err, sizeof err); bi++) {
+        const cJSON *sh = cJSON_GetArrayItem(shapes, bi);
+        cr_expect(b.h == cJSON_GetArrayItem(sh, 0)->valueint && b.w == cJSON_GetArrayItem(sh, 1)->valueint, "batch %d: %dx%d, Ultralytics %dx%d", bi, b.h, b.w,
+                  cJSON_GetArrayItem(sh, 0)->valueint, cJSON_GetArrayItem(sh, 1)->valueint);
+        for (int j = 0; j < b.n_valid; j++, k++) {
+            const Sample *s = &ds.val.samples[b.info[j].index];
+            cr_expect_str_eq(dataset_file_name(s->image), cJSON_GetArrayItem(files, k)->valuestring, "image %d", k);
+            /* unscaled (the long side was resized to 128 already) and centred */
+            const double r = 128.0 / (s->w > s->h ? s->w : s->h);
+            cr_expect(fabs(b.info[j].ratio - r) < 1e-6, "%s: ratio %g, want %g", s->image, b.info[j].ratio, r);
+            cr_expect(fabs(b.info[j].pad_x - nearbyint((b.w - s->w * r) / 2 - 0.1)) < 1e-6 && fabs(b.info[j].pad_y - nearbyint((b.h - s->h * r) / 2 - 0.1)) < 1e-6,
+                      "%s: pad %g, %g in %dx%d", s->image, b.info[j].pad_x, b.info[j].pad_y, b.h, b.w);
+            /* the first label's centre, normalised to the batch's w and h, maps back to the file's */
+            const float *bx = b.boxes + (size_t)j * 8 * 5;
+            cr_assert_gt(b.counts[j], 0);
+            const double cx = (bx[1] * b.w - b.info[j].pad_x) / b.info[j].ratio, cy = (bx[2] * b.h - b.info[j].pad_y) / b.info[j].ratio;
+            cr_expect(fabs(cx - s->labels[0].cx * s->w) < 0.05 && fabs(cy - s->labels[0].cy * s->h) < 0.05, "%s: label centre (%g, %g), file (%g, %g)", s->image, cx, cy,
+                      s->labels[0].cx * s->w, s->labels[0].cy * s->h);
+        }
+    }
+    cr_expect_eq(err[0], 0, "%s", err);
+    cr_expect_eq(k, 6);
+    loader_close(l);
+    o.train = true;
+    cr_expect_null(loader_open(&ds.val, &o, err, sizeof err));
+    cr_expect(strstr(err, "rect batches are for validation"), "%s", err);
+    cJSON_Delete(m);
+    dataset_free(&ds);
 }

@@ -4,17 +4,19 @@
  * disk beyond decoding the listed images, model plans, or the step.
  *
  * Deviations from Ultralytics (also listed in bench/LOADER.md):
+ * - Rect validation orders equal aspect ratios by path (numpy's argsort is
+ *   not stable).
  * - Mosaic's 3 extra images are drawn uniformly (with replacement) from the
  *   whole split with the sample's own random stream, not from a buffer of
  *   recently loaded images, so batches do not depend on worker timing. It
  *   costs 3 more decodes per mosaic sample unless cache_ram is on.
- * - Validation letterboxes every image into the square imgsz x imgsz input;
- *   no rect batching (the plan's input shape is fixed).
  * - Training drops the last partial batch (the plan's batch is fixed).
  * - Random streams are ours (xoshiro256**), not Python's and numpy's. */
 #include "loader.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,6 +51,9 @@ struct Loader {
     LoaderOptions o;
     int nb;
     int *order;
+    int *rect_order;                /* rect: the split by aspect ratio */
+    int *shape;                     /* rect: per batch its h and w */
+    int side;                       /* the pixel buffers' room: the largest batch side */
     int epoch;
     bool mosaic, started, failed, stop;
     char fail_err[512];
@@ -190,13 +195,13 @@ static bool train_sample(Loader *l, Rng *r, int idx, Image *im, Boxes *bx, char 
     return true;
 }
 
-static bool val_sample(Loader *l, int idx, Image *im, Boxes *bx, ImageInfo *info, char *err, int errcap) {
+static bool val_sample(Loader *l, int idx, int out_h, int out_w, Image *im, Boxes *bx, ImageInfo *info, char *err, int errcap) {
     Image own;
     const Image *src;
     int w0, h0;
     if (!get_image(l, idx, &own, &src, &w0, &h0, err, errcap)) return false;
     LetterboxGeom g;
-    bool ok = labels_to_boxes(&l->split->samples[idx], src->w, src->h, bx) && letterbox(src, bx, l->o.imgsz, l->o.imgsz, false, im, &g);
+    bool ok = labels_to_boxes(&l->split->samples[idx], src->w, src->h, bx) && letterbox(src, bx, out_w, out_h, false, im, &g);
     image_free(&own);
     if (!ok) return errf(err, errcap, "%s: out of memory letterboxing", l->split->samples[idx].image);
     double r0 = (double)l->o.imgsz / (w0 > h0 ? w0 : h0);
@@ -208,8 +213,8 @@ static bool val_sample(Loader *l, int idx, Image *im, Boxes *bx, ImageInfo *info
 
 /* Writes image j of slot s; returns kept boxes through *kept, dropped through *dropped. */
 static void emit(Loader *l, Slot *s, int j, const Image *im, const Boxes *bx, const ImageInfo *info, int *kept, int *dropped) {
-    int S = l->o.imgsz, mb = l->o.max_boxes;
-    size_t plane = (size_t)S * S;
+    const int H = s->b.h, W = s->b.w, mb = l->o.max_boxes;
+    size_t plane = (size_t)H * (size_t)W;
     if (s->b.bytes) {
         uint8_t *dst = s->b.bytes + (size_t)j * 3 * plane;
         if (!im) memset(dst, 0, 3 * plane);
@@ -232,12 +237,12 @@ static void emit(Loader *l, Slot *s, int j, const Image *im, const Boxes *bx, co
     int n = bx ? bx->n : 0, k = n < mb ? n : mb;
     for (int i = 0; i < k; i++) {
         const Box *b = &bx->b[i];
-        float inv = 1.0f / (float)S;
+        const float inv_w = 1.0f / (float)W, inv_h = 1.0f / (float)H;
         o[5 * i] = (float)b->cls;
-        o[5 * i + 1] = (b->x1 + b->x2) * 0.5f * inv;
-        o[5 * i + 2] = (b->y1 + b->y2) * 0.5f * inv;
-        o[5 * i + 3] = (b->x2 - b->x1) * inv;
-        o[5 * i + 4] = (b->y2 - b->y1) * inv;
+        o[5 * i + 1] = (b->x1 + b->x2) * 0.5f * inv_w;
+        o[5 * i + 2] = (b->y1 + b->y2) * 0.5f * inv_h;
+        o[5 * i + 3] = (b->x2 - b->x1) * inv_w;
+        o[5 * i + 4] = (b->y2 - b->y1) * inv_h;
     }
     s->b.counts[j] = k;
     s->b.info[j] = *info;
@@ -268,7 +273,7 @@ static bool make_sample(Loader *l, Slot *s, long batch, int j, int *kept, int *d
         const Sample *sm = &l->split->samples[idx];
         info = (ImageInfo){idx, sm->w, sm->h, 1, 0, 0};
     } else {
-        ok = val_sample(l, idx, &im, &bx, &info, err, errcap);
+        ok = val_sample(l, idx, s->b.h, s->b.w, &im, &bx, &info, err, errcap);
     }
     if (ok) emit(l, s, j, &im, &bx, &info, kept, dropped);
     image_free(&im);
@@ -290,6 +295,8 @@ static void assign(Loader *l) {
         s->failed = false;
         s->err[0] = 0;
         s->b.instances = s->b.dropped_boxes = 0;
+        s->b.h = l->shape ? l->shape[2 * s->batch] : l->o.imgsz;
+        s->b.w = l->shape ? l->shape[2 * s->batch + 1] : l->o.imgsz;
         s->b.n_valid = (int)((l->split->n - s->batch * l->o.batch) < l->o.batch ? l->split->n - s->batch * l->o.batch : l->o.batch);
     }
 }
@@ -375,11 +382,52 @@ undo_mu:
     return rc;
 }
 
+static const DataSplit *g_sort_split; /* qsort has no context argument: set under sort_mu while it sorts */
+
+static int by_aspect(const void *a, const void *b) {
+    const Sample *s = g_sort_split->samples;
+    const int i = *(const int *)a, j = *(const int *)b;
+    const double ri = (double)s[i].h / s[i].w, rj = (double)s[j].h / s[j].w;
+    return ri < rj ? -1 : ri > rj ? 1 : (i > j) - (i < j);
+}
+
+/* Ultralytics' set_rectangle: the split by aspect ratio h/w and each batch's
+ * shape, ceil(shape x imgsz / stride + 0.5) x stride with shape (hi, 1) if
+ * all ratios are below 1, (1, 1 / lo) if all are above, else (1, 1). */
+static bool rect_batches(Loader *l) {
+    const DataSplit *sp = l->split;
+    const int n = sp->n, B = l->o.batch, nb = (n + B - 1) / B, S = l->o.imgsz, st = l->o.stride;
+    if (!(l->rect_order = malloc(sizeof(int) * (size_t)n)) || !(l->shape = malloc(sizeof(int) * 2 * (size_t)nb))) return false;
+    for (int i = 0; i < n; i++) l->rect_order[i] = i;
+    static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+    lock(&sort_mu);
+    g_sort_split = sp;
+    qsort(l->rect_order, (size_t)n, sizeof(int), by_aspect);
+    unlock(&sort_mu);
+    for (int b = 0; b < nb; b++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int k = b * B; k < n && k < (b + 1) * B; k++) {
+            const Sample *s = &sp->samples[l->rect_order[k]];
+            const double r = (double)s->h / s->w;
+            lo = r < lo ? r : lo, hi = r > hi ? r : hi;
+        }
+        double sh = 1, sw = 1;
+        if (hi < 1) sh = hi;
+        else if (lo > 1) sw = 1 / lo;
+        l->shape[2 * b] = (int)ceil(sh * S / st + 0.5) * st;
+        l->shape[2 * b + 1] = (int)ceil(sw * S / st + 0.5) * st;
+        for (int k = 0; k < 2; k++) l->side = l->shape[2 * b + k] > l->side ? l->shape[2 * b + k] : l->side;
+    }
+    return true;
+}
+
 Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap) {
     if (!split || !o) return errf(err, errcap, "loader: no split or no options"), NULL;
     if (o->batch < 1 || o->imgsz < 2 || o->imgsz > 16384 || o->max_boxes < 0 || o->workers < 0 || o->workers > MAX_WORKERS)
         return errf(err, errcap, "loader: bad options (batch %d, imgsz %d, max_boxes %d, workers %d; workers <= %d)", o->batch, o->imgsz, o->max_boxes, o->workers, MAX_WORKERS), NULL;
     if (split->n < 1) return errf(err, errcap, "loader: the split has no images"), NULL;
+    if (o->rect && (o->train || o->stride < 1 || o->stride > o->imgsz))
+        return errf(err, errcap, "loader: rect batches are for validation, with a stride in [1, imgsz] (got %d)", o->stride), NULL;
     if (o->shards < 0 || o->shard < 0 || (o->shards > 1 && (!o->train || o->shard >= o->shards)))
         return errf(err, errcap, "loader: bad shard %d of %d (training loaders only)", o->shard, o->shards), NULL;
     const int shards = o->shards > 1 ? o->shards : 1;
@@ -396,8 +444,9 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
     l->hold = -1;
     for (int i = 0; i < 256; i++) l->lut255[i] = (float)i / 255.0f;
     l->order = malloc((size_t)split->n * sizeof *l->order);
-    bool ok = l->order != NULL;
-    size_t px = (size_t)o->batch * 3 * o->imgsz * o->imgsz, nbox = (size_t)o->batch * (o->max_boxes ? o->max_boxes : 1) * 5;
+    l->side = o->imgsz;
+    bool ok = l->order != NULL && (!o->rect || rect_batches(l));
+    size_t px = (size_t)o->batch * 3 * l->side * l->side, nbox = (size_t)o->batch * (o->max_boxes ? o->max_boxes : 1) * 5;
     for (int i = 0; ok && i < RING; i++) {
         Batch *b = &l->slot[i].b;
         l->slot[i].batch = -1;
@@ -414,6 +463,8 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
         free_slots(l);
         free(l->cache);
         free(l->order);
+        free(l->rect_order);
+        free(l->shape);
         free(l);
         return errf(err, errcap, "loader: out of memory for %d batch buffers of %d x 3 x %d x %d", RING, o->batch, o->imgsz, o->imgsz), NULL;
     }
@@ -422,6 +473,8 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
         free_slots(l);
         free(l->cache);
         free(l->order);
+        free(l->rect_order);
+        free(l->shape);
         free(l);
         return errf(err, errcap, "loader: cannot create its locks: %s", strerror(rc)), NULL;
     }
@@ -440,7 +493,7 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
 }
 
 int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each) {
-    *bytes_each = (size_t)l->o.batch * 3 * l->o.imgsz * l->o.imgsz * (l->o.bytes ? 1 : sizeof(float));
+    *bytes_each = (size_t)l->o.batch * 3 * l->side * l->side * (l->o.bytes ? 1 : sizeof(float));
     for (int i = 0; i < RING; i++) bufs[i] = l->o.bytes ? (void *)l->slot[i].b.bytes : (void *)l->slot[i].b.images;
     return RING;
 }
@@ -457,7 +510,7 @@ bool loader_start_epoch(Loader *l, int epoch, bool mosaic, int skip, char *err, 
     l->next_assign = l->next_return = 0;
     l->hold = -1;
     while (l->busy > 0) wait_on(&l->done, &l->mu);
-    for (int i = 0; i < l->split->n; i++) l->order[i] = i;
+    for (int i = 0; i < l->split->n; i++) l->order[i] = l->rect_order ? l->rect_order[i] : i;
     if (l->o.train) {
         Rng r;
         rng_seed(&r, rng_mix(rng_mix(l->o.seed, TAG_SHUFFLE), (uint64_t)epoch));
@@ -534,5 +587,7 @@ void loader_close(Loader *l) {
     free_slots(l);
     free_cache(l);
     free(l->order);
+    free(l->rect_order);
+    free(l->shape);
     free(l);
 }

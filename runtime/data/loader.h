@@ -32,6 +32,12 @@ typedef struct LoaderOptions {
      * keyed by that position, so the ranks' batches i together are, image for
      * image, one process's batch i of batch x shards */
     int shard, shards;
+    /* validation only: Ultralytics' rect batches (training-semantics 3.2):
+     * images in order of aspect ratio h/w (ties by path), each batch the
+     * shape ceil(ratio x imgsz / stride + 0.5) x stride of its ratios,
+     * every image letterboxed into it without scaling up */
+    bool rect;
+    int stride;
 } LoaderOptions;
 
 /* Per image of a batch, what validation needs to map boxes back to the
@@ -44,9 +50,10 @@ typedef struct ImageInfo {
 } ImageInfo;
 
 typedef struct Batch {
-    float *images;      /* [batch, 3, imgsz, imgsz], RGB, value / 255; NULL with LoaderOptions.bytes */
+    int h, w;           /* the images' height and width: imgsz, or a rect batch's shape */
+    float *images;      /* [batch, 3, h, w], RGB, value / 255; NULL with LoaderOptions.bytes */
     uint8_t *bytes;     /* the same pixels as bytes (LoaderOptions.bytes), else NULL */
-    float *boxes;       /* [batch, max_boxes, 5]: cls, cx, cy, w, h normalised to imgsz */
+    float *boxes;       /* [batch, max_boxes, 5]: cls, cx, cy, w, h normalised to w x h */
     int64_t *counts;    /* [batch] boxes per image */
     ImageInfo *info;    /* [batch] */
     int n_valid;        /* images that are real samples (val: the last batch may be partial) */
@@ -62,7 +69,7 @@ typedef struct Loader Loader;
 Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap);
 int loader_batches_per_epoch(const Loader *l);
 /* The pixel buffers batches are handed out in (Batch.bytes, or Batch.images),
- * LOADER_SLOTS of them, bytes_each long and fixed while the loader is open:
+ * LOADER_SLOTS of them, bytes_each long (room for the largest batch shape) and fixed while the loader is open:
  * a GPU pins them once, and uploads each batch from where it lies. */
 #define LOADER_SLOTS 3
 int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each);

@@ -17,7 +17,7 @@
 typedef struct BatchPlot {
     const Batch *b;
     int n;                         /* images of the batch to show (the first 16 of them) */
-    int imgsz, max_boxes;          /* the loader's */
+    int imgsz, max_boxes;          /* the loader's (imgsz: the side of a batch that gives no h, w) */
     const DataSplit *split;        /* where the tiles' file names come from */
     /* per image, predictions in network pixels (xyxy), labelled "name 0.9";
      * NULL: the batch's own labels, labelled by name */
@@ -26,7 +26,7 @@ typedef struct BatchPlot {
     const char *const *names;      /* NULL: class indices, as training samples are */
 } BatchPlot;
 
-/* Tiles of imgsz in a square grid filled column by column on white, the
+/* Tiles of the batch's h x w in a square grid filled column by column on white, the
  * whole scaled down to at most 1920 px (bilinear), a white 2 px border and
  * the file name (first 40 bytes) on each tile, the boxes in the palette of
  * `yolort predict`, written as a JPEG of quality 75 (PIL's default).
