@@ -55,6 +55,20 @@ static bool schedule_frees(Interp *it, const int *end) {
     return true;
 }
 
+void interp_arena_release(Interp *it) {
+    free(it->arena);
+    it->arena = NULL;
+}
+
+bool interp_arena_restore(Interp *it, const int64_t *offset, int64_t arena_bytes) {
+    if (it->arena) return true;
+    if (!(it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1))) return false;
+    memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
+    for (int t = 0; t < it->g->n_tensors; t++)
+        if (offset[t] >= 0) it->buf[t] = it->arena + offset[t];
+    return true;
+}
+
 bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison) {
     const Graph *g = it->g;
     it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1);

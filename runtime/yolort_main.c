@@ -76,6 +76,9 @@ static const char USAGE[] =
     "  --save-txt (labels/STEM.txt of every detection, conf 0.001 up) --save-conf (and the score)\n"
     "  --save-json (predictions.json, COCO results format: image_id, category_id, bbox x y w h, score)\n"
     "  --split val|test|train (val): the data YAML's list to validate  --single-cls (labels as one class; a plan for nc 1)\n"
+    "  --batch N (16)  --no-rect: as `yolo val` runs a .pt model, images go in order of aspect ratio in rect\n"
+    "  batches (each the smallest stride multiples, plus half a stride, that hold its images); the validation\n"
+    "  graph is rebuilt per batch shape. A CUDA plan validates at its own batch and square size.\n"
     "  (yolort train draws them into its run directory at the final evaluation).\n"
     "\n"
     "export options (Ultralytics names and defaults): --format onnx  --batch N (1)  --dynamic (any batch)\n"
@@ -406,7 +409,7 @@ static int export_cmd(int argc, char **argv) {
 /* `yolort val PLAN --weights W --data DATA.yaml [options]` */
 static int val_cmd(int argc, char **argv) {
     ValArgs a = {.plan = argv[2], .workers = 2, .project = "runs/detect", .name = "val", .conf = 0.001, .iou = 0.7, .max_det = 300};
-    bool no_plots = false;
+    bool no_plots = false, no_rect = false;
     const TrainOpt opts[] = {
         {"--weights", OPT_STR, &a.weights, 0, 0}, {"--data", OPT_STR, &a.data, 0, 0}, {"--workers", OPT_INT, &a.workers, 0, 256},
         {"--reference", OPT_FLAG, &a.reference, 0, 0}, {"--project", OPT_STR, &a.project, 0, 0}, {"--name", OPT_STR, &a.name, 0, 0},
@@ -414,9 +417,11 @@ static int val_cmd(int argc, char **argv) {
         {"--save-conf", OPT_FLAG, &a.save_conf, 0, 0}, {"--save-json", OPT_FLAG, &a.save_json, 0, 0},
         {"--conf", OPT_NUM, &a.conf, 0, 1}, {"--iou", OPT_NUM, &a.iou, 0, 1}, {"--max-det", OPT_INT, &a.max_det, 1, 100000},
         {"--split", OPT_STR, &a.split, 0, 0}, {"--single-cls", OPT_FLAG, &a.single_cls, 0, 0},
+        {"--batch", OPT_INT, &a.batch, 1, 1024}, {"--no-rect", OPT_FLAG, &no_rect, 0, 0},
     };
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
+    a.rect = !no_rect;
     if (a.split && strcmp(a.split, "val") != 0 && strcmp(a.split, "test") != 0 && strcmp(a.split, "train") != 0)
         return usage_error("--split must be val, test or train, got '%s'", a.split);
     a.plots = !no_plots;

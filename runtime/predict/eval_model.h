@@ -9,42 +9,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../gen_cpu.h"
 #include "../interp.h"
 #include "../plan_read.h"
-
-/* A validation graph opened on the CPU at one input shape, while another is
- * the active one (eval_model_shape keeps them for reuse). */
-typedef struct EvalShape {
-    struct Plan *variant;   /* built at this shape (eval_shape.h), or NULL: the plan's own */
-    Interp ev;
-    GenCpu gen;
-    bool has_gen;
-    EvalIO io;
-    float *pred;
-    int pred_end;
-    bool opened;
-} EvalShape;
+#include "eval_shape.h"
 
 typedef struct EvalModel {
-    Plan plan;              /* the training plan; plan.eval, or variant, is what runs */
-    Plan *variant;          /* the active graph when eval_model_shape built it for another shape, else NULL */
-    Interp ev;              /* host buffers of the validation graph (all of them on the CPU) */
-    GenCpu gen;
-    bool has_gen;
+    Plan plan;              /* the training plan; plan.eval is its own validation graph */
+    Interp ev;              /* host buffers of plan.eval: its parameters and buffers (the weights), inputs and outputs */
+    void **state;           /* ev's parameter and buffer storage, in state order (every shape's graph reads it) */
+    EvalIO own_io;          /* plan.eval's inputs, outputs and sizes */
+    EvalGraph own;          /* plan.eval on the CPU, opened at its first run (so a predict at other shapes never holds its arena) */
+    bool own_open;
+    EvalShapes shapes;      /* the CPU graphs of other shapes (eval_model_shape) */
+    EvalGraph *active;      /* the CPU graph eval_model_run runs: &own or one of shapes' */
+    bool reference;
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
     bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
-    EvalIO io;              /* the graph's inputs, outputs and sizes */
+    EvalIO io;              /* the active graph's inputs, outputs and sizes */
     char **names;           /* io.nc class names: the weights file's metadata `names`, else class0, class1, ... */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
     float items[3];         /* the validation loss's box, cls, dfl after run() (NaN: run without labels on the CPU) */
-    int pred_end;           /* CPU: the ops a run without labels needs, [0, pred_end) */
-    bool reference;
-    bool opened;            /* CPU: the active graph's arena and kernels are open (the plan's own opens at its first run, so a
-                             * predict at other shapes never holds its validation-batch arena) */
-    void **state;           /* the plan's own graph's parameter and buffer storage, in state order (every shape's graph reads it) */
-    EvalShape *shapes;      /* the inactive shapes opened so far */
-    int n_shapes;
 } EvalModel;
 
 /* Opens PLAN's validation graph and loads WEIGHTS (PyTorch state_dict names);

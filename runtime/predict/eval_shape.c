@@ -1,6 +1,7 @@
-/* runtime/predict/eval_shape.c — the validation graph at another input
- * shape: META's model YAML through the compiler's own front end and passes
- * (compile_eval), encoded and parsed back as a plan. Must not run anything. */
+/* runtime/predict/eval_shape.c — a validation graph opened on the CPU, and
+ * the graph at another input shape: META's model YAML through the
+ * compiler's own front end and passes (compile_eval), encoded and parsed
+ * back as a plan, then opened like the plan's own. */
 #include "eval_shape.h"
 
 #include <math.h>
@@ -89,4 +90,92 @@ bool eval_plan_at_shape(const Plan *train, int batch, int h, int w, Plan *out, c
     eval_compiled_free(&ec);
     arena_free(&a);
     return ok;
+}
+
+bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap) {
+    Plan *own = eg->own;
+    *eg = (EvalGraph){.plan = ep, .own = own};
+    const Graph *g = &ep->g;
+    if (!plan_eval_io(ep, &eg->io)) return errf(err, errcap, "the validation graph's META is incomplete or its inputs have unexpected shapes");
+    if (!interp_init(&eg->ev, g)) return errf(err, errcap, "out of memory");
+    eg->ev.fast = !reference;
+    for (int i = 0; state && i < g->n_state; i++) eg->ev.buf[g->state[i]] = state[i];
+    for (int id = 0; id < g->n_tensors; id++)
+        if (g->tensors[id].kind != TK_ACTIVATION && !interp_tensor(&eg->ev, id)) return errf(err, errcap, "out of memory");
+    if (ep->offset && (!interp_use_arena(&eg->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&eg->ev, &ep->fusion))) return errf(err, errcap, "out of memory");
+    if (ep->kernels && !reference) {
+        char why[400];
+        if (!gen_cpu_open(&eg->gen, ep, why, sizeof why)) return errf(err, errcap, "validation kernels: %s", why);
+        eg->has_gen = true;
+        interp_use_generated(&eg->ev, &eg->gen);
+    }
+    /* a run without labels stops after the fusion group that makes the
+     * predictions: the validation loss after it has no labels to score */
+    const int p = g->tensors[eg->io.pred].producer;
+    eg->pred_end = p + 1;
+    for (int gi = 0; gi < ep->fusion.n_groups; gi++) {
+        const FusionGroup *fg = &ep->fusion.groups[gi];
+        if (p >= fg->first && p < fg->first + fg->n) eg->pred_end = fg->first + fg->n;
+    }
+    return true;
+}
+
+bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap) { return interp_run(&eg->ev, 0, loss ? eg->plan->g.n_ops : eg->pred_end, err, errcap); }
+
+void eval_graph_close(EvalGraph *eg) {
+    if (eg->has_gen) gen_cpu_close(&eg->gen);
+    if (eg->ev.g) interp_free(&eg->ev);
+    if (eg->own) plan_free(eg->own);
+    free(eg->own);
+    memset(eg, 0, sizeof *eg);
+}
+
+/* Opens train's model at a new shape; its parameters and buffers must be
+ * those of the plan's own validation graph, name for name. */
+static bool open_shape(const EvalShapes *s, EvalGraph *eg, int batch, int h, int w, char *err, int errcap) {
+    if (!(eg->own = calloc(1, sizeof *eg->own))) return errf(err, errcap, "out of memory");
+    if (!eval_plan_at_shape(s->train, batch, h, w, eg->own, err, errcap)) return false;
+    const Graph *g = &eg->own->g, *ref = &s->train->eval->g;
+    bool same = g->n_state == ref->n_state;
+    for (int i = 0; same && i < g->n_state; i++) {
+        const Tensor *a = &g->tensors[g->state[i]], *b = &ref->tensors[ref->state[i]];
+        same = a->name && b->name && strcmp(a->name, b->name) == 0 && shape_eq(&a->shape, &b->shape) && a->kind == b->kind;
+    }
+    if (!same) return errf(err, errcap, "the validation graph at %dx%d has other parameters than the plan's own", h, w);
+    char why[600];
+    if (!eval_graph_open(eg, eg->own, s->state, s->reference, why, sizeof why)) return errf(err, errcap, "the validation graph at %dx%d: %s", h, w, why);
+    if (eg->io.batch != batch || eg->io.h != h || eg->io.w != w) return errf(err, errcap, "the validation graph at %dx%d has unexpected inputs", h, w);
+    return true;
+}
+
+/* eg becomes the one graph holding an arena */
+static EvalGraph *hold_arena(EvalShapes *s, EvalGraph *eg, char *err, int errcap) {
+    if (s->last && s->last != eg) interp_arena_release(&s->last->ev);
+    s->last = eg;
+    if (!interp_arena_restore(&eg->ev, eg->plan->offset, eg->plan->arena_bytes)) return errf(err, errcap, "out of memory for the validation arena at %dx%d", eg->io.h, eg->io.w), NULL;
+    return eg;
+}
+
+EvalGraph *eval_shapes_get(EvalShapes *s, int batch, int h, int w, char *err, int errcap) {
+    for (int i = 0; i < s->n; i++)
+        if (s->g[i]->io.batch == batch && s->g[i]->io.h == h && s->g[i]->io.w == w) return hold_arena(s, s->g[i], err, errcap);
+    if (s->last) interp_arena_release(&s->last->ev), s->last = NULL; /* before the new graph makes its own */
+    EvalGraph **grown = realloc(s->g, sizeof *grown * (size_t)(s->n + 1)), *eg = calloc(1, sizeof *eg);
+    if (grown) s->g = grown;
+    if (!grown || !eg) return free(eg), errf(err, errcap, "out of memory"), NULL;
+    if (!open_shape(s, eg, batch, h, w, err, errcap)) {
+        eval_graph_close(eg);
+        free(eg);
+        return NULL;
+    }
+    return s->last = s->g[s->n++] = eg;
+}
+
+void eval_shapes_free(EvalShapes *s) {
+    for (int i = 0; i < s->n; i++) {
+        eval_graph_close(s->g[i]);
+        free(s->g[i]);
+    }
+    free(s->g);
+    s->g = NULL, s->n = 0, s->last = NULL;
 }

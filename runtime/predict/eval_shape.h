@@ -1,9 +1,12 @@
-/* runtime/predict/eval_shape.h — a training plan's validation graph built
- * again at another input shape (a rectangular letterbox), in this process,
- * from the model YAML the plan carries. Owns that compile only; running it
- * is eval_model.c's. */
+/* runtime/predict/eval_shape.h — a validation graph on the CPU (its
+ * interpreter, arena and generated kernels), and the graphs of other input
+ * shapes (rect letterboxes) built in this process from the model YAML the
+ * plan carries, each opened once and kept. Used by yolort predict and val
+ * (eval_model.c) and the trainer's validation. Must not read images or files. */
 #ifndef YOLOCC_EVAL_SHAPE_H
 #define YOLOCC_EVAL_SHAPE_H
+#include "../gen_cpu.h"
+#include "../interp.h"
 #include "../plan_read.h"
 
 /* Compiles train's model at batch x 3 x h x w with the plan's layout, fusion,
@@ -20,5 +23,45 @@ int eval_plan_stride(const Plan *train);
 /* Ultralytics' LetterBox(auto=True) output size for an image w0 x h0 and a
  * square target S: the resized image's sides rounded up to multiples of stride. */
 void eval_rect_shape(int w0, int h0, int S, int stride, int *h, int *w);
+
+/* A validation graph opened on the CPU. */
+typedef struct EvalGraph {
+    const Plan *plan;       /* the graph (a plan file's EVAL, or own) */
+    Plan *own;              /* built at another shape and owned, else NULL */
+    Interp ev;
+    GenCpu gen;
+    bool has_gen;
+    EvalIO io;
+    int pred_end;           /* a run without labels: the ops up to the fusion group that makes the predictions */
+} EvalGraph;
+
+/* Opens ep on the interpreter: its state tensors read state[i] (ep's state
+ * order; NULL: zeroed storage of its own), inputs get buffers of their own,
+ * activations the memory plan's arena, and fusion groups the generated
+ * kernels unless reference. */
+bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap);
+/* Runs the graph on what eg->ev.buf holds at its inputs: every op with
+ * loss, else only what the predictions need. */
+bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap);
+void eval_graph_close(EvalGraph *eg);
+
+/* The validation graphs of train's model at the shapes asked for, all
+ * reading one set of parameters and buffers (state, in the plan's
+ * validation graph's state order). */
+typedef struct EvalShapes {
+    const Plan *train;
+    void *const *state;
+    bool reference;
+    EvalGraph **g;
+    int n;
+    EvalGraph *last;        /* the one whose arena is held */
+} EvalShapes;
+
+/* The graph at batch x 3 x h x w: built and opened on the first request
+ * (the plan's own validation graph is not among them), then kept; only the
+ * graph last asked for holds its arena (rect batches come sorted, so the
+ * shape changes a few times a pass). */
+EvalGraph *eval_shapes_get(EvalShapes *s, int batch, int h, int w, char *err, int errcap);
+void eval_shapes_free(EvalShapes *s);
 
 #endif

@@ -19,6 +19,7 @@
 #include "../train/report.h"
 #include "../train/trainer.h"
 #include "eval_model.h"
+#include "eval_shape.h"
 #include "predict.h"
 
 /* COCO's category ids of its 80 detection classes (coco80_to_coco91_class) */
@@ -104,33 +105,39 @@ static bool is_coco(const DataSplit *split) {
     return false;
 }
 
-static bool model_batch(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
-    EvalModel *m = ctx;
-    if (!eval_model_run(m, b->bytes, b->boxes, b->counts, err, errcap)) return false;
-    *pred = m->pred, *items = m->items;
+typedef struct ValModel {
+    EvalModel m;
+    int batch;
+} ValModel;
+
+static bool model_batch(void *ctx, const Batch *b, const float **pred, int *anchors, const float **items, char *err, int errcap) {
+    ValModel *vm = ctx;
+    EvalModel *m = &vm->m;
+    if (!eval_model_shape(m, vm->batch, b->h, b->w, err, errcap) || !eval_model_run(m, b->bytes, b->boxes, b->counts, err, errcap)) return false;
+    *pred = m->pred, *anchors = m->io.anchors, *items = m->items;
     return true;
 }
 
 int val_main(const ValArgs *a) {
-    EvalModel m;
+    ValModel vm;
     Dataset ds;
     memset(&ds, 0, sizeof ds);
     Loader *l = NULL;
     char err[2048], report[512];
     int rc = 2;
     ValSaves saves = {.a = a};
-    if (!eval_model_open(&m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail_model;
+    if (!eval_model_open(&vm.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail_model;
     printf("%s\n", report);
     const char *split_name = a->split ? a->split : "val";
     const DatasetOptions dso = {.splits = strcmp(split_name, "train") == 0 ? DATASET_TRAIN : strcmp(split_name, "test") == 0 ? DATASET_TEST : DATASET_VAL,
                                 .single_cls = a->single_cls};
-    if (a->single_cls && m.io.nc != 1) {
-        snprintf(err, sizeof err, "--single-cls needs a plan compiled for one class (yolocc MODEL.yaml --nc 1 ...); %s has %d", a->plan, m.io.nc);
+    if (a->single_cls && vm.m.io.nc != 1) {
+        snprintf(err, sizeof err, "--single-cls needs a plan compiled for one class (yolocc MODEL.yaml --nc 1 ...); %s has %d", a->plan, vm.m.io.nc);
         goto fail;
     }
     if (!dataset_load(a->data, &dso, &ds, stderr, err, sizeof err)) goto fail;
-    if (ds.nc != m.io.nc) {
-        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d%s", a->data, ds.nc, m.io.nc, m.io.nc == 1 ? " (--single-cls trains and validates them as one)" : "");
+    if (ds.nc != vm.m.io.nc) {
+        snprintf(err, sizeof err, "%s has %d classes, the plan was compiled for %d%s", a->data, ds.nc, vm.m.io.nc, vm.m.io.nc == 1 ? " (--single-cls trains and validates them as one)" : "");
         goto fail;
     }
     if (a->single_cls) printf("Overriding class names with single class.\n");
@@ -138,7 +145,14 @@ int val_main(const ValArgs *a) {
     char line[512];
     dataset_issues_format(split_name, split, line, sizeof line);
     printf("%s\n", line);
-    LoaderOptions o = {.batch = m.io.batch, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes, .train = false, .workers = a->workers, .bytes = true};
+    /* a CUDA plan is a static engine: its own batch, square (Ultralytics turns rect off for those) */
+    if (vm.m.cuda && a->batch > 0 && a->batch != vm.m.io.batch) {
+        snprintf(err, sizeof err, "--batch %d: a CUDA plan validates at its validation batch, %d", a->batch, vm.m.io.batch);
+        goto fail;
+    }
+    vm.batch = vm.m.cuda ? vm.m.io.batch : a->batch > 0 ? a->batch : 16;
+    LoaderOptions o = {.batch = vm.batch, .imgsz = vm.m.io.imgsz, .max_boxes = vm.m.io.max_boxes, .train = false, .workers = a->workers, .bytes = true,
+                       .rect = a->rect && !vm.m.cuda, .stride = eval_plan_stride(&vm.m.plan)};
     if (!(l = loader_open(split, &o, err, sizeof err))) goto fail;
     char dir[1024];
     const bool files = a->plots || a->save_txt || a->save_json;
@@ -161,14 +175,14 @@ int val_main(const ValArgs *a) {
     rc = 1;
     NmsOptions nms = NMS_VALIDATION;
     nms.conf = a->conf, nms.iou = a->iou, nms.max_det = a->max_det;
-    ValPass v = {.loader = l, .split = split, .names = ds.names, .nc = m.io.nc, .anchors = m.io.anchors, .end2end = m.io.end2end, .nms = nms, .run = model_batch, .ctx = &m,
-                 .plots_dir = a->plots ? dir : NULL, .imgsz = m.io.imgsz, .max_boxes = m.io.max_boxes,
+    ValPass v = {.loader = l, .split = split, .names = ds.names, .nc = vm.m.io.nc, .end2end = vm.m.io.end2end, .nms = nms, .run = model_batch, .ctx = &vm,
+                 .plots_dir = a->plots ? dir : NULL, .imgsz = vm.m.io.imgsz, .max_boxes = vm.m.io.max_boxes,
                  .on_image = a->save_txt || a->save_json ? save_image : NULL, .image_ctx = &saves};
     ValResult res;
     double t0 = monotonic_seconds();
     if (!validate_pass(&v, true, &res, err, sizeof err)) goto fail;
     printf("Speed: %.1fms per image (load, inference and postprocess) at shape (%d, 3, %d, %d)\n", res.images ? (monotonic_seconds() - t0) * 1e3 / res.images : 0.0,
-           m.io.batch, m.io.imgsz, m.io.imgsz);
+           vm.batch, vm.m.io.h, vm.m.io.w);
     if (saves.json) {
         /* Ultralytics writes the file only when it holds a detection */
         fputs("]", saves.json);
@@ -197,7 +211,7 @@ fail:
     }
     loader_close(l);
     dataset_free(&ds);
-    eval_model_close(&m);
+    eval_model_close(&vm.m);
 fail_model:
     if (rc) fprintf(stderr, "yolort: error: %s\n", err);
     return rc;

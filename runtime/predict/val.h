@@ -17,6 +17,8 @@ typedef struct ValArgs {
     bool plots;                  /* confusion matrix and curves (report_val_plots) */
     bool save_txt, save_conf;    /* labels/STEM.txt of every image's detections (conf 0.001), with scores */
     bool save_json;              /* predictions.json in COCO's results format */
+    int batch;                   /* images per batch (0: Ultralytics' 16 on the CPU; a CUDA plan's own validation batch) */
+    bool rect;                   /* rect batches (Model.val's rect=True); CPU plans only */
 } ValArgs;
 
 /* 0 done, 1 a failure while validating, 2 bad arguments, plan, weights or data. */

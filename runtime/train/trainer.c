@@ -392,6 +392,8 @@ static bool setup(Trainer *t, char *err, int errcap) {
             return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[e].name), false;
         t->ev.buf[e] = t->ema[m];
     }
+    if (!(t->evstate = calloc((size_t)ep->g.n_state + 1, sizeof *t->evstate))) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < ep->g.n_state; i++) t->evstate[i] = t->ev.buf[ep->g.state[i]];
     if (t->ts.cuda) {
         for (int id = 0; id < ep->g.n_tensors; id++)
             if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
@@ -399,15 +401,13 @@ static bool setup(Trainer *t, char *err, int errcap) {
         print_optimizer(t, opt ? opt : "?");
         return true;
     }
-    if (ep->offset && (!interp_use_arena(&t->ev, ep->offset, ep->arena_bytes, false) || !interp_use_groups(&t->ev, &ep->fusion))) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int id = 0; id < ep->g.n_tensors; id++)
-        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    if (ep->kernels && !a->reference) {
-        char why[400];
-        if (!gen_cpu_open(&t->evgen, ep, why, sizeof why)) return snprintf(err, (size_t)errcap, "validation kernels: %s", why), false;
-        t->has_evgen = true;
-        interp_use_generated(&t->ev, &t->evgen);
-    }
+    /* the CPU validates as Ultralytics' trainer does, in rect batches (its
+     * val loader's rect=True): a batch's other shape runs the model built
+     * again at that shape (eval_shape.h), reading the same EMA */
+    char why[600];
+    if (!eval_graph_open(&t->evg, ep, t->evstate, a->reference, why, sizeof why)) return snprintf(err, (size_t)errcap, "%s: %s", a->plan, why), false;
+    t->evshapes = (EvalShapes){.train = &t->plan, .state = t->evstate, .reference = a->reference};
+    val.rect = true, val.stride = eval_plan_stride(&t->plan);
     if (!open_val_loader(t, val, err, errcap)) return false;
     print_optimizer(t, opt ? opt : "?");
     return true;
@@ -454,8 +454,10 @@ static void trainer_free(Trainer *t) {
     loader_close(t->train_loader);
     loader_close(t->val_loader);
     dataset_free(&t->ds);
+    eval_shapes_free(&t->evshapes);
+    eval_graph_close(&t->evg);
     interp_free(&t->ev);
-    if (t->has_evgen) gen_cpu_close(&t->evgen);
+    free(t->evstate);
     if (t->evcuda) cuda_step_close(t->evcuda);
     free(t->evcuda);
     free(t->evpred);

@@ -14,6 +14,7 @@
 #include "../data/loader.h"
 #include "../dist/dp_train.h"
 #include "../plan_read.h"
+#include "../predict/eval_shape.h"
 #include "../train_step.h"
 #include "metrics.h"
 
@@ -54,9 +55,10 @@ typedef struct Trainer {
     DataParallel dp;
     bool dp_open, root;
     int world;
-    Interp ev;              /* the plan's validation graph, reading the EMA */
-    GenCpu evgen;           /* its generated kernels, when the plan carries them */
-    bool has_evgen;
+    Interp ev;              /* host buffers of the plan's validation graph: its state is the EMA (a CUDA plan uploads from them) */
+    void **evstate;         /* the EMA in the validation graph's state order */
+    EvalGraph evg;          /* CPU: the plan's validation graph on the interpreter, reading the EMA */
+    EvalShapes evshapes;    /* CPU: the same model at the other shapes of rect validation batches */
     /* a CUDA plan validates on the device: its validation graph's step, and
      * host space for what comes back (predictions, loss items) */
     struct CudaStep *evcuda;
@@ -99,8 +101,9 @@ int train_main(const TrainArgs *a);
 bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *out, char *err, int errcap);
 
 /* One batch through a model's eval mode: predictions [batch, 4 + nc,
- * anchors] (an end-to-end head: x1 y1 x2 y2 boxes) and the 3 loss items. */
-typedef bool (*ValBatchFn)(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap);
+ * anchors] (an end-to-end head: x1 y1 x2 y2 boxes), their anchor count (a
+ * rect batch's shape sets it) and the 3 loss items. */
+typedef bool (*ValBatchFn)(void *ctx, const Batch *b, const float **pred, int *anchors, const float **items, char *err, int errcap);
 /* One image's detections in original pixels, as update_metrics sees them
  * (yolort val's --save-txt and --save-json). */
 typedef bool (*ValImageFn)(void *ctx, const Sample *s, const Detection *dets, int n, char *err, int errcap);
@@ -111,7 +114,7 @@ typedef struct ValPass {
     Loader *loader;
     const DataSplit *split;
     char **names;           /* nc class names, for the table */
-    int nc, anchors;
+    int nc;
     bool end2end;           /* top-k selection instead of NMS */
     NmsOptions nms;         /* NMS_VALIDATION, or yolort val's --conf/--iou/--max-det (an end-to-end head: conf, max_det) */
     ValBatchFn run;

@@ -48,9 +48,9 @@ static int max_labels(const DataSplit *s) {
 }
 
 /* One batch through the validation graph: on the device for a CUDA plan
- * (the EMA uploaded once per pass), else on the interpreter. */
-static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
-    const int B = io->batch, S = io->imgsz, max_boxes = io->max_boxes;
+ * (the EMA uploaded once per pass), else on the interpreter, at the batch's
+ * shape (the plan's own graph, or the model built at a rect batch's). */
+static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, const float **pred, int *anchors, const float **items, char *err, int errcap) {
     const Plan *ep = t->plan.eval;
     if (t->evcuda) {
         char why[1024];
@@ -59,20 +59,23 @@ static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, const float
                   cuda_step_set_input(t->evcuda, io->counts, b->counts, err, errcap);
         if (ok && !cuda_step_run(t->evcuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "validation on the GPU: %s", why);
         ok = ok && cuda_step_download(t->evcuda, io->pred, t->evpred, err, errcap) && cuda_step_download(t->evcuda, io->items, t->evitems, err, errcap);
-        *pred = t->evpred, *items = t->evitems;
+        *pred = t->evpred, *items = t->evitems, *anchors = io->anchors;
         return ok;
     }
-    memcpy(t->ev.buf[io->images], b->images, sizeof(float) * (size_t)B * 3 * (size_t)S * (size_t)S);
-    memcpy(t->ev.buf[io->boxes], b->boxes, sizeof(float) * (size_t)B * (size_t)max_boxes * 5);
-    memcpy(t->ev.buf[io->counts], b->counts, sizeof(int64_t) * (size_t)B);
-    if (!interp_run(&t->ev, 0, ep->g.n_ops, err, errcap)) return false;
-    *items = t->ev.buf[io->items], *pred = t->ev.buf[io->pred];
+    EvalGraph *eg = b->h == io->h && b->w == io->w ? &t->evg : eval_shapes_get(&t->evshapes, io->batch, b->h, b->w, err, errcap);
+    if (!eg) return false;
+    const EvalIO *gio = &eg->io;
+    memcpy(eg->ev.buf[gio->images], b->images, sizeof(float) * (size_t)gio->batch * 3 * (size_t)gio->h * (size_t)gio->w);
+    memcpy(eg->ev.buf[gio->boxes], b->boxes, sizeof(float) * (size_t)gio->batch * (size_t)gio->max_boxes * 5);
+    memcpy(eg->ev.buf[gio->counts], b->counts, sizeof(int64_t) * (size_t)gio->batch);
+    if (!eval_graph_run(eg, true, err, errcap)) return false;
+    *items = eg->ev.buf[gio->items], *pred = eg->ev.buf[gio->pred], *anchors = gio->anchors;
     return true;
 }
 
 bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, int errcap) {
     memset(out, 0, sizeof *out);
-    const int rows = v->nc + 4, A = v->anchors, ml = max_labels(v->split);
+    const int rows = v->nc + 4, ml = max_labels(v->split);
     MetricsAccumulator *acc = metrics_init(v->nc);
     const size_t max_det = v->nms.max_det > 0 ? (size_t)v->nms.max_det : 1;
     Detection *dets = malloc(sizeof(Detection) * max_det);
@@ -99,7 +102,8 @@ bool validate_pass(const ValPass *v, bool per_class, ValResult *out, char *err, 
             break;
         }
         const float *items, *pred;
-        if (!v->run(v->ctx, &b, &pred, &items, err, errcap)) goto out;
+        int A;
+        if (!v->run(v->ctx, &b, &pred, &A, &items, err, errcap)) goto out;
         for (int k = 0; k < 3; k++) loss[k] += items[k];
         batches++;
         const bool plot_batch = v->plots_dir && batches <= 3; /* val_batch0..2 */
@@ -161,9 +165,9 @@ typedef struct TrainerEval {
     EvalIO io;
 } TrainerEval;
 
-static bool trainer_eval_batch(void *ctx, const Batch *b, const float **pred, const float **items, char *err, int errcap) {
+static bool trainer_eval_batch(void *ctx, const Batch *b, const float **pred, int *anchors, const float **items, char *err, int errcap) {
     TrainerEval *e = ctx;
-    return eval_batch(e->t, &e->io, b, pred, items, err, errcap);
+    return eval_batch(e->t, &e->io, b, pred, anchors, items, err, errcap);
 }
 
 bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *out, char *err, int errcap) {
@@ -172,7 +176,7 @@ bool validate_run(Trainer *t, bool per_class, const char *plots_dir, ValResult *
     memset(out, 0, sizeof *out);
     if (!plan_eval_io(ep, &e.io) || e.io.h != e.io.w) return snprintf(err, (size_t)errcap, "%s: the validation graph's META is incomplete", t->a.plan), false;
     if (t->evcuda && !cuda_step_upload_state(t->evcuda, t->ev.buf, err, errcap)) return false; /* the EMA */
-    ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc, .anchors = e.io.anchors,
+    ValPass v = {.loader = t->val_loader, .split = &t->ds.val, .names = t->ds.names, .nc = e.io.nc,
                  .end2end = e.io.end2end, .run = trainer_eval_batch, .ctx = &e, .nms = NMS_VALIDATION, .plots_dir = plots_dir, .imgsz = e.io.imgsz, .max_boxes = e.io.max_boxes};
     return validate_pass(&v, per_class, out, err, errcap);
 }
