@@ -295,8 +295,7 @@ static void assign(Loader *l) {
         s->failed = false;
         s->err[0] = 0;
         s->b.instances = s->b.dropped_boxes = 0;
-        s->b.h = l->shape ? l->shape[2 * s->batch] : l->o.imgsz;
-        s->b.w = l->shape ? l->shape[2 * s->batch + 1] : l->o.imgsz;
+        loader_batch_shape(l, (int)s->batch, &s->b.h, &s->b.w);
         s->b.n_valid = (int)((l->split->n - s->batch * l->o.batch) < l->o.batch ? l->split->n - s->batch * l->o.batch : l->o.batch);
     }
 }
@@ -499,6 +498,12 @@ int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each) {
 }
 
 int loader_batches_per_epoch(const Loader *l) { return l->nb; }
+
+void loader_batch_shape(const Loader *l, int i, int *h, int *w) {
+    const bool rect = l->shape && i >= 0 && i < l->nb;
+    *h = rect ? l->shape[2 * i] : l->o.imgsz;
+    *w = rect ? l->shape[2 * i + 1] : l->o.imgsz;
+}
 
 bool loader_start_epoch(Loader *l, int epoch, bool mosaic, int skip, char *err, int errcap) {
     if (epoch < 0) return errf(err, errcap, "loader: epoch %d is negative", epoch);

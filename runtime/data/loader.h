@@ -68,6 +68,8 @@ typedef struct Loader Loader;
  * images (info.index -1, counts 0) and n_valid says how many are real. */
 Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, int errcap);
 int loader_batches_per_epoch(const Loader *l);
+/* The input shape of batch i of an epoch (imgsz square unless rect). */
+void loader_batch_shape(const Loader *l, int i, int *h, int *w);
 /* The pixel buffers batches are handed out in (Batch.bytes, or Batch.images),
  * LOADER_SLOTS of them, bytes_each long (room for the largest batch shape) and fixed while the loader is open:
  * a GPU pins them once, and uploads each batch from where it lies. */

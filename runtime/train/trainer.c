@@ -409,6 +409,13 @@ static bool setup(Trainer *t, char *err, int errcap) {
     t->evshapes = (EvalShapes){.train = &t->plan, .state = t->evstate, .reference = a->reference};
     val.rect = true, val.stride = eval_plan_stride(&t->plan);
     if (!open_val_loader(t, val, err, errcap)) return false;
+    /* rank 0 builds every rect batch's graph now, so a shape the plan's
+     * kernels cannot serve stops the run before training, not after an epoch */
+    for (int i = 0; t->root && i < loader_batches_per_epoch(t->val_loader); i++) {
+        int h, w;
+        loader_batch_shape(t->val_loader, i, &h, &w);
+        if ((h != t->ts.imgsz || w != t->ts.imgsz) && !eval_shapes_get(&t->evshapes, val.batch, h, w, err, errcap)) return false;
+    }
     print_optimizer(t, opt ? opt : "?");
     return true;
 }
