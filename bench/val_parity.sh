@@ -15,8 +15,9 @@ bench_need_ultralytics
 w=build/demo/runs/train/weights
 [ -f "$w/best.safetensors" ] || { echo "$0: no $w/best.safetensors; run make demo first" >&2; exit 1; }
 build/yolort export build/demo/tiny.plan --weights "$w/best.safetensors" -o "$tmp/best.onnx" >/dev/null
+# an ONNX file is a static model to Ultralytics' val: batch 1 (its metadata), square (rect off)
 build/yolort val build/demo/tiny.plan --weights "$w/best.safetensors" --data build/demo/data/data.yaml \
-  --project "$tmp" --name y --save-json --save-txt --save-conf >"$tmp/y.log"
+  --project "$tmp" --name y --save-json --save-txt --save-conf --batch 1 --no-rect >"$tmp/y.log"
 "$ULTRA_PY" tools/ultralytics_val_run.py "$tmp/best.onnx" build/demo/data/data.yaml 128 "$tmp/u" >"$tmp/u.log" 2>&1
 row=$(Y="$tmp/y" U="$tmp/u" YLOG="$tmp/y.log" ULOG="$tmp/u.log" DATE=$(date -u +%F) COMMIT=$(git rev-parse --short HEAD) \
   MACHINE="$(bench_machine)" python3 - <<'PY'
