@@ -394,6 +394,12 @@ static bool setup(Trainer *t, char *err, int errcap) {
     }
     if (!(t->evstate = calloc((size_t)ep->g.n_state + 1, sizeof *t->evstate))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int i = 0; i < ep->g.n_state; i++) t->evstate[i] = t->ev.buf[ep->g.state[i]];
+    /* rank 0 alone validates: the others open neither the validation graph
+     * (its arena, on a GPU device memory) nor its loader */
+    if (!t->root) {
+        print_optimizer(t, opt ? opt : "?");
+        return true;
+    }
     if (t->ts.cuda) {
         for (int id = 0; id < ep->g.n_tensors; id++)
             if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
