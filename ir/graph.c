@@ -140,6 +140,15 @@ bool graph_mark_output(Graph *g, int tensor) {
     return true;
 }
 
+int graph_state_differs(const Graph *a, const Graph *b) {
+    const int n = a->n_state < b->n_state ? a->n_state : b->n_state;
+    for (int i = 0; i < n; i++) {
+        const Tensor *x = &a->tensors[a->state[i]], *y = &b->tensors[b->state[i]];
+        if (!x->name || !y->name || strcmp(x->name, y->name) != 0 || !shape_eq(&x->shape, &y->shape)) return i;
+    }
+    return a->n_state == b->n_state ? -1 : n;
+}
+
 int64_t graph_state_numel(const Graph *g, TensorKind kind, bool trainable_only) {
     int64_t n = 0;
     for (int i = 0; i < g->n_tensors; i++) {

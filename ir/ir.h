@@ -145,6 +145,10 @@ const OpDef *op_def(OpKind k);
 bool graph_verify(const Graph *g, char *err, int errcap);
 void graph_print(const Graph *g, void *file /* FILE* */);
 int64_t graph_state_numel(const Graph *g, TensorKind kind, bool trainable_only);
+/* -1 when a and b hold the same parameters and buffers (names and shapes) in
+ * the same order; else the first state position where they differ (the
+ * shorter one's count when one merely has more). */
+int graph_state_differs(const Graph *a, const Graph *b);
 /* last[t] = the last op that reads tensor t (its producer, or -1, if none
  * does; n_ops for graph outputs, which live to the end of the step). */
 void graph_last_use(const Graph *g, int *last);

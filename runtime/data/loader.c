@@ -381,13 +381,15 @@ undo_mu:
     return rc;
 }
 
-static const DataSplit *g_sort_split; /* qsort has no context argument: set under sort_mu while it sorts */
+/* A sample's aspect ratio h/w and its index, sorted by both (ties by path, the split's order). */
+typedef struct Aspect {
+    double r;
+    int i;
+} Aspect;
 
-static int by_aspect(const void *a, const void *b) {
-    const Sample *s = g_sort_split->samples;
-    const int i = *(const int *)a, j = *(const int *)b;
-    const double ri = (double)s[i].h / s[i].w, rj = (double)s[j].h / s[j].w;
-    return ri < rj ? -1 : ri > rj ? 1 : (i > j) - (i < j);
+static int by_aspect(const void *pa, const void *pb) {
+    const Aspect *a = pa, *b = pb;
+    return a->r < b->r ? -1 : a->r > b->r ? 1 : (a->i > b->i) - (a->i < b->i);
 }
 
 /* Ultralytics' set_rectangle: the split by aspect ratio h/w and each batch's
@@ -396,20 +398,14 @@ static int by_aspect(const void *a, const void *b) {
 static bool rect_batches(Loader *l) {
     const DataSplit *sp = l->split;
     const int n = sp->n, B = l->o.batch, nb = (n + B - 1) / B, S = l->o.imgsz, st = l->o.stride;
-    if (!(l->rect_order = malloc(sizeof(int) * (size_t)n)) || !(l->shape = malloc(sizeof(int) * 2 * (size_t)nb))) return false;
-    for (int i = 0; i < n; i++) l->rect_order[i] = i;
-    static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
-    lock(&sort_mu);
-    g_sort_split = sp;
-    qsort(l->rect_order, (size_t)n, sizeof(int), by_aspect);
-    unlock(&sort_mu);
+    Aspect *ar = malloc(sizeof *ar * (size_t)n);
+    if (!ar || !(l->rect_order = malloc(sizeof(int) * (size_t)n)) || !(l->shape = malloc(sizeof(int) * 2 * (size_t)nb))) return free(ar), false;
+    for (int i = 0; i < n; i++) ar[i] = (Aspect){(double)sp->samples[i].h / sp->samples[i].w, i};
+    qsort(ar, (size_t)n, sizeof *ar, by_aspect);
+    for (int i = 0; i < n; i++) l->rect_order[i] = ar[i].i;
     for (int b = 0; b < nb; b++) {
         double lo = INFINITY, hi = -INFINITY;
-        for (int k = b * B; k < n && k < (b + 1) * B; k++) {
-            const Sample *s = &sp->samples[l->rect_order[k]];
-            const double r = (double)s->h / s->w;
-            lo = r < lo ? r : lo, hi = r > hi ? r : hi;
-        }
+        for (int k = b * B; k < n && k < (b + 1) * B; k++) lo = ar[k].r < lo ? ar[k].r : lo, hi = ar[k].r > hi ? ar[k].r : hi;
         double sh = 1, sw = 1;
         if (hi < 1) sh = hi;
         else if (lo > 1) sw = 1 / lo;
@@ -417,6 +413,7 @@ static bool rect_batches(Loader *l) {
         l->shape[2 * b + 1] = (int)ceil(sw * S / st + 0.5) * st;
         for (int k = 0; k < 2; k++) l->side = l->shape[2 * b + k] > l->side ? l->shape[2 * b + k] : l->side;
     }
+    free(ar);
     return true;
 }
 

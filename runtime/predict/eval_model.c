@@ -40,6 +40,8 @@ static char **metadata_names(const StFile *f, int nc) {
 
 static bool open_cuda(EvalModel *m, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
+    for (int id = 0; id < ep->g.n_tensors; id++)
+        if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
     if (!(m->cuda = calloc(1, sizeof *m->cuda))) return errf(err, errcap, "out of memory");
     char why[1024];
     if (!cuda_step_open(m->cuda, ep, 0, why, sizeof why)) {
@@ -69,9 +71,9 @@ bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *
         errf(err, errcap, "out of memory");
         goto out;
     }
-    /* host buffers for everything but activations: state, inputs, outputs (the CUDA side's host copies) */
+    /* host buffers for the weights; the CPU graphs have their own inputs, a CUDA plan's host copies come with it (open_cuda) */
     for (int id = 0; id < ep->g.n_tensors; id++)
-        if (ep->g.tensors[id].kind != TK_ACTIVATION && !interp_tensor(&m->ev, id)) {
+        if ((ep->g.tensors[id].kind == TK_PARAM || ep->g.tensors[id].kind == TK_BUFFER) && !interp_tensor(&m->ev, id)) {
             errf(err, errcap, "out of memory");
             goto out;
         }

@@ -15,7 +15,7 @@
 
 typedef struct EvalModel {
     Plan plan;              /* the training plan; plan.eval is its own validation graph */
-    Interp ev;              /* host buffers of plan.eval: its parameters and buffers (the weights), inputs and outputs */
+    Interp ev;              /* host buffers of plan.eval: its parameters and buffers (the weights); for a CUDA plan its inputs too */
     void **state;           /* ev's parameter and buffer storage, in state order (every shape's graph reads it) */
     EvalIO own_io;          /* plan.eval's inputs, outputs and sizes */
     EvalGraph own;          /* plan.eval on the CPU, opened at its first run (so a predict at other shapes never holds its arena) */

@@ -13,14 +13,6 @@
 #include "../../compiler/train_compile.h"
 #include "../../ir/diag.h"
 
-void eval_rect_shape(int w0, int h0, int S, int stride, int *h, int *w) {
-    double r = fmin((double)S / h0, (double)S / w0);
-    /* LetterBox: new_unpad = round(w0 r), round(h0 r) (Python's round), then padded up to the stride */
-    int wu = (int)nearbyint(w0 * r), hu = (int)nearbyint(h0 * r);
-    *w = (wu + stride - 1) / stride * stride;
-    *h = (hu + stride - 1) / stride * stride;
-}
-
 /* The largest of META's strides, and at least 32 (0 strides: 32). */
 static int meta_max_stride(const cJSON *m, double *strides, int *n) {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "strides");
@@ -135,13 +127,7 @@ void eval_graph_close(EvalGraph *eg) {
 static bool open_shape(const EvalShapes *s, EvalGraph *eg, int batch, int h, int w, char *err, int errcap) {
     if (!(eg->own = calloc(1, sizeof *eg->own))) return errf(err, errcap, "out of memory");
     if (!eval_plan_at_shape(s->train, batch, h, w, eg->own, err, errcap)) return false;
-    const Graph *g = &eg->own->g, *ref = &s->train->eval->g;
-    bool same = g->n_state == ref->n_state;
-    for (int i = 0; same && i < g->n_state; i++) {
-        const Tensor *a = &g->tensors[g->state[i]], *b = &ref->tensors[ref->state[i]];
-        same = a->name && b->name && strcmp(a->name, b->name) == 0 && shape_eq(&a->shape, &b->shape) && a->kind == b->kind;
-    }
-    if (!same) return errf(err, errcap, "the validation graph at %dx%d has other parameters than the plan's own", h, w);
+    if (graph_state_differs(&eg->own->g, &s->train->eval->g) >= 0) return errf(err, errcap, "the validation graph at %dx%d has other parameters than the plan's own", h, w);
     char why[600];
     if (!eval_graph_open(eg, eg->own, s->state, s->reference, why, sizeof why)) return errf(err, errcap, "the validation graph at %dx%d: %s", h, w, why);
     if (eg->io.batch != batch || eg->io.h != h || eg->io.w != w) return errf(err, errcap, "the validation graph at %dx%d has unexpected inputs", h, w);

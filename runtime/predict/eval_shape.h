@@ -20,10 +20,6 @@ bool eval_plan_at_shape(const Plan *train, int batch, int h, int w, Plan *out, c
 /* The stride a letterbox rounds to: the plan's largest, at least 32 (AutoBackend's). */
 int eval_plan_stride(const Plan *train);
 
-/* Ultralytics' LetterBox(auto=True) output size for an image w0 x h0 and a
- * square target S: the resized image's sides rounded up to multiples of stride. */
-void eval_rect_shape(int w0, int h0, int S, int stride, int *h, int *w);
-
 /* A validation graph opened on the CPU. */
 typedef struct EvalGraph {
     const Plan *plan;       /* the graph (a plan file's EVAL, or own) */

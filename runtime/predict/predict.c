@@ -226,7 +226,11 @@ static void batch_shape(const Run *r, int count, int *h, int *w) {
     *h = *w = S;
     bool same = r->rect;
     for (int j = 1; same && j < count; j++) same = r->items[j].im.w == r->items[0].im.w && r->items[j].im.h == r->items[0].im.h;
-    if (same) eval_rect_shape(r->items[0].im.w, r->items[0].im.h, S, r->stride, h, w);
+    if (!same) return;
+    /* LetterBox(auto=True): the scaled size rounded up to the stride */
+    const LetterboxGeom g = letterbox_geom(r->items[0].im.w, r->items[0].im.h, S, S, true);
+    *w = (g.new_w + r->stride - 1) / r->stride * r->stride;
+    *h = (g.new_h + r->stride - 1) / r->stride * r->stride;
 }
 
 static bool predict_batch(Run *r, int count, double t_decode, char *err, int errcap) {

@@ -386,12 +386,9 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (!interp_init(&t->ev, &ep->g)) return snprintf(err, (size_t)errcap, "out of memory"), false;
     t->ev.fast = !a->reference;
     if (ep->g.n_state != t->plan.g.n_state) return snprintf(err, (size_t)errcap, "%s: the validation graph's state differs from the training graph's", a->plan), false;
-    for (int i = 0; i < ep->g.n_state; i++) {
-        int e = ep->g.state[i], m = t->plan.g.state[i];
-        if (strcmp(ep->g.tensors[e].name, t->plan.g.tensors[m].name) != 0 || !shape_eq(&ep->g.tensors[e].shape, &t->plan.g.tensors[m].shape))
-            return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[e].name), false;
-        t->ev.buf[e] = t->ema[m];
-    }
+    const int bad = graph_state_differs(&ep->g, &t->plan.g);
+    if (bad >= 0) return snprintf(err, (size_t)errcap, "%s: validation tensor '%s' does not match the training graph", a->plan, ep->g.tensors[ep->g.state[bad]].name), false;
+    for (int i = 0; i < ep->g.n_state; i++) t->ev.buf[ep->g.state[i]] = t->ema[t->plan.g.state[i]];
     if (!(t->evstate = calloc((size_t)ep->g.n_state + 1, sizeof *t->evstate))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     for (int i = 0; i < ep->g.n_state; i++) t->evstate[i] = t->ev.buf[ep->g.state[i]];
     /* rank 0 alone validates: the others open neither the validation graph
