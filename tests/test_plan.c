@@ -7,6 +7,7 @@
 #include "../compiler/train_compile.h"
 #include "../ir/plan_codec.h"
 #include "../runtime/plan_read.h"
+#include "../runtime/predict/eval_shape.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/train_step.h"
 #include "../runtime/weights.h"
@@ -221,4 +222,75 @@ Test(plan, cli_compile_and_inspect) {
     cr_expect_neq(access("/tmp/yolocc-cli-bad.plan", F_OK), 0, "a failed compile left an output file");
     tu_free(&r);
     unlink("/tmp/yolocc-cli.plan");
+}
+
+/* f's plan at path with its META changed: model_yaml replaced by yaml, or removed (yaml NULL) */
+static void write_with_model_yaml(Fresh *f, const char *path, const char *yaml) {
+    cJSON *m = cJSON_Parse(f->tc.meta_json);
+    cr_assert(m);
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "model_yaml");
+    if (yaml) cJSON_AddStringToObject(m, "model_yaml", yaml);
+    char *meta = cJSON_PrintUnformatted(m), err[512];
+    cr_assert(plan_write(path, (PlanPart){&f->tc.m.g, &f->tc.mp, &f->tc.fu, meta, NULL, 0}, &(PlanPart){&f->tc.ev.em.g, &f->tc.ev.emp, &f->tc.ev.efu, f->tc.ev.meta_json, NULL, 0}, err, sizeof err), "%s", err);
+    free(meta);
+    cJSON_Delete(m);
+}
+
+/* Other input shapes come from the model YAML the plan carries (META
+ * model_yaml): a 96x64 graph of the same parameters; a plan without it, a
+ * YAML that does not parse, a shape off the stride, or another model's YAML
+ * are each one error, and nothing is left open. */
+Test(plan, other_shapes_come_from_the_model_yaml_and_bad_ones_are_refused) {
+    Fresh f;
+    compile_tiny(&f, 64, 2);
+    char path[] = "/tmp/yolocc-plan-XXXXXX", err[1600];
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    char *other = tu_slurp("tests/parity/v11tiny.yaml", NULL);
+    cr_assert(other);
+    const struct {
+        const char *yaml; /* NULL: no model_yaml; "": keep the plan's own */
+        int h, w;
+        const char *want; /* NULL: builds */
+    } cases[] = {
+        {"", 96, 64, NULL},
+        {NULL, 96, 64, "does not carry its model YAML (compiled by an older yolocc); recompile it"},
+        {"nc: [\n", 96, 64, "the validation graph at 96x64: "},
+        {"", 100, 64, "height and width must be multiples of the stride 32"},
+        {other, 96, 64, "the validation graph at 96x64 has other parameters than the plan's own"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        write_with_model_yaml(&f, path, cases[k].yaml && !cases[k].yaml[0] ? f.cfg.source : cases[k].yaml);
+        Plan p;
+        cr_assert(plan_read(path, &p, err, sizeof err), "%s", err);
+        EvalShapes s = {.train = &p};
+        err[0] = 0;
+        EvalGraph *eg = eval_shapes_get(&s, 1, cases[k].h, cases[k].w, err, sizeof err);
+        if (!cases[k].want) {
+            cr_assert(eg, "case %zu: %s", k, err);
+            const Shape *im = &eg->plan->g.tensors[eg->io.images].shape;
+            cr_expect(im->d[0] == 1 && im->d[1] == 3 && im->d[2] == 96 && im->d[3] == 64, "images [%lld, %lld, %lld, %lld]", (long long)im->d[0], (long long)im->d[1],
+                      (long long)im->d[2], (long long)im->d[3]);
+            cr_expect_eq(graph_state_differs(&eg->plan->g, &p.eval->g), -1, "the 96x64 graph's parameters are not the plan's");
+            /* a grid cell per stride of each level, over the 96x64 input */
+            const cJSON *st = cJSON_GetObjectItem(p.meta, "strides");
+            int cells = 0;
+            for (int i = 0; i < cJSON_GetArraySize(st); i++) {
+                const int sv = cJSON_GetArrayItem(st, i)->valueint;
+                cells += (96 / sv) * (64 / sv);
+            }
+            cr_expect(cells > 0 && eg->io.anchors == cells, "anchors %d, the strides make %d", eg->io.anchors, cells);
+        } else {
+            cr_expect_null(eg, "case %zu built", k);
+            cr_expect(strstr(err, cases[k].want) && !strchr(err, '\n'), "case %zu: '%s' lacks '%s'", k, err, cases[k].want);
+            cr_expect_eq(s.n, 0, "case %zu kept a graph", k);
+        }
+        if (k == 2) cr_expect(strstr(err, "error:"), "no parser diagnostic in '%s'", err);
+        eval_shapes_free(&s);
+        plan_free(&p);
+    }
+    free(other);
+    unlink(path);
+    release(&f);
 }

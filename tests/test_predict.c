@@ -124,6 +124,7 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
         {"", "--classes: 3 is not a class of the model (0..2)"},
         {"", "--classes must be class indices separated by commas"},
         {"", "cannot read it as a video"},
+        {"", "--batch must be an integer in [1, 1024]"},
     };
     snprintf(cases[0].args, sizeof cases[0].args, "--weights " FIXTURE "/v8tiny.safetensors --source");
     snprintf(cases[1].args, sizeof cases[1].args, "--weights " FIXTURE "/nope.safetensors --source " FIXTURE);
@@ -137,6 +138,7 @@ Test(predict, bad_input_fails_cleanly, .timeout = 300) {
     snprintf(cmd, sizeof cmd, "head -c 3000 /dev/urandom > %s/broken.mp4", dir);
     cr_assert_eq(system(cmd), 0);
     snprintf(cases[9].args, sizeof cases[9].args, "--weights " FIXTURE "/v8tiny.safetensors --source %s/broken.mp4", dir);
+    snprintf(cases[10].args, sizeof cases[10].args, "--weights " FIXTURE "/v8tiny.safetensors --source " FIXTURE " --batch 0");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[900];
         snprintf(args, sizeof args, "predict %s/m.plan --project %s/runs %s", dir, dir, cases[i].args);
@@ -213,7 +215,7 @@ Test(predict, val_recalls_the_boxes_predict_wrote, .timeout = 300) {
     tu_free(&r);
     /* out-of-range NMS settings are refused before anything runs or is written */
     const char *bad[][2] = {{"--conf 2", "--conf must be a number in [0, 1]"}, {"--iou -0.1", "--iou must be a number in [0, 1]"},
-                            {"--max-det 0", "--max-det must be an integer in [1, 100000]"}};
+                            {"--max-det 0", "--max-det must be an integer in [1, 100000]"}, {"--batch 0", "--batch must be an integer in [1, 1024]"}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/v8tiny.safetensors --data %s/ds/data.yaml --project %s/runs %s", dir, dir, dir, bad[k][0]);
         r = tu_run_bin(predict_bin(), cmd);
