@@ -228,6 +228,8 @@ int inspect_main(const char *path, bool json, const char *svg_path) {
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "nc")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "imgsz")),
                cJSON_GetNumberValue(cJSON_GetObjectItem(m, "batch")), cJSON_GetNumberValue(cJSON_GetObjectItem(m, "max_boxes")),
                cJSON_GetStringValue(cJSON_GetObjectItem(m, "target")), cJSON_GetStringValue(cJSON_GetObjectItem(m, "precision")), s_opt ? s_opt : "?");
+        double gains[3];
+        if (plan_loss_gains(&p, gains)) printf("loss gains: box %g, cls %g, dfl %g\n", gains[0], gains[1], gains[2]);
         printf("memory (%s): arena %.1f MB (lower bound %.1f MB, no reuse %.1f MB), persistent %.1f MB, inputs %.1f MB, saved activations %.1f MB; step %.3f GFLOP\n",
                precision_name(p.precision), cJSON_GetNumberValue(cJSON_GetObjectItem(r, "arena_bytes")) / 1e6,
                cJSON_GetNumberValue(cJSON_GetObjectItem(r, "lower_bound_bytes")) / 1e6, cJSON_GetNumberValue(cJSON_GetObjectItem(r, "naive_bytes")) / 1e6,

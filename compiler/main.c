@@ -34,6 +34,7 @@ static const char USAGE[] =
     "  --weight-decay X        group-1 weight decay (plan; default 0.0005), scaled by batch x accumulate / 64\n"
     "                          as Ultralytics does (accumulate = max(round(64 / batch), 1))\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
+    "  --box X, --cls X, --dfl X  loss gains (plan; defaults 7.5, 0.5, 1.5 as Ultralytics' box, cls, dfl)\n"
     "  --recompute none|pointwise|BYTES  pointwise (default): backward recomputes BN-apply, activations,\n"
     "                          adds and layout ops from kept conv outputs and BN statistics; none keeps\n"
     "                          them; BYTES (e.g. 400M, 2G; K/M/G = 2^10/2^20/2^30) also recomputes the\n"
@@ -66,6 +67,7 @@ typedef struct Options {
     int imgsz, batch, max_boxes, world_size;
     OptimKind optimizer;
     double weight_decay;
+    double gains[3]; /* box, cls, dfl */
     Precision precision;
     bool channels_last;
     FusePolicy fuse;
@@ -113,6 +115,7 @@ static int parse_args(int argc, char **argv, Options *o) {
     o->batch = 1;
     o->max_boxes = 300;
     o->weight_decay = 0.0005;
+    o->gains[0] = 7.5, o->gains[1] = 0.5, o->gains[2] = 1.5;
     o->recompute = RECOMPUTE_POINTWISE;
     o->fuse = FUSE_FULL;
     o->cg.n_archs = 2;
@@ -128,7 +131,8 @@ static int parse_args(int argc, char **argv, Options *o) {
             o->svg = argv[++i];
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--optimizer") == 0 || strcmp(a, "--weight-decay") == 0 || strcmp(a, "--max-boxes") == 0 ||
                    strcmp(a, "--precision") == 0 || strcmp(a, "--layout") == 0 || strcmp(a, "--recompute") == 0 || strcmp(a, "--fuse") == 0 || strcmp(a, "--target") == 0 ||
-                   strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0 || strcmp(a, "--world-size") == 0) {
+                   strcmp(a, "--arch") == 0 || strcmp(a, "--emit-src") == 0 || strcmp(a, "--world-size") == 0 || strcmp(a, "--box") == 0 ||
+                   strcmp(a, "--cls") == 0 || strcmp(a, "--dfl") == 0) {
             if (i + 1 >= argc) return usage_error("%s needs a value", a);
             const char *val = argv[++i];
             char *end;
@@ -169,6 +173,13 @@ static int parse_args(int argc, char **argv, Options *o) {
                 else if (strcmp(val, "bf16") == 0) o->precision = PREC_BF16;
                 else if (strcmp(val, "fp16") == 0) o->precision = PREC_FP16;
                 else return usage_error("--precision must be fp32, bf16 or fp16, got '%s'", val);
+            } else if (strcmp(a, "--box") == 0 || strcmp(a, "--cls") == 0 || strcmp(a, "--dfl") == 0) {
+                double *g = &o->gains[a[2] == 'b' ? 0 : a[2] == 'c' ? 1 : 2];
+                *g = strtod(val, &end);
+                if (end == val || *end || !(*g >= 0 && *g <= 1000)) {
+                    fprintf(stderr, "yolocc: error: %s must be a number in [0, 1000], got '%s' (see yolocc --help)\n", a, val);
+                    return EXIT_BAD_INPUT;
+                }
             } else if (strcmp(a, "--weight-decay") == 0) {
                 o->weight_decay = strtod(val, &end);
                 if (end == val || *end || !(o->weight_decay >= 0 && o->weight_decay < 1)) return usage_error("--weight-decay must be a number in [0, 1), got '%s'", val);
@@ -203,6 +214,7 @@ static int parse_args(int argc, char **argv, Options *o) {
         }
     }
     if (!o->command) return usage_error("%s", "no command given");
+    if (o->gains[0] == 0 && o->gains[1] == 0 && o->gains[2] == 0) return usage_error("%s", "--box, --cls and --dfl are all 0: the loss would be 0 and nothing would train");
     if (o->output && !o->model) {
         /* yolocc MODEL.yaml -o FILE.plan */
         o->model = o->command;
@@ -240,7 +252,7 @@ int main(int argc, char **argv) {
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
         TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
-                           .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget,
+                           .gains = {o.gains[0], o.gains[1], o.gains[2]}, .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget,
                            .channels_last = o.channels_last, .world_size = o.world_size};
         to.target = o.cg.target;
         TrainCompiled tc = {0};

@@ -43,6 +43,12 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddNumberToObject(m, "world_size", train_world_size(o));
     cJSON_AddNumberToObject(m, "weight_decay_hyp", o->weight_decay);
     cJSON_AddNumberToObject(m, "nbs", 64);
+    double gains[3];
+    train_loss_gains(o, gains);
+    cJSON *lg = cJSON_AddObjectToObject(m, "loss_gains");
+    cJSON_AddNumberToObject(lg, "box", gains[0]);
+    cJSON_AddNumberToObject(lg, "cls", gains[1]);
+    cJSON_AddNumberToObject(lg, "dfl", gains[2]);
     cJSON_AddNumberToObject(m, "accumulate", tc->accumulate);
     cJSON_AddNumberToObject(m, "val_batch", tc->val_batch);
     cJSON_AddNumberToObject(m, "parameters", (double)tc->s.parameters);
@@ -83,9 +89,10 @@ static bool build_step(Arena *a, const ModelConfig *cfg, const TrainOptions *o, 
     if (!model_compile(a, cfg, o->imgsz, o->batch, o->channels_last, &tc->m, &tc->s, d)) return false;
     Graph *g = &tc->m.g;
     LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = tc->s.nstrides, .topk = 10, .end2end = tc->end2end,
-                   .gains = {7.5, 0.5, 1.5}, .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs,
+                   .recompute = o->recompute_budget > 0 ? RECOMPUTE_POINTWISE : o->recompute, .recompute_conv = convs,
                    .twins_per_rule = o->recompute_budget > 0};
     memcpy(ls.strides, tc->s.strides, sizeof ls.strides);
+    train_loss_gains(o, ls.gains);
     OptimSpec os = {.kind = o->optimizer, .weight_decay = o->weight_decay, .max_norm = 10, .nesterov = true};
     char err[256];
     if (!autodiff_build(g, &ls, &tc->tg) || !optimizer_build(g, &tc->tg, &os, &tc->og))
@@ -161,9 +168,9 @@ bool compile_eval(Arena *a, const ModelConfig *cfg, const TrainOptions *o, const
     BuildOptions eo = {.h = h, .w = w, .batch = batch, .eval = true, .channels_last = o->channels_last};
     if (!model_build(a, cfg, &eo, strides, nstrides, &ec->em, d)) return false;
     Graph *g = &ec->em.g;
-    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = nstrides, .topk = 10, .end2end = end2end,
-                   .gains = {7.5, 0.5, 1.5}};
+    LossSpec ls = {.nc = (int)cfg->nc, .reg_max = cfg->reg_max, .max_boxes = o->max_boxes, .nlevels = nstrides, .topk = 10, .end2end = end2end};
     memcpy(ls.strides, strides, sizeof(double) * (size_t)nstrides);
+    train_loss_gains(o, ls.gains);
     const int n_levels = loss_spec_levels(&ls);
     if (g->n_outputs != 1 + n_levels) return diag_error(d, (Mark){0, 0}, "internal error: the eval head has %d outputs", g->n_outputs);
     int levels[2 * IR_MAX_LEVELS];
@@ -184,6 +191,12 @@ void eval_compiled_free(EvalCompiled *ec) {
 }
 
 bool train_head_end2end(const ModelConfig *cfg) { return cfg->n_rows > 0 && strcmp(cfg->rows[cfg->n_rows - 1].module, "v10Detect") == 0; }
+
+void train_loss_gains(const TrainOptions *o, double gains[3]) {
+    static const double ULTRALYTICS[3] = {7.5, 0.5, 1.5}; /* cfg/default.yaml box, cls, dfl */
+    const bool set = o->gains[0] != 0 || o->gains[1] != 0 || o->gains[2] != 0;
+    memcpy(gains, set ? o->gains : ULTRALYTICS, sizeof ULTRALYTICS);
+}
 
 int train_world_size(const TrainOptions *o) { return o->world_size > 1 ? o->world_size : 1; }
 

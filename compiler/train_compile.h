@@ -14,6 +14,7 @@ typedef struct TrainOptions {
     int imgsz, batch, max_boxes;
     OptimKind optimizer;
     double weight_decay;
+    double gains[3];            /* box, cls, dfl loss gains; all 0: Ultralytics' 7.5, 0.5, 1.5 */
     Precision precision;
     RecomputePolicy recompute;
     FusePolicy fuse;            /* FUSE_NONE (0): one op per group */
@@ -54,6 +55,8 @@ typedef struct TrainCompiled {
  * decay is scaled by batch * accumulate / 64 as the trainer does. */
 bool compile_training(Arena *a, const ModelConfig *cfg, const TrainOptions *o, TrainCompiled *tc, Diag *d);
 void train_compiled_free(TrainCompiled *tc);
+/* o's loss gains (box, cls, dfl), Ultralytics' defaults where o sets none. */
+void train_loss_gains(const TrainOptions *o, double gains[3]);
 /* The validation graph of cfg at batch x 3 x h x w (h, w multiples of the
  * largest stride) with o's layout, fusion, precision and box limit; strides
  * from the training compile (ModelSummary). compile_training makes one at

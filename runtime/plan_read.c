@@ -423,6 +423,12 @@ double cjson_number(const cJSON *obj, const char *key, double dflt) {
     return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
+bool plan_loss_gains(const Plan *p, double gains[3]) {
+    for (int i = 0; i < p->g.n_ops; i++)
+        if (p->g.ops[i].kind == OP_DETECT_LOSS) return memcpy(gains, p->g.ops[i].a.gains, sizeof p->g.ops[i].a.gains), true;
+    return false;
+}
+
 int plan_meta_tensor(const Plan *p, const char *group, const char *key) {
     const cJSON *o = group ? cJSON_GetObjectItemCaseSensitive(p->meta, group) : p->meta;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

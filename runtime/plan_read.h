@@ -31,6 +31,9 @@ void plan_free(Plan *p);
 int plan_meta_tensor(const Plan *p, const char *group, const char *key);
 /* A number in a JSON object (a plan's META, a state file's scalars); dflt when absent or not a number. */
 double cjson_number(const cJSON *obj, const char *key, double dflt);
+/* The box, cls and dfl gains of the graph's detection loss (the op's own
+ * attributes, what the step computes with); false when it has none. */
+bool plan_loss_gains(const Plan *p, double gains[3]);
 
 /* A validation graph's inputs and outputs (from its META) and their sizes. */
 typedef struct EvalIO {

@@ -38,6 +38,7 @@ static const char USAGE[] =
     "  --lr0 X (SGD 0.01, AdamW round(0.002*5/(4+nc), 6))  --lrf X (0.01)  --momentum X (SGD 0.937, AdamW 0.9)\n"
     "  --warmup-epochs X (3)  --warmup-momentum X (0.8)  --warmup-bias-lr X (SGD 0.1, AdamW 0)  --cos-lr\n"
     "  --weight-decay X    must equal the plan's (it is compiled in)\n"
+    "  --box X, --cls X, --dfl X  loss gains: must equal the plan's (compiled in: yolocc --box/--cls/--dfl)\n"
     "  --batch N           must equal the plan's batch\n"
     "  --workers N (2)     data-loading threads  --cache ram|none (none)\n"
     "  --hsv-h X --hsv-s X --hsv-v X --degrees X --translate X --scale X --shear X --perspective X\n"
@@ -267,7 +268,7 @@ static int synthetic_main(int argc, char **argv) {
         double loss = r.box + r.cls + r.dfl;
         if (!root) continue;
         if (json)
-            printf("{\"step\": %ld, \"loss\": %.6f, \"box\": %.6f, \"cls\": %.6f, \"dfl\": %.6f, \"total\": %.6f, \"grad_norm\": %.6f, \"seconds\": %.3f}\n", s, loss,
+            printf("{\"step\": %ld, \"loss\": %.9g, \"box\": %.9g, \"cls\": %.9g, \"dfl\": %.9g, \"total\": %.9g, \"grad_norm\": %.9g, \"seconds\": %.3f}\n", s, loss,
                    r.box, r.cls, r.dfl, r.total, r.grad_norm, secs);
         else
             printf("step %4ld/%ld  loss %.4f  box %.4f  cls %.4f  dfl %.4f  grad_norm %.3f  %.2fs\n", s, (long)steps, loss, r.box, r.cls, r.dfl, r.grad_norm, secs);
@@ -345,7 +346,8 @@ static int train_data_main(int argc, char **argv) {
         {"--freeze", OPT_INT, &a.freeze, 0, 1000}, {"--seed", OPT_INT, &a.seed, 0, 2147483647}, {"--workers", OPT_INT, &a.workers, 0, 256},
         {"--batch", OPT_INT, &a.batch, 1, 1e6}, {"--save-period", OPT_INT, &a.save_period, -1, 1e6}, {"--stop-after", OPT_INT, &a.stop_after, 0, 1e6},
         {"--lr0", OPT_NUM, &a.lr0, 0, 10}, {"--lrf", OPT_NUM, &a.lrf, 0, 1}, {"--momentum", OPT_NUM, &a.momentum, 0, 1},
-        {"--weight-decay", OPT_NUM, &a.weight_decay, 0, 1}, {"--warmup-epochs", OPT_NUM, &a.warmup_epochs, 0, 1e6},
+        {"--weight-decay", OPT_NUM, &a.weight_decay, 0, 1}, {"--box", OPT_NUM, &a.gains[0], 0, 1000}, {"--cls", OPT_NUM, &a.gains[1], 0, 1000},
+        {"--dfl", OPT_NUM, &a.gains[2], 0, 1000}, {"--warmup-epochs", OPT_NUM, &a.warmup_epochs, 0, 1e6},
         {"--warmup-momentum", OPT_NUM, &a.warmup_momentum, 0, 1}, {"--warmup-bias-lr", OPT_NUM, &a.warmup_bias_lr, 0, 10},
         {"--hsv-h", OPT_FLOAT, &h->hsv_h, 0, 1}, {"--hsv-s", OPT_FLOAT, &h->hsv_s, 0, 1}, {"--hsv-v", OPT_FLOAT, &h->hsv_v, 0, 1},
         {"--degrees", OPT_FLOAT, &h->degrees, 0, 180}, {"--translate", OPT_FLOAT, &h->translate, 0, 1}, {"--scale", OPT_FLOAT, &h->scale, 0, 1},

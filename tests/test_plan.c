@@ -20,13 +20,17 @@ typedef struct Fresh {
     Diag d;
 } Fresh;
 
-static void compile_tiny(Fresh *f, int imgsz, int batch) {
+/* gains: the loss's box, cls and dfl gains (NULL: Ultralytics' defaults) */
+static void compile_tiny_gains(Fresh *f, int imgsz, int batch, const double *gains) {
     arena_init(&f->arena, 0);
     diag_init(&f->d, "models/tiny.yaml");
     ModelOptions mo = {0};
     TrainOptions to = {.imgsz = imgsz, .batch = batch, .max_boxes = 8, .optimizer = OPT_SGD, .weight_decay = 5e-4, .fuse = FUSE_FULL};
+    if (gains) memcpy(to.gains, gains, sizeof to.gains);
     cr_assert(model_cfg_load(&f->arena, "models/tiny.yaml", &mo, &f->cfg, &f->d) && compile_training(&f->arena, &f->cfg, &to, &f->tc, &f->d), "%s", f->d.msg);
 }
+
+static void compile_tiny(Fresh *f, int imgsz, int batch) { compile_tiny_gains(f, imgsz, batch, NULL); }
 
 static void release(Fresh *f) {
     train_compiled_free(&f->tc);
@@ -239,10 +243,12 @@ static void write_with_model_yaml(Fresh *f, const char *path, const char *yaml) 
 /* Other input shapes come from the model YAML the plan carries (META
  * model_yaml): a 96x64 graph of the same parameters; a plan without it, a
  * YAML that does not parse, a shape off the stride, or another model's YAML
- * are each one error, and nothing is left open. */
+ * are each one error, and nothing is left open. The plan's loss gains are
+ * not Ultralytics' defaults, and the other shape's validation loss keeps them. */
 Test(plan, other_shapes_come_from_the_model_yaml_and_bad_ones_are_refused) {
     Fresh f;
-    compile_tiny(&f, 64, 2);
+    const double gains[3] = {3, 0.25, 2};
+    compile_tiny_gains(&f, 64, 2, gains);
     char path[] = "/tmp/yolocc-plan-XXXXXX", err[1600];
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
@@ -273,6 +279,9 @@ Test(plan, other_shapes_come_from_the_model_yaml_and_bad_ones_are_refused) {
             cr_expect(im->d[0] == 1 && im->d[1] == 3 && im->d[2] == 96 && im->d[3] == 64, "images [%lld, %lld, %lld, %lld]", (long long)im->d[0], (long long)im->d[1],
                       (long long)im->d[2], (long long)im->d[3]);
             cr_expect_eq(graph_state_differs(&eg->plan->g, &p.eval->g), -1, "the 96x64 graph's parameters are not the plan's");
+            double g[3];
+            cr_assert(plan_loss_gains(eg->plan, g), "the 96x64 graph has no detection loss");
+            cr_expect(g[0] == 3 && g[1] == 0.25 && g[2] == 2, "the 96x64 graph's loss gains are %g, %g, %g", g[0], g[1], g[2]);
             /* a grid cell per stride of each level, over the 96x64 input */
             const cJSON *st = cJSON_GetObjectItem(p.meta, "strides");
             int cells = 0;

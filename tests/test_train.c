@@ -3,6 +3,7 @@
  * 40 steps: the mean loss of the last 5 steps at most 0.7 x the first), run
  * with the optimised binaries because the sanitised ones are ~10x slower. */
 #include <cjson/cJSON.h>
+#include <math.h>
 
 #include "test_util.h"
 
@@ -92,4 +93,62 @@ Test(train, acceptance_yolov8n_loss_falls, .timeout = 600) {
     cr_expect_leq(last5, 0.7 * loss[0], "loss %.4f -> %.4f (ratio %.3f)", loss[0], last5, last5 / loss[0]);
     tu_free(&r);
     unlink("/tmp/yolort-v8n.plan");
+}
+
+/* the first step's box, cls and dfl items of `yolort train --synthetic` (the
+ * same weights and batch for every plan of one model: seed 0) */
+static void first_items(const char *plan, double items[3]) {
+    char args[512];
+    snprintf(args, sizeof args, "train %s --synthetic --steps 1 --json", plan);
+    CliResult r = run_bin("YOLORT_BIN", "build/yolort", args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert(j, "not JSON: %s", r.out);
+    const char *keys[] = {"box", "cls", "dfl"};
+    for (int k = 0; k < 3; k++) items[k] = cJSON_GetNumberValue(cJSON_GetObjectItem(j, keys[k]));
+    cJSON_Delete(j);
+    tu_free(&r);
+}
+
+/* --box/--cls/--dfl are Ultralytics' loss gains: each loss item is its
+ * unscaled loss times its gain, so the same weights and batch give items in
+ * the ratio of the gains; the plan shows them, yolort train refuses others,
+ * and yolocc refuses negative gains and all three at 0. */
+Test(train, loss_gains_are_compiled_in) {
+    CliResult r = tu_run("models/tiny.yaml --imgsz 64 --batch 2 -o /tmp/yolort-gains-def.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    r = tu_run("models/tiny.yaml --imgsz 64 --batch 2 --box 2 --cls 1.25 --dfl 0.5 -o /tmp/yolort-gains.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    r = tu_run("inspect /tmp/yolort-gains.plan");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\nloss gains: box 2, cls 1.25, dfl 0.5\n"), "%s", r.out);
+    tu_free(&r);
+    r = tu_run("inspect /tmp/yolort-gains-def.plan");
+    cr_expect(strstr(r.out, "\nloss gains: box 7.5, cls 0.5, dfl 1.5\n"), "%s", r.out);
+    tu_free(&r);
+    double d[3], g[3];
+    const double ratio[3] = {2 / 7.5, 1.25 / 0.5, 0.5 / 1.5};
+    first_items("/tmp/yolort-gains-def.plan", d);
+    first_items("/tmp/yolort-gains.plan", g);
+    for (int k = 0; k < 3; k++) {
+        cr_expect(d[k] > 0, "item %d of the default plan is %g", k, d[k]);
+        cr_expect(fabs(g[k] - d[k] * ratio[k]) <= 1e-5 * d[k] * ratio[k], "item %d: %.9g against %.9g x %.6g", k, g[k], d[k], ratio[k]);
+    }
+    r = run_bin("YOLORT_BIN", "build/yolort", "train /tmp/yolort-gains.plan --data /nonexistent/data.yaml --cls 0.5");
+    cr_expect(r.status != 0 && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "--cls 0.5 differs from the plan's 1.25") && strstr(r.err, "yolocc ... --cls 0.5"), "%s", r.err);
+    tu_free(&r);
+    const char *bad[] = {"models/tiny.yaml --box 0 --cls 0 --dfl 0 -o /tmp/yolort-gains-bad.plan", "models/tiny.yaml --dfl -1 -o /tmp/yolort-gains-bad.plan",
+                         "models/tiny.yaml --box x -o /tmp/yolort-gains-bad.plan"};
+    for (int i = 0; i < 3; i++) {
+        r = tu_run(bad[i]);
+        cr_expect_eq(r.status, 2, "'%s' exited %d", bad[i], r.status);
+        cr_expect_eq(tu_lines(r.err), 1, "'%s': %s", bad[i], r.err);
+        cr_expect(access("/tmp/yolort-gains-bad.plan", F_OK) != 0, "'%s' wrote a plan", bad[i]);
+        tu_free(&r);
+    }
+    unlink("/tmp/yolort-gains-def.plan");
+    unlink("/tmp/yolort-gains.plan");
 }

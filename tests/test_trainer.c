@@ -100,15 +100,59 @@ static char *table_between(const char *out, const char *from, const char *until)
     return strndup(a, (size_t)(b - a));
 }
 
-/* --no-plots: the numbers and weights, none of the pictures */
+/* args.yaml's keys are Ultralytics' (tests/fixtures/ultralytics_args_keys.txt,
+ * cfg/default.yaml's order, which its args.yaml keeps) in the same order, and
+ * want's "key: value" lines are among its lines. */
+static void args_yaml_is_ultralytics(const char *name, const char *const *want, int n_want) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/runs/%s/args.yaml", ROOT, name);
+    char *text = tu_slurp(p, NULL), *keys = tu_slurp("tests/fixtures/ultralytics_args_keys.txt", NULL);
+    cr_assert(text && keys, "missing %s or the keys fixture", p);
+    int pos = 0, lines = 0; /* pos: the fixture's line after the last key matched */
+    bool seen[64] = {false};
+    cr_assert(n_want <= 64);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+        char *colon = strstr(line, ": ");
+        cr_assert(colon && line[0] != ' ', "not a top-level 'key: value' line: '%s'", line);
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(colon - line), line);
+        int k = 0, found = -1;
+        for (const char *q = keys; *q; k++) {
+            const char *nl = strchr(q, '\n');
+            size_t len = nl ? (size_t)(nl - q) : strlen(q);
+            if (q[0] != '#' && len == strlen(key) && strncmp(q, key, len) == 0) found = k;
+            q = nl ? nl + 1 : q + len;
+        }
+        cr_expect(found >= 0, "args.yaml key '%s' is not one of Ultralytics'", key);
+        cr_expect(found < 0 || found >= pos, "args.yaml key '%s' out of Ultralytics' order", key);
+        if (found >= 0) pos = found + 1;
+        for (int w = 0; w < n_want; w++)
+            if (strncmp(want[w], key, strlen(key)) == 0 && want[w][strlen(key)] == ':') {
+                cr_expect_str_eq(line, want[w]);
+                seen[w] = true;
+            }
+    }
+    for (int w = 0; w < n_want; w++) cr_expect(seen[w], "args.yaml lacks '%s'", want[w]);
+    cr_expect(lines >= 60, "args.yaml has %d lines", lines);
+    free(text);
+    free(keys);
+}
+
+/* --no-plots: the numbers and weights, none of the pictures; args.yaml in
+ * Ultralytics' order with the values this run used */
 Test(trainer, no_plots_writes_no_pictures, .timeout = 600) {
     prepare();
-    CliResult r = train("noplots", "--epochs 1 --no-plots");
+    CliResult r = train("noplots", "--epochs 1 --no-plots --hsv-h 0.02 --save-period 3 --warmup-epochs 1 --cos-lr");
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     const char *kept[] = {"results.csv", "args.yaml", "weights/best.safetensors"};
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) cr_expect(exists("noplots", kept[i]), "missing %s", kept[i]);
     const char *gone[] = {"results.svg", "train_batch0.jpg", "confusion_matrix.svg", "confusion_matrix.csv", "val_batch0_pred.jpg", "labels.svg"};
     for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) cr_expect(!exists("noplots", gone[i]), "%s written", gone[i]);
+    const char *want[] = {"task: detect", "mode: train", "epochs: 1", "batch: 4", "imgsz: 64", "save_period: 3", "device: cpu", "optimizer: SGD",
+                          "cos_lr: true", "resume: false", "amp: false", "fraction: 1.0", "plots: false", "lr0: 0.01", "weight_decay: 0.0005",
+                          "warmup_epochs: 1.0", "box: 7.5", "cls: 0.5", "dfl: 1.5", "nbs: 64", "hsv_h: 0.02", "hsv_s: 0.7", "perspective: 0.0", "mosaic: 1.0"};
+    args_yaml_is_ultralytics("noplots", want, (int)(sizeof want / sizeof want[0]));
     tu_free(&r);
 }
 

@@ -54,6 +54,8 @@ bool eval_plan_at_shape(const Plan *train, int batch, int h, int w, Plan *out, c
     TrainOptions o = {.max_boxes = (int)cjson_number(m, "max_boxes", 0), .precision = train->precision,
                       .fuse = strcmp(meta_string(m, "fuse"), fuse_policy_name(FUSE_FULL)) == 0 ? FUSE_FULL : FUSE_NONE,
                       .channels_last = strcmp(meta_string(m, "layout"), "nhwc") == 0};
+    /* the validation loss at every shape with the plan's own gains */
+    if (!plan_loss_gains(train->eval, o.gains)) return errf(err, errcap, "the plan's validation graph has no detection loss");
     ModelOptions mo = {.scale = scale[0] ? scale : NULL, .nc = (int64_t)cjson_number(m, "nc", 0)};
     Arena a;
     arena_init(&a, (size_t)1 << 32);

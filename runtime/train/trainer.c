@@ -332,6 +332,14 @@ static bool setup(Trainer *t, char *err, int errcap) {
         return snprintf(err, (size_t)errcap, "--weight-decay %g differs from the plan's %g; weight decay is compiled in: yolocc ... --weight-decay %g", a->weight_decay, wd_hyp,
                         a->weight_decay),
                false;
+    double gains[3];
+    if (!plan_loss_gains(&t->plan, gains)) return snprintf(err, (size_t)errcap, "%s: the training graph has no detection loss", a->plan), false;
+    static const char *const GAIN_OPT[3] = {"--box", "--cls", "--dfl"};
+    for (int k = 0; k < 3; k++)
+        if (a->gains[k] >= 0 && fabs(a->gains[k] - gains[k]) > 1e-12)
+            return snprintf(err, (size_t)errcap, "%s %g differs from the plan's %g; the loss gains are compiled in: yolocc ... %s %g", GAIN_OPT[k], a->gains[k], gains[k],
+                            GAIN_OPT[k], a->gains[k]),
+                   false;
     const char *opt = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer"));
     t->adamw = opt && strcmp(opt, "AdamW") == 0;
     if (a->lr0 < 0) a->lr0 = t->adamw ? auto_adamw_lr(t->ts.nc) : 0.01;

@@ -25,6 +25,7 @@ typedef struct TrainArgs {
     int stop_after;         /* > 0: end this process after that many epochs (continue with resume) */
     double lr0, lrf, momentum, warmup_epochs, warmup_momentum, warmup_bias_lr;
     double weight_decay;    /* must match the plan's hyper-parameter (< 0: take the plan's) */
+    double gains[3];        /* box, cls, dfl loss gains: must match the plan's (< 0: take the plan's) */
     double fraction;        /* the first round(n x fraction) training images (1: all) */
     double time;            /* > 0: hours to train; epochs follow the mean epoch time (Ultralytics' time) */
     bool single_cls;        /* every class 0, named "item" (a plan for nc 1) */
