@@ -119,6 +119,8 @@ static int64_t job_blocks(Job *j) {
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_threaded(void) { openblas_set_num_threads(1); }
 
+int64_t cpu_conv_scratch_max_bytes(void) { return (int64_t)COL_CAP * (int64_t)sizeof(float); }
+
 float *cpu_thread_scratch(int64_t floats, bool *ok) {
     if (floats <= 0) return NULL;
     float *p = malloc((size_t)floats * sizeof(float));

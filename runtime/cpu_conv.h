@@ -14,6 +14,8 @@ RefKernel cpu_kernel(OpKind k);
  * floats (NULL for none); on allocation failure NULL, and *ok (shared by
  * the team) set false. */
 float *cpu_thread_scratch(int64_t floats, bool *ok);
+/* The most im2col scratch one thread takes for a convolution (bytes). */
+int64_t cpu_conv_scratch_max_bytes(void);
 
 /* im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1 unpadded convs),
  * direct loops for depthwise; arbitrary kernel, stride, padding, dilation,

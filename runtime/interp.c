@@ -31,6 +31,15 @@ void *interp_tensor(Interp *it, int t) {
     return it->buf[t];
 }
 
+int64_t interp_tensor_bytes(const Tensor *x) { return shape_numel(&x->shape) * (x->dtype == DT_I64 ? 8 : 4); }
+
+int64_t interp_host_bytes(const Interp *it) {
+    int64_t b = it->arena ? it->arena_bytes : 0;
+    for (int t = 0; it->owned && t < it->g->n_tensors; t++)
+        if (it->owned[t]) b += interp_tensor_bytes(&it->g->tensors[t]);
+    return b;
+}
+
 /* free_at/free_list: per op, the transient tensors to drop after it runs
  * (CSR): at end[t], or at their last reader when end is NULL */
 static bool schedule_frees(Interp *it, const int *end) {
@@ -63,6 +72,7 @@ void interp_arena_release(Interp *it) {
 bool interp_arena_restore(Interp *it, const int64_t *offset, int64_t arena_bytes) {
     if (it->arena) return true;
     if (!(it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1))) return false;
+    it->arena_bytes = arena_bytes;
     memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
     for (int t = 0; t < it->g->n_tensors; t++)
         if (offset[t] >= 0) it->buf[t] = it->arena + offset[t];
@@ -72,6 +82,7 @@ bool interp_arena_restore(Interp *it, const int64_t *offset, int64_t arena_bytes
 bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bool poison) {
     const Graph *g = it->g;
     it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1);
+    it->arena_bytes = arena_bytes;
     it->last = calloc((size_t)g->n_tensors + 1, sizeof(int));
     it->transient = calloc((size_t)g->n_tensors + 1, sizeof(bool));
     if (!it->arena || !it->last || !it->transient) return false;
@@ -132,6 +143,24 @@ static void after_op(Interp *it, int o) {
  * channels-last tensor (the reference kernels read NCHW). */
 static bool needs_packing(const Interp *it, int t) {
     return (it->views && views_row_stride(it->g, it->views, t)) || !tensor_logical_order(&it->g->tensors[t]);
+}
+
+int64_t interp_transient_bytes(const Interp *it, int threads) {
+    const Graph *g = it->g;
+    int64_t pack = 0;
+    bool conv = false;
+    for (int o = 0; g && o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        OpKind k = op->kind;
+        conv |= k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD || k == OP_CONV_TRANSPOSE2D;
+        int64_t b = 0;
+        for (int i = 0; i < op->n_in + op->n_out; i++) {
+            int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+            if (needs_packing(it, t)) b += shape_numel(&g->tensors[t].shape) * (int64_t)sizeof(float);
+        }
+        if (b > pack) pack = b;
+    }
+    return pack + (conv && it->fast ? threads * cpu_conv_scratch_max_bytes() : 0);
 }
 
 /* Between a tensor as stored and a packed NCHW copy of it (fp32): a view

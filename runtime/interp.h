@@ -12,6 +12,7 @@ typedef struct Interp {
     void **buf;         /* per tensor id */
     bool *owned;        /* buffers the interpreter allocated */
     unsigned char *arena;   /* the step arena when a memory plan is used */
+    int64_t arena_bytes;    /* its size, also while released */
     int *last;          /* arena mode: last op reading each tensor */
     bool *transient;    /* arena mode: internal to a fusion group (offset -2): own buffer, dropped early */
     int *free_at, *free_list;   /* per op: transient tensors dropped after it (CSR) */
@@ -24,6 +25,15 @@ typedef struct Interp {
 bool interp_init(Interp *it, const Graph *g);
 /* Allocates (zeroed) storage for tensor t if it has none; returns it. */
 void *interp_tensor(Interp *it, int t);
+/* The most a run takes on top of what it holds (fast kernels): one op's
+ * packed copies of strided or channels-last tensors, and threads x the
+ * im2col scratch of a convolution when the graph has one. */
+int64_t interp_transient_bytes(const Interp *it, int threads);
+/* The bytes of x as the host stores it (fp32, or 8-byte integers). */
+int64_t interp_tensor_bytes(const Tensor *x);
+/* The host bytes it holds now: its own tensor buffers and its arena (none
+ * while released). */
+int64_t interp_host_bytes(const Interp *it);
 /* Places activations at the memory plan's offsets in one arena (offset -1:
  * own buffer; -2: internal to a fusion group, allocated when made and freed
  * after its last reader). With poison, every arena tensor is overwritten with a NaN

@@ -184,6 +184,15 @@ bool train_step_sync_device(TrainStep *ts, char *err, int errcap) { return !ts->
 
 int64_t train_step_device_bytes(const TrainStep *ts) { return ts->cuda ? cuda_step_device_bytes(ts->cuda) : 0; }
 
+int64_t train_step_host_bytes(const TrainStep *ts) {
+    int n;
+    const int *grads = train_step_grads(ts, &n);
+    int64_t b = interp_host_bytes(&ts->it);
+    for (int i = 0; ts->acc && i < n; i++)
+        if (ts->acc[i]) b += interp_tensor_bytes(&ts->plan->g.tensors[grads[i]]);
+    return b;
+}
+
 void train_step_free(TrainStep *ts) {
     train_step_cuda_close(ts);
     if (ts->acc) {

@@ -95,6 +95,9 @@ void train_step_host_changed(TrainStep *ts);
 bool train_step_sync_device(TrainStep *ts, char *err, int errcap);
 /* Device memory the step holds (bytes), or 0 for a CPU plan. */
 int64_t train_step_device_bytes(const TrainStep *ts);
+/* The host bytes the step holds: its interpreter's tensors and arena, and
+ * the gradient accumulators. */
+int64_t train_step_host_bytes(const TrainStep *ts);
 /* The gradient tensors (inputs of the clip op) and their count. */
 const int *train_step_grads(const TrainStep *ts, int *n);
 void train_step_free(TrainStep *ts);

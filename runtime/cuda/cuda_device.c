@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
+#include "../mem_fit.h"
 #include "cuda_abi.h"
 
 bool cuda_ok(const CudaLibs *L, CuResult r, const char *call, const char *doing, char *err, int errcap) {
@@ -74,15 +75,7 @@ void cuda_device_close(CudaDevice *d) {
 int64_t cuda_mem_planned(const CudaMemNeed *n) { return n->arena + n->state + n->inputs + n->workspace; }
 
 int64_t cuda_mem_largest_batch(const CudaMemNeed *n, uint64_t free_bytes) {
-    uint64_t fixed = (uint64_t)n->state + (uint64_t)n->workspace + (uint64_t)n->reserve;
-    if (fixed > free_bytes) return 0;
-    uint64_t avail = free_bytes - fixed, act = (uint64_t)n->arena + (uint64_t)n->inputs, batch = n->batch > 0 ? (uint64_t)n->batch : 1;
-    if (act == 0) return INT64_MAX;
-    /* b * act / batch <= avail  <=>  b <= avail * batch / act (exact in integers) */
-    uint64_t prod;
-    if (__builtin_mul_overflow(avail, batch, &prod)) return INT64_MAX;
-    uint64_t b = prod / act;
-    return b > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)b;
+    return mem_largest_batch(n->state + n->workspace + n->reserve, n->arena + n->inputs, n->batch, free_bytes);
 }
 
 bool cuda_mem_check(const CudaMemNeed *n, uint64_t free_bytes, char *err, int errcap) {

@@ -494,6 +494,36 @@ int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each) {
     return RING;
 }
 
+int64_t loader_host_bytes(const Loader *l) {
+    const int64_t b = l->o.batch, px = b * 3 * l->side * l->side * (l->o.bytes ? 1 : (int64_t)sizeof(float));
+    const int64_t page = l->o.bytes ? (px + PAGE - 1) / PAGE * PAGE : px;
+    return RING * (page + b * (l->o.max_boxes ? l->o.max_boxes : 1) * 5 * (int64_t)sizeof(float) + b * (int64_t)(sizeof(int64_t) + sizeof(ImageInfo)));
+}
+
+int64_t loader_cache_bytes(const DataSplit *split, int imgsz) {
+    int64_t b = 0;
+    for (int i = 0; i < split->n; i++) {
+        int w, h;
+        load_size(split->samples[i].w, split->samples[i].h, imgsz, &w, &h);
+        b += (int64_t)w * h * 3;
+    }
+    return b;
+}
+
+int64_t loader_worker_bytes(const Loader *l) {
+    int64_t orig = 0;
+    for (int i = 0; i < l->split->n; i++) {
+        const int64_t px = (int64_t)l->split->samples[i].w * l->split->samples[i].h;
+        if (px > orig) orig = px;
+    }
+    const int64_t s2 = (int64_t)l->o.imgsz * l->o.imgsz;
+    /* the decoded original and its resize steps (each at most a quarter of the last) */
+    int64_t each = orig * 3 * 3 / 2;
+    if (!l->o.train) each += 2 * 3 * s2;
+    else each += (l->o.hyp.mixup > 0 ? 2 : 1) * (4 * 3 * s2 + 12 * s2 + 3 * s2);
+    return each * (l->o.workers > 0 ? l->o.workers : 1);
+}
+
 int loader_batches_per_epoch(const Loader *l) { return l->nb; }
 
 void loader_batch_shape(const Loader *l, int i, int *h, int *w) {

@@ -75,6 +75,18 @@ void loader_batch_shape(const Loader *l, int i, int *h, int *w);
  * a GPU pins them once, and uploads each batch from where it lies. */
 #define LOADER_SLOTS 3
 int loader_pixel_buffers(const Loader *l, void **bufs, size_t *bytes_each);
+/* The host bytes of its batch buffers (pixels, boxes, counts, image info);
+ * a RAM cache (LoaderOptions.cache_ram) grows on top as images are loaded. */
+int64_t loader_host_bytes(const Loader *l);
+/* What its workers (or the caller's thread, without workers) hold at most
+ * while making samples, estimated from the split's largest image: its
+ * decode and resize, and each sample's images (a mosaic's four tiles, its
+ * 2 imgsz canvas and the warp's output, twice with mixup; or a letterbox). */
+int64_t loader_worker_bytes(const Loader *l);
+/* The bytes of every image of the split load-resized to imgsz (each long
+ * side imgsz, 3 bytes a pixel, from the headers the dataset read): what
+ * LoaderOptions.cache_ram ends up holding. */
+int64_t loader_cache_bytes(const DataSplit *split, int imgsz);
 /* Starts epoch e (0-based): the shuffle order and augmentation random
  * streams depend only on (seed, e). mosaic false = close_mosaic (also turns
  * mixup off); skip = batches to skip (resume inside an epoch). */

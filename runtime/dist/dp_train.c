@@ -17,7 +17,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
 
 /* bytes of a tensor as the CPU interpreter stores it (interp_tensor: 8 for
  * int64, else 4: the CPU keeps every floating-point tensor in fp32) */
-static int64_t tensor_bytes(const Tensor *t) { return shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4); }
 
 /* What every rank must agree on before summing gradients: tensor kinds,
  * dtypes and shapes, and the op sequence. */
@@ -75,7 +74,7 @@ bool dp_broadcast_host_state(DataParallel *dp, TrainStep *ts, char *err, int err
     const Graph *g = &ts->plan->g;
     for (int i = 0; i < g->n_state; i++) {
         const Tensor *t = &g->tensors[g->state[i]];
-        if (!dist_broadcast(&dp->comm, ts->it.buf[t->id], (size_t)tensor_bytes(t), 0, t->name ? t->name : "a state tensor", err, errcap)) return false;
+        if (!dist_broadcast(&dp->comm, ts->it.buf[t->id], (size_t)interp_tensor_bytes(t), 0, t->name ? t->name : "a state tensor", err, errcap)) return false;
     }
     train_step_host_changed(ts);
     return true;
@@ -89,9 +88,9 @@ bool dp_reduce_grads(void *ctx, TrainStep *ts, char *err, int errcap) {
     const int *grads = train_step_grads(ts, &n);
     if (n != l->n_grads) return errf(err, errcap, "the gradient layout has %d gradients, the step %d", l->n_grads, n);
     /* the accumulators are separate arrays; the collective wants the region contiguous */
-    for (int i = 0; i < n; i++) memcpy((char *)dp->region + l->offset[i], ts->acc[i], (size_t)tensor_bytes(&g->tensors[grads[i]]));
+    for (int i = 0; i < n; i++) memcpy((char *)dp->region + l->offset[i], ts->acc[i], (size_t)interp_tensor_bytes(&g->tensors[grads[i]]));
     if (!dist_allreduce_sum(&dp->comm, dp->region, l, err, errcap)) return false;
-    for (int i = 0; i < n; i++) memcpy(ts->acc[i], (char *)dp->region + l->offset[i], (size_t)tensor_bytes(&g->tensors[grads[i]]));
+    for (int i = 0; i < n; i++) memcpy(ts->acc[i], (char *)dp->region + l->offset[i], (size_t)interp_tensor_bytes(&g->tensors[grads[i]]));
     return true;
 }
 
@@ -100,7 +99,7 @@ static void zero_accumulated(TrainStep *ts) {
     const Graph *g = &ts->plan->g;
     int n;
     const int *grads = train_step_grads(ts, &n);
-    for (int i = 0; i < n; i++) memset(ts->acc[i], 0, (size_t)tensor_bytes(&g->tensors[grads[i]]));
+    for (int i = 0; i < n; i++) memset(ts->acc[i], 0, (size_t)interp_tensor_bytes(&g->tensors[grads[i]]));
 }
 
 /* the CPU hook is attached: each rank's accumulators are its own until the update */
@@ -124,7 +123,7 @@ bool dp_check_in_sync(DataParallel *dp, char *err, int errcap) {
      * (each rank's forward updates its own, and rank 0's are the ones saved) */
     uint64_t h = 0xCBF29CE484222325ULL;
     for (int t = 0; t < g->n_tensors; t++)
-        if (g->tensors[t].kind == TK_PARAM || g->tensors[t].kind == TK_OPTIM) h = fnv1a(h, dp->ts->it.buf[t], (size_t)tensor_bytes(&g->tensors[t]));
+        if (g->tensors[t].kind == TK_PARAM || g->tensors[t].kind == TK_OPTIM) h = fnv1a(h, dp->ts->it.buf[t], (size_t)interp_tensor_bytes(&g->tensors[t]));
     return dist_agree_u64(&dp->comm, h, "the parameters and optimizer state after training (a hash)", err, errcap);
 }
 

@@ -159,6 +159,16 @@ EvalGraph *eval_shapes_get(EvalShapes *s, int batch, int h, int w, char *err, in
     return s->last = s->g[s->n++] = eg;
 }
 
+int64_t eval_shapes_host_bytes(const EvalShapes *s) {
+    int64_t own = 0, arena = 0;
+    for (int i = 0; i < s->n; i++) {
+        const Interp *it = &s->g[i]->ev;
+        own += interp_host_bytes(it) - (it->arena ? it->arena_bytes : 0);
+        if (it->arena_bytes > arena) arena = it->arena_bytes;
+    }
+    return own + arena;
+}
+
 void eval_shapes_free(EvalShapes *s) {
     for (int i = 0; i < s->n; i++) {
         eval_graph_close(s->g[i]);

@@ -59,5 +59,8 @@ typedef struct EvalShapes {
  * shape changes a few times a pass). */
 EvalGraph *eval_shapes_get(EvalShapes *s, int batch, int h, int w, char *err, int errcap);
 void eval_shapes_free(EvalShapes *s);
+/* The host bytes the graphs hold at most: each one's own tensors, and the
+ * largest arena (one is held at a time). */
+int64_t eval_shapes_host_bytes(const EvalShapes *s);
 
 #endif

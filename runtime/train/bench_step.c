@@ -6,13 +6,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
 #include "../dist/ranks.h"
+#include "../mem_fit.h"
 #include "../synthetic.h"
 #include "../train_step.h"
 #include "../weights.h"
@@ -95,9 +95,7 @@ static bool bench_cpu(Plan *plan, const BenchOptions *o, BenchResult *r, double 
         more = another_step(o, secs, s, r);
     }
     if (ok) {
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        r->peak_bytes = (int64_t)ru.ru_maxrss * 1024; /* Linux reports kilobytes */
+        r->peak_bytes = process_peak_rss_bytes();
         r->peak_kind = "process peak resident set (getrusage ru_maxrss)";
         cpu_name(r->device, sizeof r->device);
     }

@@ -14,7 +14,6 @@
 #include "schedule.h"
 #include "train_state.h"
 
-static size_t tensor_bytes(const Tensor *t) { return (size_t)shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4); }
 
 bool ema_init(Trainer *t) {
     const Graph *g = &t->plan.g;
@@ -22,7 +21,7 @@ bool ema_init(Trainer *t) {
     if (!t->ema) return false;
     for (int i = 0; i < g->n_state; i++) {
         int id = g->state[i];
-        size_t n = tensor_bytes(&g->tensors[id]);
+        size_t n = (size_t)interp_tensor_bytes(&g->tensors[id]);
         if (!(t->ema[id] = malloc(n ? n : 1))) return false;
         memcpy(t->ema[id], t->ts.it.buf[id], n);
     }

@@ -16,6 +16,7 @@
 #include "../../ir/diag.h"
 #include "../../passes/optimizer.h"
 #include "../cuda/cuda_step.h"
+#include "../mem_fit.h"
 #include "../train_step_cuda.h"
 #include "../weights.h"
 #include "checkpoint.h"
@@ -30,21 +31,11 @@ double monotonic_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Resident memory of this process in GB (the CPU target's "GPU_mem"). */
-static double rss_gb(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long pages = 0, rss = 0;
-    if (!f) return 0;
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-    fclose(f);
-    return (double)rss * (double)sysconf(_SC_PAGESIZE) / 1e9;
-}
-
 /* The progress bar's memory column: the device memory the plan's steps hold
  * (training and validation; it does not change during a run) for a CUDA
  * plan, else the process's resident memory. */
 static double mem_gb(const Trainer *t) {
-    if (!t->ts.cuda) return rss_gb();
+    if (!t->ts.cuda) return (double)process_rss_bytes() / 1e9;
     return (double)(train_step_device_bytes(&t->ts) + (t->evcuda ? cuda_step_device_bytes(t->evcuda) : 0)) / 1e9;
 }
 
@@ -367,12 +358,19 @@ static bool setup(Trainer *t, char *err, int errcap) {
     /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
     if (t->ts.cuda && !train_step_takes_bytes(&t->ts, err, errcap)) return false;
     lo.bytes = t->ts.cuda != NULL;
+    /* --cache ram as Ultralytics' check_cache_ram: each split's load-resized
+     * images with a 50% margin against what is available, else no cache */
+    uint64_t cache_room = 0;
+    char source[1200];
+    if (a->cache_ram && !host_memory_available(&cache_room, source, sizeof source)) cache_room = 0;
+    lo.cache_ram = a->cache_ram && trainer_cache_fits(t, &t->ds.train, "train: ", &cache_room);
     if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap)) || !pin_loader(t->train_loader, t->ts.cuda, err, errcap)) return false;
     const Plan *ep = t->plan.eval;
     /* the validation loader opens once the validation graph's device is known (open_val_loader) */
     LoaderOptions val = lo;
     val.train = false;
     val.shard = val.shards = 0;
+    val.cache_ram = a->cache_ram && t->root && trainer_cache_fits(t, &t->ds.val, "val: ", &cache_room);
     val.batch = (int)cjson_number(ep->meta, "batch", 0);
     val.max_boxes = (int)cjson_number(ep->meta, "max_boxes", 0);
     t->nb = loader_batches_per_epoch(t->train_loader);
@@ -514,7 +512,10 @@ int train_main(const TrainArgs *args) {
         }
         if (!resume_args(&t->a, &resume_file, &resumed, err, sizeof err)) goto out;
     }
+    t->rss0 = process_rss_bytes();
     if (!setup(t, err, sizeof err)) goto out;
+    /* before the run directory: a run that cannot fit leaves nothing behind */
+    if (!t->ts.cuda && !trainer_host_memory_check(t, err, sizeof err)) goto out;
     if (t->a.resume) {
         if (!dir_of_state(t->a.resume, t->dir, sizeof t->dir)) {
             snprintf(err, sizeof err, "%s: expected RUN/weights/last.state", t->a.resume);
@@ -606,6 +607,8 @@ int train_main(const TrainArgs *args) {
         ValResult v;
         if (!validate_run(t, true, t->a.plots ? t->dir : NULL, &v, err, sizeof err)) goto out;
         printf("Results saved to %s\n", t->dir);
+        if (t->host_planned > 0)
+            printf("Peak host memory %.3f GB (%.3f GB known before step 0)\n", (double)process_peak_rss_bytes() / 1e9, (double)t->host_planned / 1e9);
     }
     rc = 0;
 out:

@@ -77,6 +77,9 @@ typedef struct Trainer {
     bool adamw;             /* the plan's optimizer is AdamW (else SGD) */
     uint32_t plan_crc;
     char dir[1024];         /* the run directory */
+    int64_t rss0;           /* resident bytes before set-up: the program and its libraries */
+    int64_t cache_bytes;    /* the RAM cache's images (--cache ram, where they fit) */
+    int64_t host_planned;   /* a CPU plan's host memory known before step 0 (host_memory.c), else 0 */
     double t0;              /* monotonic seconds at the start of training (earlier by the elapsed time of a resumed run) */
     double resumed_elapsed; /* training seconds before a resume */
     bool time_up;           /* --time ran out during the epoch */
@@ -90,6 +93,16 @@ typedef struct Trainer {
 cJSON *train_args_json(const TrainArgs *a);
 bool train_args_from_json(TrainArgs *a, const cJSON *j);
 void train_write_args_yaml(const Trainer *t);
+/* A CPU plan's host memory after set-up, before step 0 (host_memory.c):
+ * prints what the run holds (training step, EMA, validation graphs, data
+ * loaders) and fails, naming the largest batch that fits, when it exceeds
+ * the memory this process may still take. */
+bool trainer_host_memory_check(Trainer *t, char *err, int errcap);
+/* Whether split's images, load-resized, fit in *room with Ultralytics' 50%
+ * margin (check_cache_ram; sizes from the image headers, not a sample of
+ * 30): if so takes them from *room and adds them to t->cache_bytes, else
+ * prints Ultralytics' "... not caching images" line. */
+bool trainer_cache_fits(Trainer *t, const DataSplit *split, const char *prefix, uint64_t *room);
 
 /* The whole command: returns the process exit code (0 done, 1 failure while
  * training, 2 bad arguments, plan or data). Prints progress to stdout and
