@@ -99,21 +99,25 @@ bool cgroup_headroom(const char *root, const char *group, const char *limit, con
 }
 
 bool host_memory_check(const HostNeed *n, char *out, size_t cap) {
-    /* what set-up touched is resident already; the rest is taken as the run first touches it */
+    /* what set-up touched is resident already; the rest is taken as the run
+     * first touches it, by each of the processes on this node alike */
     const int64_t more = n->total > n->resident ? n->total - n->resident : 0;
-    if ((uint64_t)more <= n->avail) {
-        snprintf(out, cap, "CPU: %.3f GB of host memory (%s), %.3f GB more than set-up touched, checked against %.3f GB available (%s) before step 0",
-                 (double)n->total / 1e9, n->parts, (double)more / 1e9, (double)n->avail / 1e9, n->source);
+    const int procs = n->procs > 1 ? n->procs : 1;
+    char each[64] = "";
+    if (procs > 1) snprintf(each, sizeof each, " for each of %d ranks on this node", procs);
+    if ((uint64_t)more <= n->avail / (uint64_t)procs) {
+        snprintf(out, cap, "CPU: %.3f GB of host memory%s (%s), %.3f GB more than set-up touched, checked against %.3f GB available (%s) before step 0",
+                 (double)n->total / 1e9, each, n->parts, (double)more / 1e9, (double)n->avail / 1e9, n->source);
         return true;
     }
-    const int64_t b = mem_largest_batch(n->fixed, n->total - n->fixed, n->batch, n->avail + (uint64_t)(n->resident > 0 ? n->resident : 0));
+    const int64_t b = mem_largest_batch(n->fixed, n->total - n->fixed, n->batch, n->avail / (uint64_t)procs + (uint64_t)(n->resident > 0 ? n->resident : 0));
     char fit[96];
     if (b == 0) snprintf(fit, sizeof fit, "not even batch 1 fits");
     else snprintf(fit, sizeof fit, "the largest batch that fits is %lld", (long long)b);
     snprintf(out, cap,
-             "the run takes up to %.3f GB of host memory (%s), %.3f GB more than set-up touched, but only %.3f GB are available (%s); the plan is compiled for batch %d "
-             "and %s (recompile with a smaller --batch, or a --recompute budget)",
-             (double)n->total / 1e9, n->parts, (double)more / 1e9, (double)n->avail / 1e9, n->source, n->batch, fit);
+             "the run takes up to %.3f GB of host memory%s (%s), %.3f GB more than set-up touched, but only %.3f GB are available (%s); the plan is compiled for "
+             "batch %d and %s (recompile with a smaller --batch, or a --recompute budget)",
+             (double)n->total / 1e9, each, n->parts, (double)more / 1e9, (double)n->avail / 1e9, n->source, n->batch, fit);
     return false;
 }
 

@@ -18,13 +18,15 @@ typedef struct HostNeed {
     int64_t resident;       /* what it holds now (set-up touched) */
     int64_t fixed;          /* the part of total that does not grow with the batch */
     int batch;              /* the plan's */
+    int procs;              /* processes on this node taking as much (data-parallel ranks; 0 or 1: this one) */
     uint64_t avail;         /* what the process may still take (host_memory_available) */
     const char *source;     /* and where that bound comes from */
     const char *parts;      /* total's parts, in words */
 } HostNeed;
-/* True with the line the run prints ("CPU: X GB of host memory ... before step 0") when
- * total - resident fits in avail; otherwise false with one error naming the
- * need, the available bytes and the largest batch that fits. */
+/* True with the line the run prints ("CPU: X GB of host memory ... before
+ * step 0") when procs x (total - resident) fits in avail; otherwise false
+ * with one error naming the need, the available bytes and the largest
+ * batch that fits. */
 bool host_memory_check(const HostNeed *n, char *out, size_t cap);
 
 /* The host memory this process can still take: /proc/meminfo's MemAvailable,

@@ -642,6 +642,8 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     const char *banner = strstr(two.out, "Starting training for 4 epochs");
     cr_expect(banner && !strstr(banner + 1, "Starting training"), "%s", two.out);
     cr_expect(strstr(two.out, "DDP: 2 ranks") && strstr(two.out, "16/16"), "%s", two.out);
+    /* the ranks on this node share its memory: each one's part is checked against half */
+    cr_expect(strstr(two.out, "\nCPU: ") && strstr(two.out, "of host memory for each of 2 ranks on this node ("), "%s", two.out);
     cr_expect(strstr(one.out, "32/32"), "%s", one.out);
     snprintf(cmd, sizeof cmd, "%s/runs/two2", dir);
     struct stat st;

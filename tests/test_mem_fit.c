@@ -30,6 +30,14 @@ Test(mem_fit, host_check_fits_or_names_the_largest_batch) {
                   strstr(out, "compiled for batch 16 and the largest batch that fits is 12"),
               "%s", out);
     cr_expect(!strchr(out, '\n'), "%s", out);
+    /* two ranks on this node: each gets half of 5 GB, 2 GB more each fits; at 3.5 GB, 1.75 each does not: 2.75 - 1 fixed -> batch 14 */
+    n.avail = 5000000000, n.procs = 2;
+    cr_assert(host_memory_check(&n, out, sizeof out), "%s", out);
+    cr_expect(strstr(out, "CPU: 3.000 GB of host memory for each of 2 ranks on this node (the parts)"), "%s", out);
+    n.avail = 3500000000;
+    cr_assert(!host_memory_check(&n, out, sizeof out));
+    cr_expect(strstr(out, "for each of 2 ranks on this node") && strstr(out, "the largest batch that fits is 14"), "%s", out);
+    n.procs = 1;
     n.avail = 0, n.resident = 0;
     cr_assert(!host_memory_check(&n, out, sizeof out));
     cr_expect(strstr(out, "not even batch 1 fits"), "%s", out);
