@@ -57,7 +57,9 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
     uint64_t avail;
     char source[1200];
     if (!host_memory_available(&avail, source, sizeof source)) return snprintf(err, (size_t)errcap, "cannot read /proc/meminfo: the host memory a run may take is unknown"), false;
-    const HostNeed need = {.total = total, .resident = now, .fixed = fixed, .batch = t->ts.batch, .procs = t->dp.comm.ranks.local_world > 0 ? t->dp.comm.ranks.local_world : t->world, .avail = avail, .source = source, .parts = parts};
+    /* ranks on this node share its memory (all of them when the launcher does not say) */
+    const int procs = t->dp.comm.ranks.local_world > 0 ? t->dp.comm.ranks.local_world : t->world;
+    const HostNeed need = {.total = total, .resident = now, .fixed = fixed, .batch = t->ts.batch, .procs = procs, .avail = avail, .source = source, .parts = parts};
     char line[2400];
     if (!host_memory_check(&need, line, sizeof line)) return snprintf(err, (size_t)errcap, "%s", line), false;
     t->host_planned = total;
