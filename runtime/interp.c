@@ -69,11 +69,11 @@ void interp_arena_release(Interp *it) {
     it->arena = NULL;
 }
 
-bool interp_arena_restore(Interp *it, const int64_t *offset, int64_t arena_bytes) {
+bool interp_arena_restore(Interp *it, const int64_t *offset) {
     if (it->arena) return true;
-    if (!(it->arena = malloc(arena_bytes > 0 ? (size_t)arena_bytes : 1))) return false;
-    it->arena_bytes = arena_bytes;
-    memset(it->arena, 0xFF, arena_bytes > 0 ? (size_t)arena_bytes : 1);
+    const size_t bytes = it->arena_bytes > 0 ? (size_t)it->arena_bytes : 1;
+    if (!(it->arena = malloc(bytes))) return false;
+    memset(it->arena, 0xFF, bytes);
     for (int t = 0; t < it->g->n_tensors; t++)
         if (offset[t] >= 0) it->buf[t] = it->arena + offset[t];
     return true;

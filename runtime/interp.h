@@ -44,7 +44,7 @@ bool interp_use_arena(Interp *it, const int64_t *offset, int64_t arena_bytes, bo
  * makes it again, every tensor at its offset, before the next run: graphs
  * that take turns then hold one arena at a time. */
 void interp_arena_release(Interp *it);
-bool interp_arena_restore(Interp *it, const int64_t *offset, int64_t arena_bytes);
+bool interp_arena_restore(Interp *it, const int64_t *offset);
 /* Drops each internal tensor when its fusion group ends instead of after its
  * last reader, so a group that lets one escape fails ("has no value").
  * Takes the fusion's views too: a view is poisoned with its base, once the

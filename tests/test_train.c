@@ -8,10 +8,7 @@
 #include "test_util.h"
 
 /* the binary named by $ENV, else the fallback path */
-static CliResult run_bin(const char *env, const char *fallback, const char *args) {
-    const char *bin = getenv(env);
-    return tu_run_bin(bin ? bin : fallback, args);
-}
+static CliResult run_bin(const char *env, const char *fallback, const char *args) { return tu_run_bin(tu_env_bin(env, fallback), args); }
 
 /* parses one JSON object per line; returns the number of steps read */
 static int read_steps(const char *out, double *loss, int cap) {

@@ -469,27 +469,21 @@ Test(trainer, killed_runs_leave_loadable_checkpoints, .timeout = 900) {
     tu_free(&r);
 }
 
-/* The binary named by $ENV (the optimised builds: the sanitisers' shadow
- * memory would be most of a sanitised process's), else the fallback. */
-static const char *fast_bin(const char *env, const char *fallback) {
-    const char *b = getenv(env);
-    return b ? b : fallback;
-}
-
 /* A CPU run's host memory is known before step 0: the line printed before
  * training bounds the process's peak resident memory, which the run prints
  * at its end, and is not far above it (YOLOv8n, 160 px, batch 8, the
  * images cached in RAM: 40 of 160 x 160 x 3 bytes). */
 Test(trainer, host_memory_is_known_before_step_0, .timeout = 900) {
     prepare();
+    /* the optimised builds: the sanitisers' shadow memory would be most of a sanitised process's */
     char args[1200];
     snprintf(args, sizeof args, "models/yolov8.yaml --scale n --nc 3 --imgsz 160 --batch 8 -o %s/v8n160.plan", ROOT);
-    CliResult r = tu_run_bin(fast_bin("YOLOCC_FAST_BIN", "build/yolocc"), args);
+    CliResult r = tu_run_bin(tu_env_bin("YOLOCC_FAST_BIN", "build/yolocc"), args);
     cr_assert_eq(r.status, 0, "%s", r.err);
     tu_free(&r);
     snprintf(args, sizeof args, "train %s/v8n160.plan --data %s/data/data.yaml --project %s/runs --name memory --exist-ok --workers 2 --epochs 1 --no-plots --cache ram", ROOT, ROOT,
              ROOT);
-    r = tu_run_bin(fast_bin("YOLORT_FAST_BIN", "build/yolort"), args);
+    r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), args);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     const char *line = strstr(r.out, "\nCPU: "), *end = strstr(r.out, "Peak host memory ");
     cr_assert(line && end && line < strstr(r.out, "Starting training"), "%s", r.out);

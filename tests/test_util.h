@@ -38,6 +38,12 @@ static inline const char *tu_bin(void) {
     return b ? b : "build/yolocc";
 }
 
+/* The binary named by $ENV (e.g. YOLORT_FAST_BIN, an optimised build), else fallback. */
+static inline const char *tu_env_bin(const char *env, const char *fallback) {
+    const char *b = getenv(env);
+    return b ? b : fallback;
+}
+
 /* Runs `BIN ARGS` through the shell; ARGS is trusted test text. */
 static inline CliResult tu_run_bin(const char *bin, const char *args) {
     char out[] = "/tmp/yolocc-test-out-XXXXXX", err[] = "/tmp/yolocc-test-err-XXXXXX";

@@ -15,9 +15,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* bytes of a tensor as the CPU interpreter stores it (interp_tensor: 8 for
- * int64, else 4: the CPU keeps every floating-point tensor in fp32) */
-
 /* What every rank must agree on before summing gradients: tensor kinds,
  * dtypes and shapes, and the op sequence. */
 static uint64_t graph_hash(const Graph *g) {

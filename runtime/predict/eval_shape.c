@@ -140,7 +140,7 @@ static bool open_shape(const EvalShapes *s, EvalGraph *eg, int batch, int h, int
 static EvalGraph *hold_arena(EvalShapes *s, EvalGraph *eg, char *err, int errcap) {
     if (s->last && s->last != eg) interp_arena_release(&s->last->ev);
     s->last = eg;
-    if (!interp_arena_restore(&eg->ev, eg->plan->offset, eg->plan->arena_bytes)) return errf(err, errcap, "out of memory for the validation arena at %dx%d", eg->io.h, eg->io.w), NULL;
+    if (!interp_arena_restore(&eg->ev, eg->plan->offset)) return errf(err, errcap, "out of memory for the validation arena at %dx%d", eg->io.h, eg->io.w), NULL;
     return eg;
 }
 

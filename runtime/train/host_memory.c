@@ -40,9 +40,11 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
      * scratch (one runs at a time), and the loader threads' sample images */
     const int threads = omp_get_max_threads();
     int64_t scratch = interp_transient_bytes(&t->ts.it, threads);
-    if (t->evg.ev.g && interp_transient_bytes(&t->evg.ev, threads) > scratch) scratch = interp_transient_bytes(&t->evg.ev, threads);
-    for (int i = 0; i < t->evshapes.n; i++)
-        if (interp_transient_bytes(&t->evshapes.g[i]->ev, threads) > scratch) scratch = interp_transient_bytes(&t->evshapes.g[i]->ev, threads);
+    for (int i = -1; i < t->evshapes.n; i++) {
+        const Interp *it = i < 0 ? &t->evg.ev : &t->evshapes.g[i]->ev;
+        const int64_t b = interp_transient_bytes(it, threads);
+        if (b > scratch) scratch = b;
+    }
     const int64_t workers = (t->train_loader ? loader_worker_bytes(t->train_loader) : 0) + (t->val_loader ? loader_worker_bytes(t->val_loader) : 0);
     const int64_t total = t->rss0 + step + ema + val + shapes + loaders + t->cache_bytes + scratch + workers, now = process_rss_bytes();
     /* what does not grow with the batch: the program, the parameters with

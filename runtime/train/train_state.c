@@ -14,7 +14,6 @@
 #include "schedule.h"
 #include "train_state.h"
 
-
 bool ema_init(Trainer *t) {
     const Graph *g = &t->plan.g;
     t->ema = calloc((size_t)g->n_tensors, sizeof(void *));
