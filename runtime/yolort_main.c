@@ -79,7 +79,7 @@ static const char USAGE[] =
     "  --split val|test|train (val): the data YAML's list to validate  --single-cls (labels as one class; a plan for nc 1)\n"
     "  --batch N (16)  --no-rect: as `yolo val` runs a .pt model, images go in order of aspect ratio in rect\n"
     "  batches (each the smallest stride multiples, plus half a stride, that hold its images); the validation\n"
-    "  graph is rebuilt per batch shape. A CUDA plan validates at its own batch and square size.\n"
+    "  graph is rebuilt per batch shape (a CUDA plan's too: every shape opened on the device before the first batch).\n"
     "  (yolort train draws them into its run directory at the final evaluation).\n"
     "\n"
     "export options (Ultralytics names and defaults): --format onnx  --batch N (1)  --dynamic (any batch)\n"

@@ -23,6 +23,7 @@ static inline void host_step_setup(HostStep *h, const Plan *p) {
     h->arena = calloc((size_t)cs->mem.layout.arena_bytes + 1, 1);
     h->persistent = calloc((size_t)cs->mem.layout.persistent_bytes + 1, 1);
     cs->mem.arena = (CuDevicePtr)(uintptr_t)h->arena, cs->mem.persistent = (CuDevicePtr)(uintptr_t)h->persistent;
+    cs->mem.state = cs->mem.persistent + (CuDevicePtr)cs->mem.layout.input_bytes;
     cs->ptr = cuda_mem_pointers(&cs->mem);
     bool *persistent = calloc((size_t)p->g.n_tensors, sizeof *persistent);
     memplan_mark_persistent(&p->g, persistent);

@@ -207,7 +207,8 @@ Test(cuda_step, validation_runs_in_the_training_steps_arena) {
     cr_assert(cuda_step_open(&tr, &p, 0, err, sizeof err), "%s", err);
     size_t free0 = 0, free1 = 0, total = 0;
     cr_assert(CUDA_CALL(&probe.L, cuMemGetInfo, (&free0, &total), "reading free memory", err, sizeof err), "%s", err);
-    cr_assert(cuda_step_open_sharing(&ev, p.eval, 0, &tr, err, sizeof err), "%s", err);
+    const CudaLend lend = {.arena = &tr.mem, .workspace = &tr.mem};
+    cr_assert(cuda_step_open_sharing(&ev, p.eval, 0, &lend, err, sizeof err), "%s", err);
     cr_assert(CUDA_CALL(&probe.L, cuMemGetInfo, (&free1, &total), "reading free memory", err, sizeof err), "%s", err);
     const bool arena_fits = ev.mem.layout.arena_bytes <= tr.mem.layout.arena_bytes;
     const bool ws_fits = memplan_align(cuda_step_workspace_need(&ev)) <= tr.mem.workspace_bytes;

@@ -559,84 +559,8 @@ Test(predict, no_rect_and_mixed_batches_letterbox_square, .timeout = 300) {
     remove_dir(dir);
 }
 
-/* `yolort val` as `yolo val model=MODEL.pt` runs it (Model.val's rect=True)
- * against Ultralytics' DetectionValidator on tests/parity/val_rect (made by
- * tools/make_val_rect_fixture.py: 6 images of aspect ratios 0.5 to 2 at
- * 128 px, batch 2, so three rect batches of 96x160, 160x160 and 160x128):
- * predictions.json entry for entry (the images in Ultralytics' aspect-ratio
- * order, classes equal, boxes and scores to one step of their rounding) and
- * the table's "all" row as its metrics print; --no-rect then finds other boxes. */
-static void check_val_rect(const char *model) {
-    char dir[64], cmd[1024], path[256];
-    setup_dir_for(dir, model, "--imgsz 128");
-    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/%s.safetensors --data tests/parity/val_rect/data.yaml --batch 2 --save-json --no-plots --project %s/runs --name rect",
-             dir, model, dir);
-    CliResult r = tu_run_bin(predict_bin(), cmd);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "per image (load, inference and postprocess) at shape (2, 3, 160, 128)\n"), "%s", r.out);
-    snprintf(path, sizeof path, "tests/parity/val_rect/%s/metrics.json", model);
-    char *text = tu_slurp(path, NULL);
-    cJSON *want_m = cJSON_Parse(text);
-    free(text);
-    cr_assert(want_m, "%s", path);
-    char row[128];
-    snprintf(row, sizeof row, " all          6         18%11.3g%11.3g%11.3g%11.3g\n", cJSON_GetObjectItem(want_m, "mp")->valuedouble, cJSON_GetObjectItem(want_m, "mr")->valuedouble,
-             cJSON_GetObjectItem(want_m, "map50")->valuedouble, cJSON_GetObjectItem(want_m, "map50_95")->valuedouble);
-    cr_expect(strstr(r.out, row), "no '%s' in:\n%s", row, r.out);
-    cJSON_Delete(want_m);
-    snprintf(path, sizeof path, "%s/runs/rect/predictions.json", dir);
-    text = tu_slurp(path, NULL);
-    cJSON *got = cJSON_Parse(text);
-    free(text);
-    snprintf(path, sizeof path, "tests/parity/val_rect/%s/predictions.json", model);
-    text = tu_slurp(path, NULL);
-    cJSON *want = cJSON_Parse(text);
-    free(text);
-    cr_assert(got && want, "predictions.json");
-    const int n = cJSON_GetArraySize(want);
-    cr_assert_eq(cJSON_GetArraySize(got), n, "%d entries, Ultralytics %d", cJSON_GetArraySize(got), n);
-    double worst_box = 0, worst_score = 0;
-    for (int i = 0; i < n; i++) {
-        const cJSON *g = cJSON_GetArrayItem(got, i), *w = cJSON_GetArrayItem(want, i);
-        cr_assert_str_eq(cJSON_GetObjectItem(g, "image_id")->valuestring, cJSON_GetObjectItem(w, "image_id")->valuestring, "entry %d", i);
-        cr_expect_eq(cJSON_GetObjectItem(g, "category_id")->valueint, cJSON_GetObjectItem(w, "category_id")->valueint, "entry %d", i);
-        for (int k = 0; k < 4; k++) {
-            double d = fabs(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "bbox"), k)->valuedouble - cJSON_GetArrayItem(cJSON_GetObjectItem(w, "bbox"), k)->valuedouble);
-            worst_box = d > worst_box ? d : worst_box;
-        }
-        double d = fabs(cJSON_GetObjectItem(g, "score")->valuedouble - cJSON_GetObjectItem(w, "score")->valuedouble);
-        worst_score = d > worst_score ? d : worst_score;
-    }
-    cr_expect_leq(worst_box, 0.0011, "a box %g pixels from Ultralytics'", worst_box);
-    cr_expect_leq(worst_score, 1.1e-5, "a score %g from Ultralytics'", worst_score);
-    cr_log_info("%s: %d predictions.json entries as Ultralytics' rect validation (worst box %g px, score %g); %s", model, n, worst_box, worst_score, row);
-    tu_free(&r);
-    /* square batches (rect=False) see other pixels: other boxes */
-    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights " FIXTURE "/%s.safetensors --data tests/parity/val_rect/data.yaml --batch 2 --save-json --no-plots --no-rect --project %s/runs --name square",
-             dir, model, dir);
-    r = tu_run_bin(predict_bin(), cmd);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_expect(strstr(r.out, "at shape (2, 3, 128, 128)\n"), "%s", r.out);
-    snprintf(path, sizeof path, "%s/runs/square/predictions.json", dir);
-    text = tu_slurp(path, NULL);
-    cJSON *square = cJSON_Parse(text);
-    free(text);
-    cr_assert(square);
-    int moved = 0;
-    for (int i = 0; i < n && i < cJSON_GetArraySize(square); i++) {
-        const cJSON *a = cJSON_GetObjectItem(cJSON_GetArrayItem(square, i), "bbox"), *b = cJSON_GetObjectItem(cJSON_GetArrayItem(want, i), "bbox");
-        moved += fabs(cJSON_GetArrayItem(a, 0)->valuedouble - cJSON_GetArrayItem(b, 0)->valuedouble) > 0.01;
-    }
-    cr_expect_gt(moved, n / 2, "--no-rect moved only %d of %d boxes", moved, n);
-    cJSON_Delete(square);
-    cJSON_Delete(got);
-    cJSON_Delete(want);
-    tu_free(&r);
-    remove_dir(dir);
-}
-
-Test(predict, val_rect_batches_equal_ultralytics_validator_yolov8_style, .timeout = 300) { check_val_rect("v8tiny"); }
-Test(predict, val_rect_batches_equal_ultralytics_validator_yolov10_style, .timeout = 300) { check_val_rect("v10tiny"); }
+Test(predict, val_rect_batches_equal_ultralytics_validator_yolov8_style, .timeout = 300) { check_val_rect_on("v8tiny", "--imgsz 128", 0.0011, 1.1e-5); }
+Test(predict, val_rect_batches_equal_ultralytics_validator_yolov10_style, .timeout = 300) { check_val_rect_on("v10tiny", "--imgsz 128", 0.0011, 1.1e-5); }
 
 /* The table from the last "  all " row of OUT through the end of its block (the per-class rows). */
 static char *last_table(const char *out) {

@@ -338,6 +338,8 @@ Test(train_cuda, yolort_train_runs_on_the_gpu) {
     cr_assert_eq(r.status, 0, "yolort %s\nstdout:\n%s\nstderr:\n%s", args, r.out, r.err);
     cr_expect(strstr(r.out, "CUDA:0 ("), "the device is named:\n%s", r.out);
     cr_expect(strstr(r.out, "GPU_mem"), "the progress bar shows device memory:\n%s", r.out);
+    /* 64 px images validate in rect batches of at least 96x96 (half a stride of padding): graphs of their own, counted before step 0 */
+    cr_expect(strstr(r.out, "other rect shape") && strstr(r.out, "checked against free memory before step 0"), "rect validation shapes in the device line:\n%s", r.out);
     tu_free(&r);
     ResultsTable t;
     char p[600], err[512];
@@ -370,4 +372,18 @@ Test(train_cuda, predict_with_an_fp32_cuda_plan_labels_equal_ultralytics_predict
     const PredictShapes own = {{"64x64", "64x64", "64x64"}, "(2, 3, 64, 64)"};
     check_against_ultralytics_on("v8tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &own);
     check_against_ultralytics_on("v10tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &own);
+}
+
+/* GPU suite: `yolort val` with an fp32 CUDA plan runs Ultralytics' rect
+ * batches as the CPU does (96x160, 160x160, 160x128 on tests/parity/val_rect,
+ * each shape's graph on the device beside the plan's own): predictions.json
+ * equals Ultralytics' DetectionValidator's entry for entry, boxes within
+ * 0.002 px and scores within 2e-5 (cuDNN's engines sum in another order than
+ * the CPU; fp32 throughout), and the "all" row prints the same numbers. */
+Test(train_cuda, val_with_an_fp32_cuda_plan_runs_rect_batches_as_ultralytics_validator, .timeout = 600) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    cuda_device_close(&probe);
+    check_val_rect_on("v8tiny", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 0.002, 2e-5);
+    check_val_rect_on("v10tiny", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 0.002, 2e-5);
 }

@@ -167,30 +167,56 @@ static bool workspace_to_borrow(const CudaMem *lender, int64_t ws) {
     return lender && lender->workspace && !lender->workspace_lent && lender->workspace_bytes >= ws && ws > 0;
 }
 
-bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap) {
+/* the first persistent tensor that is not an input, from t on, in id order (n_tensors: none) */
+static int next_state_tensor(const Graph *g, const CudaLayout *l, int t) {
+    while (t < l->n_tensors && (l->region[t] != CUDA_REGION_PERSISTENT || g->tensors[t].kind == TK_INPUT)) t++;
+    return t;
+}
+
+bool cuda_layout_state_matches(const Graph *ga, const CudaLayout *a, const Graph *gb, const CudaLayout *b) {
+    if (a->state_bytes != b->state_bytes) return false;
+    int ta = next_state_tensor(ga, a, 0), tb = next_state_tensor(gb, b, 0);
+    for (; ta < a->n_tensors && tb < b->n_tensors; ta = next_state_tensor(ga, a, ta + 1), tb = next_state_tensor(gb, b, tb + 1)) {
+        const Tensor *x = &ga->tensors[ta], *y = &gb->tensors[tb];
+        if (x->kind != y->kind || x->dtype != y->dtype || !shape_eq(&x->shape, &y->shape) || strcmp(x->name ? x->name : "", y->name ? y->name : "") != 0 ||
+            a->off[ta] - a->input_bytes != b->off[tb] - b->input_bytes || (a->lowp_off[ta] < 0) != (b->lowp_off[tb] < 0) ||
+            (a->lowp_off[ta] >= 0 && a->lowp_off[ta] - a->input_bytes != b->lowp_off[tb] - b->input_bytes))
+            return false;
+    }
+    return ta == a->n_tensors && tb == b->n_tensors;
+}
+
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaLend *lend, char *err, int errcap) {
     memset(m, 0, sizeof *m);
+    m->g = &p->g;
     if (!cuda_layout_build(p, &m->layout, err, errcap)) return false;
     const CudaLayout *l = &m->layout;
     const CudaLibs *L = &d->L;
+    const CudaMem *arena_from = lend ? lend->arena : NULL, *state_from = lend ? lend->state : NULL;
+    if (state_from && (state_from->state_lent || !state_from->g || !cuda_layout_state_matches(state_from->g, &state_from->layout, &p->g, l)))
+        return cuda_mem_free(m, d), errf(err, errcap, "the plan's parameters and buffers do not lie as those of the step it would read them from (another model?)");
     size_t free_b = 0, total_b = 0;
     if (!CUDA_CALL(L, cuMemGetInfo, (&free_b, &total_b), "reading free device memory before allocating the plan's memory", err, errcap))
         return cuda_mem_free(m, d), false;
     const int64_t ws = align_up(workspace_bytes);
-    m->arena_lent = lender && lender->arena && !lender->arena_lent && lender->layout.arena_bytes >= l->arena_bytes && l->arena_bytes > 0;
-    m->workspace_lent = workspace_to_borrow(lender, ws);
-    CudaMemNeed need = {.arena = m->arena_lent ? 0 : l->arena_bytes, .state = l->state_bytes, .inputs = l->input_bytes, .workspace = m->workspace_lent ? 0 : ws,
-                        .reserve = reserve_bytes, .batch = l->batch};
+    m->arena_lent = arena_from && arena_from->arena && !arena_from->arena_lent && arena_from->layout.arena_bytes >= l->arena_bytes && l->arena_bytes > 0;
+    m->workspace_lent = workspace_to_borrow(lend ? lend->workspace : NULL, ws);
+    m->state_lent = state_from != NULL && l->state_bytes > 0;
+    CudaMemNeed need = {.arena = m->arena_lent ? 0 : l->arena_bytes, .state = m->state_lent ? 0 : l->state_bytes, .inputs = l->input_bytes,
+                        .workspace = m->workspace_lent ? 0 : ws, .reserve = reserve_bytes, .batch = l->batch};
     if (!cuda_mem_check(&need, free_b, err, errcap)) return cuda_mem_free(m, d), false;
-    if (m->arena_lent) m->arena = lender->arena;
-    if (m->workspace_lent) m->workspace = lender->workspace;
-    m->workspace_bytes = m->workspace_lent ? lender->workspace_bytes : ws;
+    if (m->arena_lent) m->arena = arena_from->arena;
+    if (m->workspace_lent) m->workspace = lend->workspace->workspace;
+    m->workspace_bytes = m->workspace_lent ? lend->workspace->workspace_bytes : ws;
+    const int64_t own_persistent = l->persistent_bytes - (m->state_lent ? l->state_bytes : 0);
     /* zero-byte regions get no allocation (cuMemAlloc rejects size 0) */
     if ((!m->arena_lent && l->arena_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->arena, (size_t)l->arena_bytes), "allocating the step arena", err, errcap)) ||
-        (l->persistent_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->persistent, (size_t)l->persistent_bytes), "allocating persistent state and inputs", err, errcap)) ||
+        (own_persistent && !CUDA_CALL(L, cuMemAlloc, (&m->persistent, (size_t)own_persistent), "allocating persistent state and inputs", err, errcap)) ||
         (!m->workspace_lent && m->workspace_bytes && !CUDA_CALL(L, cuMemAlloc, (&m->workspace, (size_t)m->workspace_bytes), "allocating the library workspace", err, errcap)))
         return cuda_mem_free(m, d), false;
-    /* a fresh plan starts from zeros (gradients accumulate, counters count) */
-    if (m->persistent && !CUDA_CALL(L, cuMemsetD8Async, (m->persistent, 0, (size_t)l->persistent_bytes, d->main), "zeroing persistent state", err, errcap))
+    m->state = m->state_lent ? state_from->state : m->persistent + (CuDevicePtr)l->input_bytes;
+    /* a fresh plan starts from zeros (gradients accumulate, counters count); lent state is the lender's to keep */
+    if (m->persistent && !CUDA_CALL(L, cuMemsetD8Async, (m->persistent, 0, (size_t)own_persistent, d->main), "zeroing persistent state", err, errcap))
         return cuda_mem_free(m, d), false;
     return true;
 }
@@ -209,7 +235,8 @@ bool cuda_mem_fit_workspace(CudaMem *m, CudaDevice *d, int64_t need, const CudaM
 }
 
 int64_t cuda_mem_owned_bytes(const CudaMem *m) {
-    return (m->arena_lent ? 0 : m->layout.arena_bytes) + m->layout.persistent_bytes + (m->workspace_lent ? 0 : m->workspace_bytes);
+    return (m->arena_lent ? 0 : m->layout.arena_bytes) + m->layout.persistent_bytes - (m->state_lent ? m->layout.state_bytes : 0) +
+           (m->workspace_lent ? 0 : m->workspace_bytes);
 }
 
 void cuda_mem_free(CudaMem *m, CudaDevice *d) {
@@ -220,19 +247,24 @@ void cuda_mem_free(CudaMem *m, CudaDevice *d) {
     memset(m, 0, sizeof *m);
 }
 
+/* offset off of the persistent region: the inputs at its head, the state from m->state */
+static CuDevicePtr persistent_at(const CudaMem *m, int64_t off) {
+    return off < m->layout.input_bytes ? m->persistent + (CuDevicePtr)off : m->state + (CuDevicePtr)(off - m->layout.input_bytes);
+}
+
 CuDevicePtr cuda_mem_ptr(const CudaMem *m, int t) {
     const CudaLayout *l = &m->layout;
     if (t < 0 || t >= l->n_tensors) return 0;
     switch ((CudaRegion)l->region[t]) {
     case CUDA_REGION_ARENA: return m->arena + (CuDevicePtr)l->off[t];
-    case CUDA_REGION_PERSISTENT: return m->persistent + (CuDevicePtr)l->off[t];
+    case CUDA_REGION_PERSISTENT: return persistent_at(m, l->off[t]);
     case CUDA_REGION_NONE: break;
     }
     return 0;
 }
 
 CuDevicePtr cuda_mem_compute_ptr(const CudaMem *m, int t) {
-    if (t >= 0 && t < m->layout.n_tensors && m->layout.lowp_off[t] >= 0) return m->persistent + (CuDevicePtr)m->layout.lowp_off[t];
+    if (t >= 0 && t < m->layout.n_tensors && m->layout.lowp_off[t] >= 0) return persistent_at(m, m->layout.lowp_off[t]);
     return cuda_mem_ptr(m, t);
 }
 

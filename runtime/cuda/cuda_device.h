@@ -88,22 +88,40 @@ void cuda_layout_free(CudaLayout *l);
 /* ---- device memory ---- */
 
 typedef struct CudaMem {
+    const Graph *g;         /* the plan's graph the layout is of */
     CudaLayout layout;
     CuDevicePtr arena, persistent, workspace;
+    /* where the state part of the persistent region starts (its tensors at
+     * state + off - layout.input_bytes): persistent + input_bytes, or
+     * another CudaMem's state when lent (persistent then holds the inputs alone) */
+    CuDevicePtr state;
     int64_t workspace_bytes;
-    /* the arena / the workspace is another CudaMem's (cuda_mem_alloc's lender):
-     * neither allocated nor freed nor counted here */
-    bool arena_lent, workspace_lent;
+    /* the region is another CudaMem's (CudaLend): neither allocated nor
+     * freed nor counted here */
+    bool arena_lent, workspace_lent, state_lent;
 } CudaMem;
 
+/* What other plans' memory a plan may use instead of allocating its own
+ * (NULL members: nothing). arena, workspace: CudaMems whose per-run regions
+ * hold nothing between their runs, used when their own one is at least as
+ * large; the runs must never overlap (each run ends with the host waiting
+ * for its stream): the training step lends to the validation steps. state:
+ * a CudaMem of the same model whose parameters, buffers and compute copies
+ * lie as this plan's do (cuda_layout_state_matches), read in place: the
+ * validation graphs of other input shapes read the plan's own one's. */
+typedef struct CudaLend {
+    const CudaMem *arena, *workspace, *state;
+} CudaLend;
+
+/* Pure: whether a's and b's state (the persistent tensors that are not
+ * inputs, with their compute copies) lie alike: the same names and sizes at
+ * the same offsets from the state's start. */
+bool cuda_layout_state_matches(const Graph *ga, const CudaLayout *a, const Graph *gb, const CudaLayout *b);
+
 /* Checks free memory (cuMemGetInfo) against the layout plus workspace_bytes
- * and reserve_bytes, and only then allocates the three regions. lender (NULL:
- * none): a CudaMem whose per-run regions, the arena and the workspace, hold
- * nothing between its runs; each that is at least as large as this plan's is
- * used instead of a new allocation. The two plans' runs must never overlap
- * (each run ends with the host waiting for its stream): the training step
- * lends to the validation step. */
-bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaMem *lender, char *err, int errcap);
+ * and reserve_bytes, less what lend provides, and only then allocates the
+ * rest. A state lender whose layout does not match is an error. */
+bool cuda_mem_alloc(CudaMem *m, CudaDevice *d, const Plan *p, int64_t workspace_bytes, int64_t reserve_bytes, const CudaLend *lend, char *err, int errcap);
 /* After the set-up settled what the workspace must hold (need bytes, at
  * most what cuda_mem_alloc was given): an own workspace larger than need is
  * replaced by lender's when that one is large enough, else by an own of the

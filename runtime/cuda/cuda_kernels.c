@@ -262,39 +262,67 @@ static bool load_kernel(const CudaDevice *d, const char *name, const cJSON *kj, 
     return ok && CUDA_CALL(&d->L, cuModuleGetFunction, (fn, *mod, name), doing, err, errcap);
 }
 
-/* Loads the n kernels of index list ks, whose names must be names(i) in order. */
-static bool load_list(const CudaDevice *d, const cJSON *ks, int n, const char *what, const char *(*names)(const CudaKernels *, int), const CudaKernels *ck,
-                      const unsigned char *blobs, CuModule *mod, CuFunction *fn, char (*image)[24], char *err, int errcap) {
+/* Whether index list ks holds exactly the n kernels names(i), in order. */
+static bool names_match(const cJSON *ks, int n, const char *what, const char *(*names)(const CudaKernels *, int), const CudaKernels *ck, char *err,
+                        int errcap) {
     if (cJSON_GetArraySize(ks) != n)
         return errf(err, errcap, "the plan carries %d CUDA %s kernels but this yolocc needs %d for it (recompile the plan)", cJSON_GetArraySize(ks), what, n);
     const cJSON *kj = ks ? ks->child : NULL;
     for (int i = 0; i < n; i++, kj = kj->next) {
-        const char *name = cJSON_GetObjectItemCaseSensitive(kj, "name")->valuestring;
-        if (strcmp(name, names(ck, i)) != 0)
-            return errf(err, errcap, "the plan's %s kernel %d is %s but this yolocc makes it %s (recompile the plan)", what, i, name, names(ck, i));
-        if (!load_kernel(d, name, kj, blobs, &mod[i], &fn[i], image[i], err, errcap)) return false;
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(kj, "name"));
+        if (!name || strcmp(name, names(ck, i)) != 0)
+            return errf(err, errcap, "the plan's %s kernel %d is %s but this yolocc makes it %s (recompile the plan)", what, i, name ? name : "unnamed", names(ck, i));
     }
+    return true;
+}
+
+/* Loads the n kernels of index list ks (names_match checked them). */
+static bool load_list(const CudaDevice *d, const cJSON *ks, int n, const unsigned char *blobs, CuModule *mod, CuFunction *fn, char (*image)[24], char *err,
+                      int errcap) {
+    const cJSON *kj = ks ? ks->child : NULL;
+    for (int i = 0; i < n; i++, kj = kj->next)
+        if (!load_kernel(d, cJSON_GetObjectItemCaseSensitive(kj, "name")->valuestring, kj, blobs, &mod[i], &fn[i], image[i], err, errcap)) return false;
     return true;
 }
 
 static const char *generated_name(const CudaKernels *ck, int i) { return ck->kp.kernels[i].name; }
 static const char *library_name(const CudaKernels *ck, int i) { return ck->lp.kernels[i].name; }
 
+/* Parses p's KERNELS section (*idx: cJSON_Delete's), lowers p into ck->kp
+ * and ck->lp, and checks both lists of names against the index. */
+static bool lower_and_match(CudaKernels *ck, const Plan *p, cJSON **idx, const unsigned char **blobs, char *err, int errcap) {
+    size_t blobs_len;
+    *idx = NULL;
+    if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
+    if (!codegen_parse_section(p->kernels, p->kernels_len, idx, blobs, &blobs_len, err, errcap)) return false;
+    const cJSON *target = cJSON_GetObjectItemCaseSensitive(*idx, "target");
+    if (strcmp(target->valuestring, "cuda") != 0)
+        return errf(err, errcap, "the plan's kernels are for the %s target, not CUDA (compile it with --target cuda)", target->valuestring);
+    return kernel_lower(&p->g, &p->fusion, p->precision, &ck->kp, err, errcap) && lib_program_build(&p->g, p->precision, &ck->kp, &ck->lp, err, errcap) &&
+           names_match(cJSON_GetObjectItemCaseSensitive(*idx, "kernels"), ck->kp.n_kernels, "generated", generated_name, ck, err, errcap) &&
+           names_match(cJSON_GetObjectItemCaseSensitive(*idx, "library"), ck->lp.n_kernels, "library", library_name, ck, err, errcap);
+}
+
+bool cuda_kernels_cover(const Plan *p, char *err, int errcap) {
+    CudaKernels ck;
+    memset(&ck, 0, sizeof ck);
+    cJSON *idx;
+    const unsigned char *blobs;
+    const bool ok = lower_and_match(&ck, p, &idx, &blobs, err, errcap);
+    cJSON_Delete(idx);
+    lib_program_free(&ck.lp);
+    kernel_program_free(&ck.kp);
+    return ok;
+}
+
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap) {
     memset(ck, 0, sizeof *ck);
     ck->lp.cast = ck->lp.unscale = ck->lp.ema = ck->lp.images_u8 = ck->lp.widen = -1;
     ck->sm_count = d->sm_count;
-    if (!p->kernels) return errf(err, errcap, "the plan carries no kernels (compile it with --target cuda)");
-    cJSON *idx = NULL;
+    cJSON *idx;
     const unsigned char *blobs;
-    size_t blobs_len;
-    if (!codegen_parse_section(p->kernels, p->kernels_len, &idx, &blobs, &blobs_len, err, errcap)) return false;
-    const cJSON *target = cJSON_GetObjectItemCaseSensitive(idx, "target"), *ks = cJSON_GetObjectItemCaseSensitive(idx, "kernels"),
-                *ls = cJSON_GetObjectItemCaseSensitive(idx, "library");
-    bool ok = false;
-    if (strcmp(target->valuestring, "cuda") != 0) {
-        errf(err, errcap, "the plan's kernels are for the %s target, not CUDA (compile it with --target cuda)", target->valuestring);
-    } else if (kernel_lower(&p->g, &p->fusion, p->precision, &ck->kp, err, errcap) && lib_program_build(&p->g, p->precision, &ck->kp, &ck->lp, err, errcap)) {
+    bool ok = lower_and_match(ck, p, &idx, &blobs, err, errcap);
+    if (ok) {
         int n = ck->kp.n_kernels, nl = ck->lp.n_kernels;
         ck->mod = calloc((size_t)n + 1, sizeof *ck->mod);
         ck->fn = calloc((size_t)n + 1, sizeof *ck->fn);
@@ -304,8 +332,8 @@ bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char
         ck->lib_image = calloc((size_t)nl + 1, sizeof *ck->lib_image);
         ok = ck->mod && ck->fn && ck->image && ck->lib_mod && ck->lib_fn && ck->lib_image;
         if (!ok) errf(err, errcap, "out of memory");
-        ok = ok && load_list(d, ks, n, "generated", generated_name, ck, blobs, ck->mod, ck->fn, ck->image, err, errcap) &&
-             load_list(d, ls, nl, "library", library_name, ck, blobs, ck->lib_mod, ck->lib_fn, ck->lib_image, err, errcap);
+        ok = ok && load_list(d, cJSON_GetObjectItemCaseSensitive(idx, "kernels"), n, blobs, ck->mod, ck->fn, ck->image, err, errcap) &&
+             load_list(d, cJSON_GetObjectItemCaseSensitive(idx, "library"), nl, blobs, ck->lib_mod, ck->lib_fn, ck->lib_image, err, errcap);
         for (int l = 0; ok && l < ck->lp.n_launches; l++) {
             int64_t b = ck->lp.launch_kernel[l] >= 0 ? lib_scratch_bytes(&p->g, &p->g.ops[ck->kp.launches[l].op_lo]) : 0;
             if (b > ck->scratch_bytes) ck->scratch_bytes = b;

@@ -124,6 +124,10 @@ YlArgs cuda_lib_args(const Graph *g, const Views *v, const Op *op, const CuDevic
  * caller must bind to scratch before a launch that needs it. */
 bool cuda_kernels_open(CudaKernels *ck, const CudaDevice *d, const Plan *p, char *err, int errcap);
 void cuda_kernels_close(CudaKernels *ck, const CudaDevice *d);
+/* Pure: the checks of cuda_kernels_open that need no device: p's graph
+ * lowers to exactly the generated and library kernels its KERNELS index
+ * names (a graph rebuilt at another input shape must, to run on them). */
+bool cuda_kernels_cover(const Plan *p, char *err, int errcap);
 /* Once, before any launch: uploads the tensor-list tables (ptr[t] for each
  * KProgram.list entry, the gradients and optimizer tensors, and its
  * KProgram.list_len) and

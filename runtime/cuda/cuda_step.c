@@ -176,7 +176,7 @@ static void bind_workspace(CudaStep *cs) {
 
 bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap) { return cuda_step_open_sharing(cs, p, ordinal, NULL, err, errcap); }
 
-bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap) {
+bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaLend *lend, char *err, int errcap) {
     memset(cs, 0, sizeof *cs);
     cs->plan = p;
     /* the scale is readable from the open on, before the first step binds the training inputs */
@@ -208,7 +208,7 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
               (cs->conv_open = cudnn_conv_open(&cs->conv, &cs->dev.L, cs->dev.main, err, errcap)) &&
               cudnn_tune_knob(getenv("YOLOCC_CUDNN_TUNE"), &cs->conv.candidates, err, errcap) &&
               cudnn_conv_prepare(&cs->conv, g, &p->fusion.views, p->precision, err, errcap) && cuda_step_conv_gemm_open(cs, err, errcap) &&
-              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, lender ? &lender->mem : NULL, err, errcap));
+              (cs->mem_open = cuda_mem_alloc(&cs->mem, &cs->dev, p, cuda_step_workspace_need(cs), 0, lend, err, errcap));
     if (ok) {
         bind_workspace(cs);
         ok = (cs->ptr = cuda_mem_pointers(&cs->mem)) ? true : errf(err, errcap, "out of memory");
@@ -216,7 +216,7 @@ bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const Cuda
          * workspace then shrinks to what the chosen ones need, before attention and the 1x1
          * products take addresses in it; the routes they change are checked again below */
         ok = ok && check_routes(cs, err, errcap) && cuda_step_cudnn_tune(cs, err, errcap) &&
-             cuda_mem_fit_workspace(&cs->mem, &cs->dev, cuda_step_workspace_need(cs), lender ? &lender->mem : NULL, err, errcap);
+             cuda_mem_fit_workspace(&cs->mem, &cs->dev, cuda_step_workspace_need(cs), lend ? lend->workspace : NULL, err, errcap);
         if (ok) bind_workspace(cs);
         ok = ok && cuda_step_attention_prepare(cs, err, errcap) && cuda_step_conv_gemm_prepare(cs, err, errcap);
         cuda_step_census(cs, g, &cs->kern.kp);

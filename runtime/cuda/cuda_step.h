@@ -160,11 +160,12 @@ typedef struct CudaStep {
  * allocates them. p must outlive cs. On failure nothing stays open and err
  * holds one line. */
 bool cuda_step_open(CudaStep *cs, const Plan *p, int ordinal, char *err, int errcap);
-/* cuda_step_open, with lender's arena and workspace used instead of new
- * allocations where they are large enough (cuda_mem_alloc): lender must be
- * open on the same device, outlive cs, and never run while cs runs (the
- * trainer's validation step borrows from its training step). */
-bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaStep *lender, char *err, int errcap);
+/* cuda_step_open, with other steps' memory used instead of new allocations
+ * where lend allows it (cuda_mem_alloc; NULL: none): every lender must be
+ * open on the same device and outlive cs, and the lenders of the arena and
+ * the workspace must never run while cs runs (the trainer's validation steps
+ * borrow from its training step). */
+bool cuda_step_open_sharing(CudaStep *cs, const Plan *p, int ordinal, const CudaLend *lend, char *err, int errcap);
 void cuda_step_close(CudaStep *cs);
 
 /* Uploads every parameter, buffer and optimizer-state tensor t with

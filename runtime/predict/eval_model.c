@@ -11,6 +11,7 @@
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
+#include "eval_shape_cuda.h"
 #include "../safetensors.h"
 #include "../target.h"
 #include "../train_step_cuda.h"
@@ -40,8 +41,6 @@ static char **metadata_names(const StFile *f, int nc) {
 
 static bool open_cuda(EvalModel *m, char *err, int errcap) {
     const Plan *ep = m->plan.eval;
-    for (int id = 0; id < ep->g.n_tensors; id++)
-        if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&m->ev, id)) return errf(err, errcap, "out of memory");
     if (!(m->cuda = calloc(1, sizeof *m->cuda))) return errf(err, errcap, "out of memory");
     char why[1024];
     if (!cuda_step_open(m->cuda, ep, 0, why, sizeof why)) {
@@ -49,7 +48,9 @@ static bool open_cuda(EvalModel *m, char *err, int errcap) {
         m->cuda = NULL;
         return errf(err, errcap, "CUDA device 0: %s", why);
     }
-    m->takes_bytes = m->cuda->kern.lp.images_u8 >= 0;
+    m->cuda_active = m->cuda;
+    if (!(m->cuda_shapes = calloc(1, sizeof *m->cuda_shapes))) return errf(err, errcap, "out of memory");
+    *m->cuda_shapes = (CudaShapes){.train = &m->plan, .own = m->cuda};
     return cuda_step_use_graphs(m->cuda, cuda_step_graphs_wanted(m->cuda), err, errcap) && cuda_step_upload_state(m->cuda, m->ev.buf, err, errcap);
 }
 
@@ -71,7 +72,7 @@ bool eval_model_load(EvalModel *m, const char *plan, const char *weights, char *
         errf(err, errcap, "out of memory");
         goto out;
     }
-    /* host buffers for the weights; the CPU graphs have their own inputs, a CUDA plan's host copies come with it (open_cuda) */
+    /* host buffers for the weights; the CPU graphs have their own inputs, a CUDA plan uploads from the caller's */
     for (int id = 0; id < ep->g.n_tensors; id++)
         if ((ep->g.tensors[id].kind == TK_PARAM || ep->g.tensors[id].kind == TK_BUFFER) && !interp_tensor(&m->ev, id)) {
             errf(err, errcap, "out of memory");
@@ -118,14 +119,47 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
     return ok;
 }
 
+/* One batch on the device step of the active shape: labels (or none) and
+ * pixels uploaded from the caller's arrays, predictions and loss items back. */
+static bool run_cuda(EvalModel *m, const uint8_t *px, const float *labels, const int64_t *label_counts, char *err, int errcap) {
+    CudaStep *cs = m->cuda_active;
+    const EvalIO *io = &m->io;
+    const size_t n_px = (size_t)io->batch * 3 * (size_t)io->h * (size_t)io->w, n_boxes = (size_t)io->batch * (size_t)io->max_boxes * 5;
+    if (!labels || !label_counts) {
+        /* no labels: the graph's loss sees empty images */
+        float *z = realloc(m->zeros, sizeof(float) * (n_boxes + 2 * (size_t)io->batch));
+        if (!z) return errf(err, errcap, "out of memory");
+        memset(z, 0, sizeof(float) * (n_boxes + 2 * (size_t)io->batch));
+        m->zeros = z;
+    }
+    const float *boxes = labels ? labels : m->zeros;
+    const int64_t *counts = label_counts ? label_counts : (const int64_t *)(m->zeros + n_boxes);
+    bool ok;
+    if (cs->kern.lp.images_u8 >= 0) {
+        ok = cuda_step_set_images_u8(cs, io->images, px, err, errcap);
+    } else {
+        float *im = malloc(sizeof(float) * n_px);
+        if (!im) return errf(err, errcap, "out of memory");
+        for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
+        ok = cuda_step_set_input(cs, io->images, im, err, errcap);
+        free(im);
+    }
+    ok = ok && cuda_step_set_input(cs, io->boxes, boxes, err, errcap) && cuda_step_set_input(cs, io->counts, counts, err, errcap);
+    char why[1024];
+    if (ok && !cuda_step_run(cs, 0, cs->plan->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "the model on the GPU: %s", why);
+    const int ids[] = {io->pred, io->items};
+    void *const hosts[] = {m->pred, m->items};
+    return ok && cuda_step_download_many(cs, 2, ids, hosts, err, errcap);
+}
+
 bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const int64_t *label_counts, char *err, int errcap) {
+    if (m->cuda) return run_cuda(m, px, labels, label_counts, err, errcap);
     EvalGraph *eg = m->active;
-    if (!m->cuda && eg == &m->own && !m->own_open) {
+    if (eg == &m->own && !m->own_open) {
         if (!eval_graph_open(&m->own, m->plan.eval, m->state, m->reference, err, errcap)) return eval_graph_close(&m->own), false;
         m->own_open = true;
     }
-    /* the CPU fills the graph's own inputs; a CUDA plan uploads from the host copies */
-    void *const *buf = m->cuda ? m->ev.buf : eg->ev.buf;
+    void *const *buf = eg->ev.buf;
     size_t n_px = (size_t)m->io.batch * 3 * (size_t)m->io.h * (size_t)m->io.w, n_boxes = (size_t)m->io.batch * (size_t)m->io.max_boxes * 5;
     float *boxes = buf[m->io.boxes];
     int64_t *counts = buf[m->io.counts];
@@ -134,19 +168,8 @@ bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const 
     else memset(boxes, 0, sizeof(float) * n_boxes);
     if (label_counts) memcpy(counts, label_counts, sizeof(int64_t) * (size_t)m->io.batch);
     else memset(counts, 0, sizeof(int64_t) * (size_t)m->io.batch);
-    if (!m->takes_bytes) {
-        float *im = buf[m->io.images];
-        for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
-    }
-    if (m->cuda) {
-        char why[1024];
-        bool ok = (m->takes_bytes ? cuda_step_set_images_u8(m->cuda, m->io.images, px, err, errcap) : cuda_step_set_input(m->cuda, m->io.images, m->ev.buf[m->io.images], err, errcap)) &&
-                  cuda_step_set_input(m->cuda, m->io.boxes, boxes, err, errcap) && cuda_step_set_input(m->cuda, m->io.counts, counts, err, errcap);
-        if (ok && !cuda_step_run(m->cuda, 0, m->plan.eval->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "the model on the GPU: %s", why);
-        const int ids[] = {m->io.pred, m->io.items};
-        void *const hosts[] = {m->pred, m->items};
-        return ok && cuda_step_download_many(m->cuda, 2, ids, hosts, err, errcap);
-    }
+    float *im = buf[m->io.images];
+    for (size_t i = 0; i < n_px; i++) im[i] = (float)px[i] / 255.0f;
     const bool loss = labels || label_counts;
     if (!eval_graph_run(eg, loss, err, errcap)) return false;
     memcpy(m->pred, eg->ev.buf[m->io.pred], sizeof(float) * (size_t)shape_numel(&eg->plan->g.tensors[m->io.pred].shape));
@@ -155,20 +178,39 @@ bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const 
     return true;
 }
 
-bool eval_model_shape(EvalModel *m, int batch, int h, int w, char *err, int errcap) {
-    if (m->io.batch == batch && m->io.h == h && m->io.w == w) return true;
-    const bool own = m->own_io.batch == batch && m->own_io.h == h && m->own_io.w == w;
-    if (m->cuda && !own) return errf(err, errcap, "a CUDA plan runs at its own shape (%dx%d, batch %d), not %dx%d, batch %d", m->own_io.h, m->own_io.w, m->own_io.batch, h, w, batch);
-    EvalGraph *eg = own ? &m->own : eval_shapes_get(&m->shapes, batch, h, w, err, errcap);
-    if (!eg) return false;
-    const EvalIO io = own ? m->own_io : eg->io;
-    float *pred = realloc(m->pred, sizeof(float) * (size_t)io.batch * (size_t)(4 + io.nc) * (size_t)io.anchors);
+/* m->pred sized for io, which becomes m->io */
+static bool take_io(EvalModel *m, const EvalIO *io, char *err, int errcap) {
+    float *pred = realloc(m->pred, sizeof(float) * (size_t)io->batch * (size_t)(4 + io->nc) * (size_t)io->anchors);
     if (!pred) return errf(err, errcap, "out of memory");
-    m->pred = pred, m->io = io, m->active = eg;
+    m->pred = pred, m->io = *io;
     return true;
 }
 
+bool eval_model_shape(EvalModel *m, int batch, int h, int w, char *err, int errcap) {
+    if (m->io.batch == batch && m->io.h == h && m->io.w == w) return true;
+    const bool own = m->own_io.batch == batch && m->own_io.h == h && m->own_io.w == w;
+    if (m->cuda) {
+        CudaShape *sh = own ? NULL : cuda_shapes_find(m->cuda_shapes, batch, h, w);
+        const int hw[1][2] = {{h, w}};
+        if (!own && !sh && (!cuda_shapes_open(m->cuda_shapes, batch, 1, hw, err, errcap) || !(sh = cuda_shapes_find(m->cuda_shapes, batch, h, w)))) return false;
+        if (!take_io(m, own ? &m->own_io : &sh->io, err, errcap)) return false;
+        m->cuda_active = own ? m->cuda : &sh->cs;
+        return true;
+    }
+    EvalGraph *eg = own ? &m->own : eval_shapes_get(&m->shapes, batch, h, w, err, errcap);
+    if (!eg || !take_io(m, own ? &m->own_io : &eg->io, err, errcap)) return false;
+    m->active = eg;
+    return true;
+}
+
+bool eval_model_prepare_shapes(EvalModel *m, int batch, int n, const int (*hw)[2], char *err, int errcap) {
+    return !m->cuda || cuda_shapes_open(m->cuda_shapes, batch, n, hw, err, errcap);
+}
+
 void eval_model_close(EvalModel *m) {
+    if (m->cuda_shapes) cuda_shapes_close(m->cuda_shapes);
+    free(m->cuda_shapes);
+    free(m->zeros);
     if (m->cuda) {
         cuda_step_close(m->cuda);
         free(m->cuda);

@@ -24,7 +24,9 @@ typedef struct EvalModel {
     EvalGraph *active;      /* the CPU graph eval_model_run runs: &own or one of shapes' */
     bool reference;
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
-    bool takes_bytes;       /* run() takes pixels as bytes (a device that divides them itself) */
+    struct CudaShapes *cuda_shapes; /* a CUDA plan's graphs at other shapes (eval_model_shape) */
+    struct CudaStep *cuda_active;   /* the device step eval_model_run runs: cuda or one of cuda_shapes' */
+    float *zeros;           /* a CUDA plan's empty labels: boxes and counts of the largest shape asked for */
     EvalIO io;              /* the active graph's inputs, outputs and sizes */
     char **names;           /* io.nc class names: the weights file's metadata `names`, else class0, class1, ... */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
@@ -52,9 +54,13 @@ bool eval_model_run(EvalModel *m, const uint8_t *pixels, const float *boxes, con
 
 /* Makes the graph at batch x 3 x h x w the one eval_model_run runs (m->io,
  * m->pred follow it): the plan's own at its size, else one built at that
- * shape in this process (eval_shape.h) and kept for the next request. CPU
- * plans only; on failure the active graph stays as it was. */
+ * shape in this process (eval_shape.h; for a CUDA plan eval_shape_cuda.h)
+ * and kept for the next request. On failure the active graph stays as it was. */
 bool eval_model_shape(EvalModel *m, int batch, int h, int w, char *err, int errcap);
+/* For a CUDA plan, opens the graphs of all n shapes hw[i] at once before
+ * the first run (the largest arena first, so one arena serves them all);
+ * nothing for a CPU plan, whose graphs hold one arena at a time anyway. */
+bool eval_model_prepare_shapes(EvalModel *m, int batch, int n, const int (*hw)[2], char *err, int errcap);
 
 void eval_model_close(EvalModel *m);
 

@@ -118,6 +118,19 @@ static bool model_batch(void *ctx, const Batch *b, const float **pred, int *anch
     return true;
 }
 
+/* Every batch shape of the pass opened before the first batch (a CUDA
+ * plan: one arena for all of them, and a shape its kernels cannot serve
+ * refused before any work). */
+static bool prepare_shapes(EvalModel *m, const Loader *l, int batch, char *err, int errcap) {
+    const int nb = loader_batches_per_epoch(l);
+    int(*hw)[2] = calloc((size_t)nb + 1, sizeof *hw);
+    if (!hw) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < nb; i++) loader_batch_shape(l, i, &hw[i][0], &hw[i][1]);
+    const bool ok = eval_model_prepare_shapes(m, batch, nb, (const int(*)[2])hw, err, errcap);
+    free(hw);
+    return ok;
+}
+
 int val_main(const ValArgs *a) {
     ValModel vm;
     Dataset ds;
@@ -145,15 +158,11 @@ int val_main(const ValArgs *a) {
     char line[512];
     dataset_issues_format(split_name, split, line, sizeof line);
     printf("%s\n", line);
-    /* a CUDA plan is a static engine: its own batch, square (Ultralytics turns rect off for those) */
-    if (vm.m.cuda && a->batch > 0 && a->batch != vm.m.io.batch) {
-        snprintf(err, sizeof err, "--batch %d: a CUDA plan validates at its validation batch, %d", a->batch, vm.m.io.batch);
-        goto fail;
-    }
-    vm.batch = vm.m.cuda ? vm.m.io.batch : a->batch > 0 ? a->batch : 16;
+    /* as `yolo val` runs a .pt model, on the CPU and on a GPU alike: rect batches, each shape its own graph */
+    vm.batch = a->batch > 0 ? a->batch : 16;
     LoaderOptions o = {.batch = vm.batch, .imgsz = vm.m.io.imgsz, .max_boxes = vm.m.io.max_boxes, .train = false, .workers = a->workers, .bytes = true,
-                       .rect = a->rect && !vm.m.cuda, .stride = eval_plan_stride(&vm.m.plan)};
-    if (!(l = loader_open(split, &o, err, sizeof err))) goto fail;
+                       .rect = a->rect, .stride = eval_plan_stride(&vm.m.plan)};
+    if (!(l = loader_open(split, &o, err, sizeof err)) || !prepare_shapes(&vm.m, l, vm.batch, err, sizeof err)) goto fail;
     char dir[1024];
     const bool files = a->plots || a->save_txt || a->save_json;
     /* made once every input has been read, so a refused command leaves nothing */

@@ -17,6 +17,7 @@
 #include "../../passes/optimizer.h"
 #include "../cuda/cuda_step.h"
 #include "../mem_fit.h"
+#include "../predict/eval_shape_cuda.h"
 #include "../train_step_cuda.h"
 #include "../weights.h"
 #include "checkpoint.h"
@@ -36,7 +37,7 @@ double monotonic_seconds(void) {
  * plan, else the process's resident memory. */
 static double mem_gb(const Trainer *t) {
     if (!t->ts.cuda) return (double)process_rss_bytes() / 1e9;
-    return (double)(train_step_device_bytes(&t->ts) + (t->evcuda ? cuda_step_device_bytes(t->evcuda) : 0)) / 1e9;
+    return (double)(train_step_device_bytes(&t->ts) + (t->evcuda ? cuda_step_device_bytes(t->evcuda) : 0) + (t->evcshapes ? cuda_shapes_device_bytes(t->evcshapes) : 0)) / 1e9;
 }
 
 /* PROJECT/NAME[N] (report_run_dir) with its weights/ inside */
@@ -236,30 +237,56 @@ static bool train_epoch(Trainer *t, int epoch, double tl[3], char *err, int errc
  * memory checked) before step 0 like the training step's. */
 static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
     const Plan *ep = t->plan.eval;
-    int pred = plan_meta_tensor(ep, "outputs", "predictions");
-    if (pred < 0) return snprintf(err, (size_t)errcap, "%s: the validation graph's META names no predictions", t->a.plan), false;
-    if (!(t->evpred = malloc(sizeof(float) * (size_t)shape_numel(&ep->g.tensors[pred].shape))) || !(t->evcuda = calloc(1, sizeof *t->evcuda)))
-        return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (!(t->evcuda = calloc(1, sizeof *t->evcuda)) || !(t->evcshapes = calloc(1, sizeof *t->evcshapes))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     char why[1024];
     /* validation runs between training steps, never during one: it borrows the training step's arena and workspace */
-    if (!cuda_step_open_sharing(t->evcuda, ep, t->ts.cuda->dev.ordinal, t->ts.cuda, why, sizeof why)) {
+    const CudaLend lend = {.arena = &t->ts.cuda->mem, .workspace = &t->ts.cuda->mem};
+    if (!cuda_step_open_sharing(t->evcuda, ep, t->ts.cuda->dev.ordinal, &lend, why, sizeof why)) {
         free(t->evcuda);
         t->evcuda = NULL;
         return errf(err, errcap, "validation graph on the GPU: %s", why);
     }
     /* each validation batch replays the graphs its first batch captured, as training steps do */
     if (!cuda_step_use_graphs(t->evcuda, cuda_step_graphs_wanted(t->evcuda), why, sizeof why)) return errf(err, errcap, "validation graph on the GPU: %s", why);
+    *t->evcshapes = (CudaShapes){.train = &t->plan, .own = t->evcuda, .runs = t->ts.cuda};
+    return true;
+}
+
+/* The graphs of the rect validation batches' other shapes (the loader is
+ * open), so that the device memory line below holds all of validation and a
+ * shape the plan's kernels cannot serve stops the run before training. */
+static bool open_eval_cuda_shapes(Trainer *t, int batch, char *err, int errcap) {
+    const int nb = loader_batches_per_epoch(t->val_loader);
+    int(*hw)[2] = calloc((size_t)nb + 1, sizeof *hw);
+    if (!hw) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    for (int i = 0; i < nb; i++) loader_batch_shape(t->val_loader, i, &hw[i][0], &hw[i][1]);
+    const bool ok = cuda_shapes_open(t->evcshapes, batch, nb, (const int(*)[2])hw, err, errcap);
+    free(hw);
+    if (!ok) return false;
+    /* host space for the largest predictions of any shape */
+    const Plan *ep = t->plan.eval;
+    int64_t most = shape_numel(&ep->g.tensors[plan_meta_tensor(ep, "outputs", "predictions")].shape);
+    for (int i = 0; i < t->evcshapes->n; i++) {
+        const EvalIO *io = &t->evcshapes->s[i]->io;
+        const int64_t n = (int64_t)io->batch * (4 + io->nc) * io->anchors;
+        most = n > most ? n : most;
+    }
+    if (!(t->evpred = malloc(sizeof(float) * (size_t)most))) return snprintf(err, (size_t)errcap, "out of memory"), false;
     const CudaStep *cs = t->ts.cuda;
     const CudaMem *em = &t->evcuda->mem;
     const char *lent = em->arena_lent && em->workspace_lent ? ", arena and workspace shared with training"
                        : em->arena_lent                     ? ", arena shared with training"
                        : em->workspace_lent                 ? ", workspace shared with training"
                                                             : "";
-    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation (arena %.3f%s), checked "
+    char shapes[160] = "";
+    if (t->evcshapes->n)
+        snprintf(shapes, sizeof shapes, " + %.3f GB for %d other rect shape%s", (double)cuda_shapes_device_bytes(t->evcshapes) / 1e9, t->evcshapes->n,
+                 t->evcshapes->n == 1 ? "" : "s");
+    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation (arena %.3f%s)%s, checked "
            "against free memory before step 0\n",
            cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
            (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cs->ema_bytes / 1e9,
-           (double)cuda_step_device_bytes(t->evcuda) / 1e9, (double)em->layout.arena_bytes / 1e9, lent);
+           (double)cuda_step_device_bytes(t->evcuda) / 1e9, (double)em->layout.arena_bytes / 1e9, lent, shapes);
     char line[1536];
     cuda_step_describe(cs, line, sizeof line);
     printf("CUDA step: %s\n", line);
@@ -406,7 +433,9 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (t->ts.cuda) {
         for (int id = 0; id < ep->g.n_tensors; id++)
             if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        if (!open_eval_cuda(t, err, errcap) || !open_val_loader(t, val, err, errcap)) return false;
+        /* rect batches, as on the CPU below: each other shape a step of its own */
+        val.rect = true, val.stride = eval_plan_stride(&t->plan);
+        if (!open_eval_cuda(t, err, errcap) || !open_val_loader(t, val, err, errcap) || !open_eval_cuda_shapes(t, val.batch, err, errcap)) return false;
         print_optimizer(t, opt ? opt : "?");
         return true;
     }
@@ -474,6 +503,8 @@ static void trainer_free(Trainer *t) {
     eval_graph_close(&t->evg);
     interp_free(&t->ev);
     free(t->evstate);
+    if (t->evcshapes) cuda_shapes_close(t->evcshapes);
+    free(t->evcshapes);
     if (t->evcuda) cuda_step_close(t->evcuda);
     free(t->evcuda);
     free(t->evpred);

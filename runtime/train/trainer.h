@@ -63,6 +63,7 @@ typedef struct Trainer {
     /* a CUDA plan validates on the device: its validation graph's step, and
      * host space for what comes back (predictions, loss items) */
     struct CudaStep *evcuda;
+    struct CudaShapes *evcshapes;   /* the same graph at the other shapes of rect validation batches, on the device */
     float *evpred, evitems[3];
     Dataset ds;
     Loader *train_loader, *val_loader;

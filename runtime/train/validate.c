@@ -11,6 +11,7 @@
 
 #include "../../ir/diag.h"
 #include "../cuda/cuda_step.h"
+#include "../predict/eval_shape_cuda.h"
 #include "confusion.h"
 #include "metrics.h"
 #include "report.h"
@@ -51,15 +52,21 @@ static int max_labels(const DataSplit *s) {
  * (the EMA uploaded once per pass), else on the interpreter, at the batch's
  * shape (the plan's own graph, or the model built at a rect batch's). */
 static bool eval_batch(Trainer *t, const EvalIO *io, const Batch *b, const float **pred, int *anchors, const float **items, char *err, int errcap) {
-    const Plan *ep = t->plan.eval;
     if (t->evcuda) {
+        /* the plan's own step at its shape, else the rect shape's (opened at set-up) */
+        const bool own = b->h == io->h && b->w == io->w;
+        CudaShape *sh = own ? NULL : cuda_shapes_find(t->evcshapes, io->batch, b->h, b->w);
+        if (!own && !sh) return errf(err, errcap, "no validation graph on the GPU for a %dx%d batch", b->h, b->w);
+        CudaStep *cs = own ? t->evcuda : &sh->cs;
+        const EvalIO *sio = own ? io : &sh->io;
         char why[1024];
-        bool ok = (b->bytes ? cuda_step_set_images_u8(t->evcuda, io->images, b->bytes, err, errcap) : cuda_step_set_input(t->evcuda, io->images, b->images, err, errcap)) &&
-                  cuda_step_set_input(t->evcuda, io->boxes, b->boxes, err, errcap) &&
-                  cuda_step_set_input(t->evcuda, io->counts, b->counts, err, errcap);
-        if (ok && !cuda_step_run(t->evcuda, 0, ep->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "validation on the GPU: %s", why);
-        ok = ok && cuda_step_download(t->evcuda, io->pred, t->evpred, err, errcap) && cuda_step_download(t->evcuda, io->items, t->evitems, err, errcap);
-        *pred = t->evpred, *items = t->evitems, *anchors = io->anchors;
+        bool ok = (b->bytes ? cuda_step_set_images_u8(cs, sio->images, b->bytes, err, errcap) : cuda_step_set_input(cs, sio->images, b->images, err, errcap)) &&
+                  cuda_step_set_input(cs, sio->boxes, b->boxes, err, errcap) && cuda_step_set_input(cs, sio->counts, b->counts, err, errcap);
+        if (ok && !cuda_step_run(cs, 0, cs->plan->g.n_ops, why, sizeof why)) ok = errf(err, errcap, "validation on the GPU: %s", why);
+        const int ids[] = {sio->pred, sio->items};
+        void *const hosts[] = {t->evpred, t->evitems};
+        ok = ok && cuda_step_download_many(cs, 2, ids, hosts, err, errcap);
+        *pred = t->evpred, *items = t->evitems, *anchors = sio->anchors;
         return ok;
     }
     EvalGraph *eg = b->h == io->h && b->w == io->w ? &t->evg : eval_shapes_get(&t->evshapes, io->batch, b->h, b->w, err, errcap);
