@@ -361,17 +361,19 @@ Test(train_cuda, yolort_train_runs_on_the_gpu) {
 }
 
 /* GPU suite: an fp32 CUDA plan's validation graph on the device (cuDNN
- * convolutions, generated kernels, the box decode) gives the same label
- * files as Ultralytics', within 1e-5 (cuDNN's engines sum in another order
+ * convolutions, generated kernels, the box decode), at the square size and
+ * at rect shapes, gives the same label files as Ultralytics', within 1e-5 (cuDNN's engines sum in another order
  * than the CPU; fp32 throughout). */
 Test(train_cuda, predict_with_an_fp32_cuda_plan_labels_equal_ultralytics_predictor, .timeout = 600) {
     CudaDevice probe;
     open_gpu_or_skip(&probe);
     cuda_device_close(&probe);
-    /* a CUDA plan runs at its own batch (2) and square size, rect or not */
-    const PredictShapes own = {{"64x64", "64x64", "64x64"}, "(2, 3, 64, 64)"};
-    check_against_ultralytics_on("v8tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &own);
-    check_against_ultralytics_on("v10tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &own);
+    /* as on the CPU: batch 1, and rect letterboxes (at 128 px three shapes, each a graph of its own on the device) */
+    check_against_ultralytics_on("v8tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &SQUARE64);
+    check_against_ultralytics_on("v10tiny", "conf0.25", "--conf 0.25", "--precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &SQUARE64);
+    const PredictShapes rect128 = {{"96x128", "128x96", "96x128"}, "(1, 3, 96, 128)"};
+    check_against_ultralytics_on("v8tiny", "rect128", "--conf 0.25", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &rect128);
+    check_against_ultralytics_on("v10tiny", "rect128", "--conf 0.25", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 1e-5, false, &rect128);
 }
 
 /* GPU suite: `yolort val` with an fp32 CUDA plan runs Ultralytics' rect

@@ -133,7 +133,7 @@ typedef struct Run {
     unsigned char *keep;    /* per class: --classes keeps it (NULL: all kept) */
     EvalModel m;
     int batch, square, stride;  /* pictures per inference; the plan's image size; the letterbox's stride multiple (rect) */
-    bool rect;              /* rect letterboxes: on request and on the CPU */
+    bool rect;              /* rect letterboxes (unless --no-rect) */
     Sources src;
     char dir[1100], labels[1200], crops[1200];   /* the run directory, its labels/ and crops/ */
     uint8_t *pixels;
@@ -304,14 +304,10 @@ int predict_main(const PredictArgs *a) {
     if (!sources_list(a->source, &r.src, err, sizeof err) || !probe_sources(&r.src, err, sizeof err)) goto fail;
     if (!eval_model_open(&r.m, a->plan, a->weights, a->reference, report, sizeof report, err, sizeof err)) goto fail;
     printf("%s\n", report);
-    /* a CUDA plan is a static engine: its own batch and square size, as Ultralytics' LetterBox(auto=False) for one */
+    /* as `yolo predict` runs a .pt model, on the CPU and on a GPU: rect letterboxes, batch 1 unless asked */
     r.square = r.m.io.imgsz, r.stride = eval_plan_stride(&r.m.plan);
-    r.rect = a->rect && !r.m.cuda;
-    r.batch = r.m.cuda ? r.m.io.batch : a->batch > 0 ? a->batch : 1;
-    if (r.m.cuda && a->batch > 0 && a->batch != r.m.io.batch) {
-        snprintf(err, sizeof err, "--batch %d: a CUDA plan predicts at its validation batch, %d (recompile it with yolocc --batch %d for another)", a->batch, r.m.io.batch, r.m.io.batch / 2);
-        goto fail;
-    }
+    r.rect = a->rect;
+    r.batch = a->batch > 0 ? a->batch : 1;
     if (!(r.pixels = malloc(3 * (size_t)r.square * (size_t)r.square * (size_t)r.batch)) ||
         !(r.dets = malloc(sizeof(Detection) * (size_t)(a->max_det > 0 ? a->max_det : 1))) || !(r.items = calloc((size_t)r.batch, sizeof *r.items))) {
         snprintf(err, sizeof err, "out of memory");
