@@ -132,3 +132,23 @@ Test(cuda_shapes, the_largest_arena_opens_first) {
     for (int i = 0; i < 5; i++) cr_expect_eq(order[i], want[i], "position %d", i);
     cuda_shapes_order(arena, 0, order);
 }
+
+/* Lenders: the first own arena large enough (never a borrowed one), the largest own workspace. */
+Test(cuda_shapes, a_shape_borrows_the_first_large_enough_arena_and_the_largest_workspace) {
+    CudaMem train = {.arena = 0x1000, .workspace = 0x2000, .workspace_bytes = 64}, own = {.arena = 0x1000, .arena_lent = true, .workspace = 0x3000, .workspace_bytes = 256},
+            big = {.arena = 0x4000, .workspace = 0x2000, .workspace_bytes = 64, .workspace_lent = true};
+    train.layout.arena_bytes = 100, own.layout.arena_bytes = 80, big.layout.arena_bytes = 300;
+    const CudaMem *cand[] = {&train, &own, &big};
+    CudaLend l = cuda_shapes_lend(cand, 3, 90, &own);
+    cr_expect_eq(l.arena, &train, "the training arena holds 90 bytes");
+    cr_expect_eq(l.workspace, &own, "the largest own workspace");
+    cr_expect_eq(l.state, &own);
+    l = cuda_shapes_lend(cand, 3, 200, &own);
+    cr_expect_eq(l.arena, &big, "only the larger shape's own arena holds 200 bytes");
+    l = cuda_shapes_lend(cand, 3, 400, &own);
+    cr_expect_null(l.arena, "none holds 400 bytes: the shape allocates its own");
+    l = cuda_shapes_lend(cand, 2, 90, &own);
+    cr_expect_eq(l.arena, &train, "a borrowed arena is never lent on (own's is the training one's)");
+    l = cuda_shapes_lend(cand + 1, 1, 10, &own);
+    cr_expect_null(l.arena, "own's arena is borrowed");
+}

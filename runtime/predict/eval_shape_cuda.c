@@ -34,15 +34,19 @@ static int lenders(const CudaShapes *s, const CudaMem **out) {
     return n;
 }
 
+CudaLend cuda_shapes_lend(const CudaMem *const *cand, int n, int64_t arena_bytes, const CudaMem *state) {
+    CudaLend lend = {.state = state};
+    for (int i = 0; i < n && !lend.arena; i++)
+        if (cand[i]->arena && !cand[i]->arena_lent && cand[i]->layout.arena_bytes >= arena_bytes) lend.arena = cand[i];
+    for (int i = 0; i < n; i++)
+        if (cand[i]->workspace && !cand[i]->workspace_lent && (!lend.workspace || cand[i]->workspace_bytes > lend.workspace->workspace_bytes)) lend.workspace = cand[i];
+    return lend;
+}
+
 static bool open_one(CudaShapes *s, CudaShape *sh, char *err, int errcap) {
     const CudaMem **cand = malloc(sizeof *cand * (size_t)(s->n + 2));
     if (!cand) return errf(err, errcap, "out of memory");
-    const int nc = lenders(s, cand);
-    CudaLend lend = {.state = &s->own->mem};
-    for (int i = 0; i < nc && !lend.arena; i++)
-        if (cand[i]->arena && !cand[i]->arena_lent && cand[i]->layout.arena_bytes >= sh->plan.arena_bytes) lend.arena = cand[i];
-    for (int i = 0; i < nc; i++)
-        if (cand[i]->workspace && !cand[i]->workspace_lent && (!lend.workspace || cand[i]->workspace_bytes > lend.workspace->workspace_bytes)) lend.workspace = cand[i];
+    const CudaLend lend = cuda_shapes_lend(cand, lenders(s, cand), sh->plan.arena_bytes, &s->own->mem);
     free(cand);
     char why[1024];
     if (!cuda_step_open_sharing(&sh->cs, &sh->plan, s->own->dev.ordinal, &lend, why, sizeof why)) return errf(err, errcap, "%s", why);

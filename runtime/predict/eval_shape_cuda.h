@@ -30,6 +30,12 @@ typedef struct CudaShapes {
  * Writes n indices to order. */
 void cuda_shapes_order(const int64_t *arena, int n, int *order);
 
+/* Pure: what a new shape whose arena takes arena_bytes borrows from the
+ * candidates cand[0..n) (tried in order): the arena of the first whose own
+ * arena is at least as large, the workspace of the one with the largest own
+ * workspace (cuda_mem_alloc uses it only if large enough), and state. */
+CudaLend cuda_shapes_lend(const CudaMem *const *cand, int n, int64_t arena_bytes, const CudaMem *state);
+
 /* Builds the graphs at batch x 3 x hw[i][0] x hw[i][1] that are neither
  * open yet nor the own step's shape, checks that each lowers to the plan's
  * kernels (cuda_kernels_cover, before the device is touched), and opens
