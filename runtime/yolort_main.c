@@ -40,7 +40,8 @@ static const char USAGE[] =
     "  --weight-decay X    must equal the plan's (it is compiled in)\n"
     "  --box X, --cls X, --dfl X  loss gains: must equal the plan's (compiled in: yolocc --box/--cls/--dfl)\n"
     "  --batch N           must equal the plan's batch\n"
-    "  --workers N (2)     data-loading threads  --cache ram|none (none)\n"
+    "  --workers N (2)     data-loading threads  --cache ram|disk|none (none): decoded images kept in memory,\n"
+    "                      or written once as IMAGE.npy beside each image (read instead of the image whenever there)\n"
     "  --hsv-h X --hsv-s X --hsv-v X --degrees X --translate X --scale X --shear X --perspective X\n"
     "  --flipud X --fliplr X --mosaic X --mixup X   augmentation (Ultralytics defaults)\n"
     "  --project DIR (runs/detect)  --name NAME (train)  --exist-ok   run directory PROJECT/NAME[N]\n"
@@ -360,8 +361,9 @@ static int train_data_main(int argc, char **argv) {
     int bad = parse_options(opts, sizeof opts / sizeof opts[0], argc, argv, 3);
     if (bad) return bad;
     if (!(a.fraction > 0)) return usage_error("%s", "--fraction must be in (0, 1]: the share of the training images to use");
-    if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram or none, got '%s'", cache);
+    if (cache && strcmp(cache, "ram") != 0 && strcmp(cache, "disk") != 0 && strcmp(cache, "none") != 0) return usage_error("--cache must be ram, disk or none, got '%s'", cache);
     a.cache_ram = cache && strcmp(cache, "ram") == 0;
+    a.cache_disk = cache && strcmp(cache, "disk") == 0;
     a.val = !no_val;
     a.plots = !no_plots;
     if (!a.data && !a.resume) return usage_error("%s", "no data: pass --data DATA.yaml (or --resume RUN)");

@@ -22,17 +22,8 @@
 #include "../runtime/train/metrics.h"
 #include "test_predict.h"
 
-/* The Python with onnxruntime and onnx: $YOLOCC_ORT_PYTHON, else the venv of `make ort-venv`. */
-static const char *ort_python(void) {
-    const char *p = getenv("YOLOCC_ORT_PYTHON");
-    return p ? p : "build/ort/bin/python";
-}
-
-static bool have_onnxruntime(void) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s -c 'import onnxruntime, onnx, numpy' >/dev/null 2>&1", ort_python());
-    return system(cmd) == 0;
-}
+static const char *ort_python(void) { return tu_ort_python(); }
+static bool have_onnxruntime(void) { return tu_python_has("onnxruntime, onnx, numpy"); }
 
 static CliResult export_(const char *dir, const char *model, const char *extra) {
     char args[1024];

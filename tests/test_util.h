@@ -102,6 +102,19 @@ static inline bool tu_compile_text(Compiled *c, const char *name, const char *ya
 
 static inline void tu_release(Compiled *c) { arena_free(&c->arena); }
 
+/* The Python with onnxruntime, onnx and numpy: $YOLOCC_ORT_PYTHON, else the venv of `make ort-venv`. */
+static inline const char *tu_ort_python(void) {
+    const char *p = getenv("YOLOCC_ORT_PYTHON");
+    return p ? p : "build/ort/bin/python";
+}
+
+/* True when tu_ort_python() imports every module of the comma-separated list. */
+static inline bool tu_python_has(const char *modules) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -c 'import %s' >/dev/null 2>&1", tu_ort_python(), modules);
+    return system(cmd) == 0;
+}
+
 static inline const char *tu_corpus(void) {
     const char *d = getenv("YOLOCC_CORPUS");
     if (!d) d = "../shared/reference/ultralytics-cfg";

@@ -14,14 +14,17 @@
  * - Random streams are ours (xoshiro256**), not Python's and numpy's. */
 #include "loader.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../ir/diag.h"
 #include "image_io.h"
+#include "npy_image.h"
 
 /* Batches being prepared or held by the caller: one held, two ahead. */
 #define RING LOADER_SLOTS
@@ -59,6 +62,7 @@ struct Loader {
     char fail_err[512];
     float lut255[256];
     CacheEnt *cache;                /* NULL without cache_ram */
+    bool npy_warned;                /* a .npy that cannot serve was named once (under cache_mu) */
     pthread_mutex_t cache_mu;
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -84,6 +88,27 @@ static void wake_all(pthread_cond_t *c) { must(pthread_cond_broadcast(c), "pthre
 
 /* ------------------------------------------------------------ images */
 
+/* The decoded pixels of image file `path`: its IMAGE.npy when there is one
+ * (Ultralytics' load_image reads it whatever the cache setting, cache='disk'
+ * writes them), else the file itself. A corrupt .npy is removed, as upstream
+ * removes it; one that cannot serve otherwise is kept and named once. */
+static bool load_pixels(Loader *l, const char *path, Image *im, char *err, int errcap) {
+    char npy[4200], why[600];
+    const NpyRead r = npy_image_path(path, npy, sizeof npy) ? npy_image_read(npy, im, why, sizeof why) : NPY_ABSENT;
+    if (r == NPY_READ) return true;
+    if (r == NPY_CORRUPT) {
+        printf("WARNING \xe2\x9a\xa0\xef\xb8\x8f Removing corrupt *.npy image file %s due to: %s\n", npy, why);
+        if (unlink(npy) != 0) printf("WARNING \xe2\x9a\xa0\xef\xb8\x8f %s could not be removed: %s\n", npy, strerror(errno));
+    } else if (r == NPY_SKIPPED) {
+        lock(&l->cache_mu);
+        const bool first = !l->npy_warned;
+        l->npy_warned = true;
+        unlock(&l->cache_mu);
+        if (first) printf("WARNING \xe2\x9a\xa0\xef\xb8\x8f %s (decoding the images instead of such .npy files)\n", why);
+    }
+    return image_load(path, im, err, errcap);
+}
+
 /* The load-resized image of sample idx: borrowed from the cache, or decoded
  * into *own (then the caller frees it). */
 static bool get_image(Loader *l, int idx, Image *own, const Image **out, int *w0, int *h0, char *err, int errcap) {
@@ -100,7 +125,7 @@ static bool get_image(Loader *l, int idx, Image *own, const Image **out, int *w0
         }
     }
     Image im;
-    if (!image_load(s->image, &im, err, errcap)) return false;
+    if (!load_pixels(l, s->image, &im, err, errcap)) return false;
     *w0 = im.w, *h0 = im.h;
     if (!load_resize(&im, l->o.imgsz)) {
         image_free(&im);

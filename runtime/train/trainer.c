@@ -391,6 +391,8 @@ static bool setup(Trainer *t, char *err, int errcap) {
     char source[1200];
     if (a->cache_ram && !host_memory_available(&cache_room, source, sizeof source)) cache_room = 0;
     lo.cache_ram = a->cache_ram && trainer_cache_fits(t, &t->ds.train, "train: ", &cache_room);
+    /* --cache disk: rank 0 writes both splits' .npy files (atomically: the other ranks' loaders read whole files or none) */
+    if (a->cache_disk && t->root && (!trainer_cache_disk(&t->ds.train, "train: ", err, errcap) || !trainer_cache_disk(&t->ds.val, "val: ", err, errcap))) return false;
     if (!(t->train_loader = loader_open(&t->ds.train, &lo, err, errcap)) || !pin_loader(t->train_loader, t->ts.cuda, err, errcap)) return false;
     const Plan *ep = t->plan.eval;
     /* the validation loader opens once the validation graph's device is known (open_val_loader) */

@@ -29,7 +29,7 @@ typedef struct TrainArgs {
     double fraction;        /* the first round(n x fraction) training images (1: all) */
     double time;            /* > 0: hours to train; epochs follow the mean epoch time (Ultralytics' time) */
     bool single_cls;        /* every class 0, named "item" (a plan for nc 1) */
-    bool cos_lr, cache_ram, exist_ok, val, reference;
+    bool cos_lr, cache_ram, cache_disk, exist_ok, val, reference;
     bool plots;             /* results.svg, train_batch*.jpg, the final evaluation's plots (not kept in the state: a report choice) */
     Hyp hyp;
 } TrainArgs;
@@ -104,6 +104,11 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap);
  * 30): if so takes them from *room and adds them to t->cache_bytes, else
  * prints Ultralytics' "... not caching images" line. */
 bool trainer_cache_fits(Trainer *t, const DataSplit *split, const char *prefix, uint64_t *room);
+/* --cache disk (disk_cache.c): split's images decoded once into IMAGE.npy
+ * beside each (those there already are kept), with Ultralytics' bar, when
+ * check_cache_disk's checks pass (else its warning, and no cache); false
+ * when an image cannot be written. */
+bool trainer_cache_disk(const DataSplit *split, const char *prefix, char *err, int errcap);
 
 /* The whole command: returns the process exit code (0 done, 1 failure while
  * training, 2 bad arguments, plan or data). Prints progress to stdout and

@@ -109,7 +109,7 @@ void train_write_args_yaml(const Trainer *t) {
 #define B(v) ((v) ? "true" : "false")
     const char *kv[] = {"task", "detect", "mode", "train", "model", a->plan, "data", a->data, "epochs", I(0, a->epochs),
                         "time", a->time > 0 ? F(1, a->time) : NULL, "patience", I(2, a->patience), "batch", I(3, t->ts.batch * t->world),
-                        "imgsz", I(4, t->ts.imgsz), "save", "true", "save_period", I(5, a->save_period), "cache", a->cache_ram ? "ram" : "false",
+                        "imgsz", I(4, t->ts.imgsz), "save", "true", "save_period", I(5, a->save_period), "cache", a->cache_disk ? "disk" : a->cache_ram ? "ram" : "false",
                         "device", dev, "workers", I(6, a->workers), "project", a->project, "name", a->name, "exist_ok", B(a->exist_ok),
                         "pretrained", a->weights ? a->weights : "false", "optimizer", cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer")),
                         "verbose", "true", "seed", I(7, a->seed), "deterministic", "true", "single_cls", B(a->single_cls), "rect", "false",
