@@ -16,7 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -O2 -g \
   bench/loader_bench.c runtime/rng.c runtime/data/augment.c runtime/data/augment_warp.c runtime/data/augment_color.c \
-  runtime/data/loader.c runtime/data/image_io.c runtime/data/dataset.c \
+  runtime/data/loader.c runtime/data/image_io.c runtime/data/npy_image.c runtime/data/dataset.c \
   compiler/yaml_doc.c ir/arena.c ir/atomic_file.c ir/diag.c \
   -o "$tmp/loader_bench" -lyaml -ljpeg -lpng -lz -lpthread -lm
 "$tmp/loader_bench" --gen "${LOADER_BENCH_DIR:-/tmp/yolocc-loader-bench}" --row "$tmp/row" ${args[@]+"${args[@]}"}
