@@ -127,7 +127,8 @@ bool interp_use_groups(Interp *it, const Fusion *f) {
 static void after_op(Interp *it, int o) {
     const Graph *g = it->g;
     const Op *op = &g->ops[o];
-    for (int i = 0; it->poison && i < op->n_in; i++) {
+    /* a skipped op read nothing: its inputs may never have been made */
+    for (int i = 0; it->poison && !(it->skip && it->skip[o]) && i < op->n_in; i++) {
         int t = it->views ? it->views->base[op->in[i]] : op->in[i];
         if (it->last[t] == o && !it->transient[t]) memset(it->buf[t], 0xFF, (size_t)shape_numel(&g->tensors[t].shape) * dtype_size(g->tensors[t].dtype));
     }
@@ -261,6 +262,9 @@ static bool visit_launch(void *ctx, int l, int group, KRows rows, char *err, int
     (void)group;
     Interp *it = ctx;
     const KLaunch *ln = &it->gen->kp.launches[l];
+    bool skipped = it->skip != NULL;
+    for (int o = ln->op_lo; skipped && o <= ln->op_hi; o++) skipped = it->skip[o];
+    if (skipped) return true;
     if (ln->kernel < 0) return run_op(it, ln->op_lo, err, errcap);
     if (!bind_launch(it, ln, rows, err, errcap)) return false;
     gen_cpu_launch(it->gen, ln, rows, it->buf);
@@ -274,7 +278,7 @@ static void group_done(void *ctx, int lo, int hi) {
 bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
     if (it->gen) return kernel_run_range(&it->gen->kp, it->gen->fusion, first, last, visit_launch, group_done, it, err, errcap);
     for (int o = first; o < last; o++) {
-        if (!run_op(it, o, err, errcap)) return false;
+        if (!(it->skip && it->skip[o]) && !run_op(it, o, err, errcap)) return false;
         after_op(it, o);
     }
     return true;

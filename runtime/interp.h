@@ -20,6 +20,10 @@ typedef struct Interp {
     bool fast;          /* run cpu_kernel() where it has an entry; false: the oracle only */
     const struct GenCpu *gen;   /* the CPU target's generated kernels, or NULL: op by op */
     const Views *views;         /* zero-copy views of the fusion (interp_use_groups), or NULL */
+    /* per op: left out of runs (a generated launch when all its ops are),
+     * the caller having made sure nothing that runs reads their outputs;
+     * NULL: every op runs */
+    const bool *skip;
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);

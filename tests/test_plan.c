@@ -303,3 +303,64 @@ Test(plan, other_shapes_come_from_the_model_yaml_and_bad_ones_are_refused) {
     unlink(path);
     release(&f);
 }
+
+/* The predictions of `model` (tests/parity) at 64 px from a graph that ran
+ * with labels (every op) or without (only what they need), on the generated
+ * kernels or the oracle; *skipped: the ops before the predictions' fusion
+ * group ends that a run without labels leaves out. */
+static float *predictions_of(const Plan *p, bool loss, bool reference, int *skipped, int64_t *n) {
+    char err[1024];
+    EvalGraph eg = {0};
+    cr_assert(eval_graph_open(&eg, p->eval, NULL, reference, err, sizeof err), "%s", err);
+    cr_assert(weights_init(&p->eval->g, eg.ev.buf, 20251130, err, sizeof err), "%s", err);
+    const EvalIO *io = &eg.io;
+    float *im = eg.ev.buf[io->images];
+    for (int64_t i = 0; i < shape_numel(&p->eval->g.tensors[io->images].shape); i++) im[i] = (float)((i * 2654435761u) % 256) / 255.0f;
+    memset(eg.ev.buf[io->boxes], 0, sizeof(float) * (size_t)io->batch * (size_t)io->max_boxes * 5);
+    memset(eg.ev.buf[io->counts], 0, sizeof(int64_t) * (size_t)io->batch);
+    cr_assert(eval_graph_run(&eg, loss, err, sizeof err), "%s", err);
+    *n = shape_numel(&p->eval->g.tensors[io->pred].shape);
+    float *out = malloc(sizeof(float) * (size_t)*n);
+    memcpy(out, eg.ev.buf[io->pred], sizeof(float) * (size_t)*n);
+    /* of the ops a run without labels reaches (the loss after them never runs without labels) */
+    *skipped = 0;
+    for (int o = 0; o < eg.pred_end; o++) *skipped += eg.skip_pred[o];
+    eval_graph_close(&eg);
+    return out;
+}
+
+/* A run without labels (predict) leaves out what the predictions do not
+ * need: YOLOv10's one-to-many head, nothing of a YOLOv8 head; its
+ * predictions equal those of a graph that ran every op, bit for bit, on
+ * the generated kernels and on the oracle (each graph fresh, so a skipped
+ * op's stale output cannot stand in for it). */
+Test(plan, predictions_alone_leave_out_what_they_do_not_need, .timeout = 300) {
+    static const char *const models[] = {"v10tiny", "v8tiny"};
+    for (int m = 0; m < 2; m++) {
+        char dir[] = "/tmp/yolocc-plan-XXXXXX", args[512], err[1024];
+        cr_assert(mkdtemp(dir));
+        snprintf(args, sizeof args, "tests/parity/%s.yaml --imgsz 64 --batch 1 -o %s/m.plan", models[m], dir);
+        CliResult r = tu_run_bin(tu_env_bin("YOLOCC_FAST_BIN", tu_bin()), args);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        tu_free(&r);
+        snprintf(args, sizeof args, "%s/m.plan", dir);
+        Plan p;
+        cr_assert(plan_read(args, &p, err, sizeof err), "%s", err);
+        for (int reference = 0; reference < 2; reference++) {
+            int skipped, full_skipped;
+            int64_t n, n2;
+            float *alone = predictions_of(&p, false, reference, &skipped, &n), *full = predictions_of(&p, true, reference, &full_skipped, &n2);
+            cr_assert_eq(n, n2);
+            cr_expect_eq(memcmp(alone, full, sizeof(float) * (size_t)n), 0, "%s (%s): the predictions of a run without labels differ", models[m],
+                         reference ? "oracle" : "generated kernels");
+            if (m == 0) cr_expect_gt(skipped, 10, "%s: the one-to-many head (%d ops left out)", models[m], skipped);
+            else cr_expect_eq(skipped, 0, "%s: every op up to the predictions makes them (%d left out)", models[m], skipped);
+            cr_log_info("%s (%s): %d of the %d ops up to the predictions left out without labels", models[m], reference ? "oracle" : "generated", skipped,
+                        p.eval->g.n_ops);
+            free(alone), free(full);
+        }
+        plan_free(&p);
+        snprintf(args, sizeof args, "rm -rf %s", dir);
+        cr_expect_eq(system(args), 0);
+    }
+}

@@ -86,6 +86,41 @@ bool eval_plan_at_shape(const Plan *train, int batch, int h, int w, Plan *out, c
     return ok;
 }
 
+/* Per op of g: whether tensor t can be made without it (calloc'd; *n_skip
+ * counts them). An op is needed when an output is read by a needed op or
+ * is t; with generated kernels kp, every op of a launch with a needed op is
+ * needed too (the launch runs whole), and what those read, to a fixpoint. */
+static bool *ops_for(const Graph *g, const KProgram *kp, int t, int *n_skip) {
+    bool *need_t = calloc((size_t)g->n_tensors + 1, 1), *need = calloc((size_t)g->n_ops + 1, 1), *skip = calloc((size_t)g->n_ops + 1, 1);
+    if (!need_t || !need || !skip) return free(need_t), free(need), free(skip), NULL;
+    need_t[t] = true;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (int o = g->n_ops - 1; o >= 0; o--) {
+            const Op *op = &g->ops[o];
+            bool n = need[o];
+            for (int i = 0; !n && i < op->n_out; i++) n = need_t[op->out[i]];
+            if (!n) continue;
+            grew |= !need[o];
+            need[o] = true;
+            for (int i = 0; i < op->n_in; i++) need_t[op->in[i]] = true;
+        }
+        for (int l = 0; kp && l < kp->n_launches; l++) {
+            const KLaunch *ln = &kp->launches[l];
+            bool any = false;
+            for (int o = ln->op_lo; o <= ln->op_hi && !any; o++) any = need[o];
+            for (int o = ln->op_lo; any && o <= ln->op_hi; o++) {
+                grew |= !need[o];
+                need[o] = true;
+            }
+        }
+    }
+    *n_skip = 0;
+    for (int o = 0; o < g->n_ops; o++) *n_skip += skip[o] = !need[o];
+    free(need_t), free(need);
+    return skip;
+}
+
 bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap) {
     Plan *own = eg->own;
     *eg = (EvalGraph){.plan = ep, .own = own};
@@ -105,6 +140,7 @@ bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool ref
     }
     /* a run without labels stops after the fusion group that makes the
      * predictions: the validation loss after it has no labels to score */
+    if (!(eg->skip_pred = ops_for(g, eg->has_gen ? &eg->gen.kp : NULL, eg->io.pred, &eg->n_skip_pred))) return errf(err, errcap, "out of memory");
     const int p = g->tensors[eg->io.pred].producer;
     eg->pred_end = p + 1;
     for (int gi = 0; gi < ep->fusion.n_groups; gi++) {
@@ -114,9 +150,15 @@ bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool ref
     return true;
 }
 
-bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap) { return interp_run(&eg->ev, 0, loss ? eg->plan->g.n_ops : eg->pred_end, err, errcap); }
+bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap) {
+    eg->ev.skip = loss ? NULL : eg->skip_pred;
+    const bool ok = interp_run(&eg->ev, 0, loss ? eg->plan->g.n_ops : eg->pred_end, err, errcap);
+    eg->ev.skip = NULL;
+    return ok;
+}
 
 void eval_graph_close(EvalGraph *eg) {
+    free(eg->skip_pred);
     if (eg->has_gen) gen_cpu_close(&eg->gen);
     if (eg->ev.g) interp_free(&eg->ev);
     if (eg->own) plan_free(eg->own);

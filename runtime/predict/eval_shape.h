@@ -29,6 +29,8 @@ typedef struct EvalGraph {
     bool has_gen;
     EvalIO io;
     int pred_end;           /* a run without labels: the ops up to the fusion group that makes the predictions */
+    bool *skip_pred;        /* per op: what a run without labels leaves out (another head's branch: YOLOv10's one-to-many) */
+    int n_skip_pred;
 } EvalGraph;
 
 /* Opens ep on the interpreter: its state tensors read state[i] (ep's state
@@ -37,7 +39,8 @@ typedef struct EvalGraph {
  * kernels unless reference. */
 bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap);
 /* Runs the graph on what eg->ev.buf holds at its inputs: every op with
- * loss, else only what the predictions need. */
+ * loss, else only what the predictions need (the ops they depend on, and
+ * the generated launches those share with others). */
 bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap);
 void eval_graph_close(EvalGraph *eg);
 
