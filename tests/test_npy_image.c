@@ -23,6 +23,16 @@ static void tmp_dir(char dir[64]) {
     cr_assert(mkdtemp(dir));
 }
 
+/* A new directory with DIR/a.npy of a w x h pattern image (*im); the file's bytes (*len). */
+static char *written(char dir[64], char path[128], int w, int h, int seed, Image *im, size_t *len) {
+    char err[512];
+    tmp_dir(dir);
+    snprintf(path, 128, "%s/a.npy", dir);
+    *im = pattern(w, h, seed);
+    cr_assert(npy_image_write(path, im, err, sizeof err), "%s", err);
+    return tu_slurp(path, len);
+}
+
 static void rm_dir(const char *dir) {
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -42,12 +52,9 @@ Test(npy_image, names_follow_pathlib_with_suffix) {
 
 Test(npy_image, round_trip_is_exact_and_the_header_numpys) {
     char dir[64], path[128], err[512];
-    tmp_dir(dir);
-    snprintf(path, sizeof path, "%s/a.npy", dir);
-    Image im = pattern(37, 23, 1), back;
-    cr_assert(npy_image_write(path, &im, err, sizeof err), "%s", err);
+    Image im, back;
     size_t len;
-    char *bytes = tu_slurp(path, &len);
+    char *bytes = written(dir, path, 37, 23, 1, &im, &len);
     cr_assert_eq(len, npy_image_bytes(37, 23));
     cr_expect_eq(memcmp(bytes, "\x93NUMPY\x01\x00", 8), 0, "format 1.0");
     const size_t hl = (size_t)(unsigned char)bytes[8] | (size_t)(unsigned char)bytes[9] << 8;
@@ -69,12 +76,9 @@ Test(npy_image, round_trip_is_exact_and_the_header_numpys) {
 /* Damaged files: one line each, never an image, never a crash. */
 Test(npy_image, damaged_files_are_corrupt_or_skipped) {
     char dir[64], path[128], err[512];
-    tmp_dir(dir);
-    snprintf(path, sizeof path, "%s/a.npy", dir);
-    Image im = pattern(8, 6, 2), back;
-    cr_assert(npy_image_write(path, &im, err, sizeof err), "%s", err);
+    Image im, back;
     size_t len;
-    char *good = tu_slurp(path, &len);
+    char *good = written(dir, path, 8, 6, 2, &im, &len);
     const size_t hl = (size_t)(unsigned char)good[8];
     struct {
         const char *what;
