@@ -209,7 +209,8 @@ Test(npy_image, the_loader_reads_the_npy_beside_an_image) {
 
 /* `yolort train --cache disk`: every image of both splits gets its .npy (the
  * JPEG's decoded pixels) before training, with the bar, and args.yaml says
- * cache: disk; a second run finds them and trains the same. */
+ * cache: disk; a resumed run keeps the setting (as Ultralytics' resume keeps
+ * its args); a run without --cache finds the files and trains the same. */
 Test(npy_image, train_cache_disk_writes_every_split, .timeout = 300) {
     char dir[64], cmd[1024], path[256], err[512];
     tmp_dir(dir);
@@ -221,11 +222,12 @@ Test(npy_image, train_cache_disk_writes_every_split, .timeout = 300) {
     r = tu_run(cmd);
     cr_assert_eq(r.status, 0, "%s", r.err);
     tu_free(&r);
-    snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --epochs 1 --cache disk --no-plots --workers 0 --project %s/runs --name a", dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --epochs 2 --stop-after 1 --cache disk --no-plots --workers 0 --project %s/runs --name a", dir, dir,
+             dir);
     r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_expect(strstr(r.out, "train: Caching images (") && strstr(r.out, "val: Caching images ("), "the bars:\n%s", r.out);
-    char *first = strstr(r.out, "      1/1"), *first_copy = first ? strdup(first) : NULL;
+    char *first = strstr(r.out, "      1/2"), *first_copy = first ? strdup(first) : NULL;
     tu_free(&r);
     Dataset ds;
     snprintf(path, sizeof path, "%s/data/data.yaml", dir);
@@ -249,12 +251,17 @@ Test(npy_image, train_cache_disk_writes_every_split, .timeout = 300) {
     char *args = tu_slurp(path, NULL);
     cr_expect(args && strstr(args, "\ncache: disk\n"), "%s", args ? args : "no args.yaml");
     free(args);
+    snprintf(cmd, sizeof cmd, "train %s/t.plan --resume %s/runs/a", dir, dir);
+    r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "train: Caching images ("), "the resumed run caches to disk as the run did:\n%s", r.out);
+    tu_free(&r);
     /* from the .npy files: the same batches, the same losses */
-    snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --epochs 1 --no-plots --workers 0 --project %s/runs --name b", dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --epochs 2 --stop-after 1 --no-plots --workers 0 --project %s/runs --name b", dir, dir, dir);
     r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_null(strstr(r.out, "Caching images"), "no --cache: nothing written");
-    char *again = strstr(r.out, "      1/1");
+    char *again = strstr(r.out, "      1/2");
     cr_assert(first_copy && again, "epoch lines: %s / %s\n%s", first_copy ? "yes" : "no", again ? "yes" : "no", r.out);
     /* the match starts 2 columns into the 11-wide epoch field; the losses follow the memory field */
     cr_expect_eq(strncmp(first_copy + 20, again + 20, 33), 0, "the first epoch's losses:\n%.60s\n%.60s", first_copy, again);

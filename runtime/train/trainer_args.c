@@ -33,6 +33,7 @@ static const ArgField ARG_FIELDS[] = {
     {"warmup_epochs", offsetof(TrainArgs, warmup_epochs), 'd'}, {"warmup_momentum", offsetof(TrainArgs, warmup_momentum), 'd'},
     {"warmup_bias_lr", offsetof(TrainArgs, warmup_bias_lr), 'd'}, {"cos_lr", offsetof(TrainArgs, cos_lr), 'b'}, {"val", offsetof(TrainArgs, val), 'b'},
     {"fraction", offsetof(TrainArgs, fraction), 'd'}, {"time", offsetof(TrainArgs, time), 'd'}, {"single_cls", offsetof(TrainArgs, single_cls), 'b'},
+    {"cache_ram", offsetof(TrainArgs, cache_ram), 'b'}, {"cache_disk", offsetof(TrainArgs, cache_disk), 'b'},
 };
 enum { N_ARG_FIELDS = sizeof ARG_FIELDS / sizeof ARG_FIELDS[0], N_HYP = sizeof(Hyp) / sizeof(float) };
 
