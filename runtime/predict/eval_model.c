@@ -126,14 +126,15 @@ static bool run_cuda(EvalModel *m, const uint8_t *px, const float *labels, const
     const EvalIO *io = &m->io;
     const size_t n_px = (size_t)io->batch * 3 * (size_t)io->h * (size_t)io->w, n_boxes = (size_t)io->batch * (size_t)io->max_boxes * 5;
     if (!labels || !label_counts) {
-        /* no labels: the graph's loss sees empty images */
-        float *z = realloc(m->zeros, sizeof(float) * (n_boxes + 2 * (size_t)io->batch));
+        /* no labels: the graph's loss sees empty images (the counts first, so both stay aligned) */
+        const size_t bytes = sizeof(int64_t) * (size_t)io->batch + sizeof(float) * n_boxes;
+        int64_t *z = realloc(m->zeros, bytes);
         if (!z) return errf(err, errcap, "out of memory");
-        memset(z, 0, sizeof(float) * (n_boxes + 2 * (size_t)io->batch));
+        memset(z, 0, bytes);
         m->zeros = z;
     }
-    const float *boxes = labels ? labels : m->zeros;
-    const int64_t *counts = label_counts ? label_counts : (const int64_t *)(m->zeros + n_boxes);
+    const float *boxes = labels ? labels : (const float *)(m->zeros + io->batch);
+    const int64_t *counts = label_counts ? label_counts : m->zeros;
     bool ok;
     if (cs->kern.lp.images_u8 >= 0) {
         ok = cuda_step_set_images_u8(cs, io->images, px, err, errcap);

@@ -26,7 +26,7 @@ typedef struct EvalModel {
     struct CudaStep *cuda;  /* a CUDA plan's validation graph on the device, or NULL */
     struct CudaShapes *cuda_shapes; /* a CUDA plan's graphs at other shapes (eval_model_shape) */
     struct CudaStep *cuda_active;   /* the device step eval_model_run runs: cuda or one of cuda_shapes' */
-    float *zeros;           /* a CUDA plan's empty labels: boxes and counts of the largest shape asked for */
+    int64_t *zeros;         /* a CUDA plan's empty labels: counts, then boxes (floats), of the last shape run without */
     EvalIO io;              /* the active graph's inputs, outputs and sizes */
     char **names;           /* io.nc class names: the weights file's metadata `names`, else class0, class1, ... */
     float *pred;            /* [batch, 4 + nc, anchors] after run() */
