@@ -253,4 +253,50 @@ static inline void check_val_rect_on(const char *model, const char *target, doub
     remove_dir(dir);
 }
 
+/* The table from the last "  all " row of OUT through the end of its block (the per-class rows). */
+static inline char *last_table(const char *out) {
+    const char *at = NULL;
+    for (const char *p = out; (p = strstr(p, "                   all ")); p++) at = p;
+    cr_assert(at, "no 'all' row in:\n%s", out);
+    const char *end = at;
+    for (int k = 0; k < 4 && end; k++) end = strchr(end + 1, '\n'); /* all + 3 classes */
+    cr_assert(end);
+    return strndup(at, (size_t)(end - at));
+}
+
+/* The trainer validates in rect batches too (its val loader's rect=True, at
+ * 2 x batch): one epoch on val_rect from the fixture's detecting weights
+ * (a tiny lr, so the table is not empty), then the final evaluation of
+ * best.safetensors equals `yolort val --batch 2` of that file, digit for
+ * digit, and differs from `--no-rect`'s. target: yolocc's options for the
+ * plan (--imgsz 128 and any --target). */
+static inline void check_trainer_rect_on(const char *target) {
+    char dir[64], cmd[1024];
+    setup_dir_for(dir, "v8tiny", target);
+    snprintf(cmd, sizeof cmd, "train %s/m.plan --data tests/parity/val_rect/data.yaml --weights " FIXTURE "/v8tiny.safetensors --epochs 1 --lr0 1e-6 --warmup-epochs 0 --no-plots --project %s/runs --name t",
+             dir, dir);
+    CliResult tr = tu_run_bin(predict_bin(), cmd);
+    cr_assert_eq(tr.status, 0, "%s\n%s", tr.out, tr.err);
+    char *trained = last_table(tr.out);
+    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights %s/runs/t/weights/best.safetensors --data tests/parity/val_rect/data.yaml --batch 2 --no-plots", dir, dir);
+    CliResult v = tu_run_bin(predict_bin(), cmd);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    char *valued = last_table(v.out);
+    cr_expect_str_eq(valued, trained, "yolort val:\n%s\nthe trainer's final evaluation:\n%s", valued, trained);
+    double p, r, map50;
+    cr_assert_eq(sscanf(trained, " all %*d %*d %lf %lf %lf", &p, &r, &map50), 3, "%s", trained);
+    cr_expect_gt(map50, 0, "an empty table proves nothing:\n%s", trained);
+    tu_free(&v);
+    snprintf(cmd, sizeof cmd, "val %s/m.plan --weights %s/runs/t/weights/best.safetensors --data tests/parity/val_rect/data.yaml --batch 2 --no-plots --no-rect", dir, dir);
+    v = tu_run_bin(predict_bin(), cmd);
+    cr_assert_eq(v.status, 0, "%s", v.err);
+    char *square = last_table(v.out);
+    cr_expect(strcmp(square, trained) != 0, "square validation printed the rect table:\n%s", square);
+    cr_log_info("trainer's rect validation = yolort val's:\n%s\nsquare:\n%s", trained, square);
+    free(trained), free(valued), free(square);
+    tu_free(&v);
+    tu_free(&tr);
+    remove_dir(dir);
+}
+
 #endif

@@ -389,3 +389,14 @@ Test(train_cuda, val_with_an_fp32_cuda_plan_runs_rect_batches_as_ultralytics_val
     check_val_rect_on("v8tiny", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 0.002, 2e-5);
     check_val_rect_on("v10tiny", "--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90", 0.002, 2e-5);
 }
+
+/* GPU suite: the trainer's validation on the device runs the same rect
+ * batches (each shape's graph opened at set-up): its final evaluation of
+ * best.safetensors prints `yolort val`'s table of that file on the device,
+ * digit for digit, and not --no-rect's. */
+Test(train_cuda, the_trainers_rect_validation_on_the_gpu_equals_yolort_val, .timeout = 600) {
+    CudaDevice probe;
+    open_gpu_or_skip(&probe);
+    cuda_device_close(&probe);
+    check_trainer_rect_on("--imgsz 128 --precision fp32 --target cuda --arch sm_80,sm_90");
+}
