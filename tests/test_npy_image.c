@@ -214,17 +214,10 @@ Test(npy_image, the_loader_reads_the_npy_beside_an_image) {
 Test(npy_image, train_cache_disk_writes_every_split, .timeout = 300) {
     char dir[64], cmd[1024], path[256], err[512];
     tmp_dir(dir);
-    snprintf(cmd, sizeof cmd, "datagen %s/data --images 10 --size 64 --classes 3 --seed 4", dir);
-    CliResult r = tu_run_bin(tu_env_bin("YOLORT_BIN", "build/yolort"), cmd);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
-    snprintf(cmd, sizeof cmd, "models/tiny.yaml --imgsz 64 --batch 2 -o %s/t.plan", dir);
-    r = tu_run(cmd);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
+    tu_tiny_data_and_plan(dir, "--images 10 --size 64 --classes 3 --seed 4", "--imgsz 64 --batch 2", "t.plan");
     snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --epochs 2 --stop-after 1 --cache disk --no-plots --workers 0 --project %s/runs --name a", dir, dir,
              dir);
-    r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
+    CliResult r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_expect(strstr(r.out, "train: Caching images (") && strstr(r.out, "val: Caching images ("), "the bars:\n%s", r.out);
     char *first = strstr(r.out, "      1/2"), *first_copy = first ? strdup(first) : NULL;

@@ -323,18 +323,11 @@ Test(train_cuda, yolort_train_runs_on_the_gpu) {
     cuda_device_close(&probe);
     char dir[] = "/tmp/yolocc-tcuda-XXXXXX", args[2048];
     cr_assert(mkdtemp(dir));
-    snprintf(args, sizeof args, "datagen %s/data --images 12 --size 64 --classes 3 --seed 5", dir);
-    CliResult r = tu_run_bin(yolort_bin(), args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
     /* the shapes of cuda_step's step_vs_cpu, so the kernel cache serves both */
-    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 2 --precision bf16 --target cuda --arch sm_80,sm_90 -o %s/tiny.plan", dir);
-    r = tu_run(args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
+    tu_tiny_data_and_plan(dir, "--images 12 --size 64 --classes 3 --seed 5", "--imgsz 64 --batch 2 --precision bf16 --target cuda --arch sm_80,sm_90", "tiny.plan");
     snprintf(args, sizeof args, "train %s/tiny.plan --data %s/data/data.yaml --project %s/runs --name gpu --exist-ok --workers 2 --epochs 3 --stop-after 2", dir, dir,
              dir);
-    r = tu_run_bin(yolort_bin(), args);
+    CliResult r = tu_run_bin(yolort_bin(), args);
     cr_assert_eq(r.status, 0, "yolort %s\nstdout:\n%s\nstderr:\n%s", args, r.out, r.err);
     cr_expect(strstr(r.out, "CUDA:0 ("), "the device is named:\n%s", r.out);
     cr_expect(strstr(r.out, "GPU_mem"), "the progress bar shows device memory:\n%s", r.out);

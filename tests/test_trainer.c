@@ -51,14 +51,7 @@ static void prepare(void) {
     snprintf(args, sizeof args, "%s/tiny.plan", ROOT);
     if (stat(args, &st) == 0) return;
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", ROOT, (long)getpid());
-    snprintf(args, sizeof args, "datagen %s/data --images 40 --size 64 --classes 3 --seed 7", tmp);
-    CliResult r = tu_run_bin(yolort_bin(), args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
-    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 32 -o %s/tiny.plan", tmp);
-    r = tu_run(args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
+    tu_tiny_data_and_plan(tmp, "--images 40 --size 64 --classes 3 --seed 7", "--imgsz 64 --batch 4 --max-boxes 32", "tiny.plan");
     if (rename(tmp, ROOT) != 0) {
         snprintf(args, sizeof args, "rm -rf %s", tmp);
         cr_assert_eq(system(args), 0);

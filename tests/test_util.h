@@ -102,6 +102,21 @@ static inline bool tu_compile_text(Compiled *c, const char *name, const char *ya
 
 static inline void tu_release(Compiled *c) { arena_free(&c->arena); }
 
+/* A generated dataset and a tiny-model plan for a trainer test:
+ * `yolort datagen DIR/data DATAGEN` and `yolocc models/tiny.yaml PLAN_ARGS -o
+ * DIR/PLAN_FILE`, each asserted to succeed. */
+static inline void tu_tiny_data_and_plan(const char *dir, const char *datagen, const char *plan_args, const char *plan_file) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "datagen %s/data %s", dir, datagen);
+    CliResult r = tu_run_bin(tu_env_bin("YOLORT_BIN", "build/yolort"), cmd);
+    cr_assert_eq(r.status, 0, "yolort %s: %s", cmd, r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "models/tiny.yaml %s -o %s/%s", plan_args, dir, plan_file);
+    r = tu_run(cmd);
+    cr_assert_eq(r.status, 0, "yolocc %s: %s", cmd, r.err);
+    tu_free(&r);
+}
+
 /* The Python with onnxruntime, onnx and numpy: $YOLOCC_ORT_PYTHON, else the venv of `make ort-venv`. */
 static inline const char *tu_ort_python(void) {
     const char *p = getenv("YOLOCC_ORT_PYTHON");
