@@ -557,6 +557,12 @@ void loader_batch_shape(const Loader *l, int i, int *h, int *w) {
     *w = rect ? l->shape[2 * i + 1] : l->o.imgsz;
 }
 
+int (*loader_batch_shapes(const Loader *l))[2] {
+    int(*hw)[2] = calloc((size_t)l->nb + 1, sizeof *hw);
+    for (int i = 0; hw && i < l->nb; i++) loader_batch_shape(l, i, &hw[i][0], &hw[i][1]);
+    return hw;
+}
+
 bool loader_start_epoch(Loader *l, int epoch, bool mosaic, int skip, char *err, int errcap) {
     if (epoch < 0) return errf(err, errcap, "loader: epoch %d is negative", epoch);
     if (skip < 0 || skip > l->nb) return errf(err, errcap, "loader: cannot skip %d batches of an epoch of %d", skip, l->nb);

@@ -70,6 +70,8 @@ Loader *loader_open(const DataSplit *split, const LoaderOptions *o, char *err, i
 int loader_batches_per_epoch(const Loader *l);
 /* The input shape of batch i of an epoch (imgsz square unless rect). */
 void loader_batch_shape(const Loader *l, int i, int *h, int *w);
+/* Every batch's {h, w}, loader_batches_per_epoch rows (malloc'd; NULL when out of memory). */
+int (*loader_batch_shapes(const Loader *l))[2];
 /* The pixel buffers batches are handed out in (Batch.bytes, or Batch.images),
  * LOADER_SLOTS of them, bytes_each long (room for the largest batch shape) and fixed while the loader is open:
  * a GPU pins them once, and uploads each batch from where it lies. */

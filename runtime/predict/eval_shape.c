@@ -86,13 +86,12 @@ bool eval_plan_at_shape(const Plan *train, int batch, int h, int w, Plan *out, c
     return ok;
 }
 
-/* Per op of g: whether tensor t can be made without it (calloc'd; *n_skip
- * counts them). An op is needed when an output is read by a needed op or
+/* Per op of g: whether tensor t can be made without it (calloc'd). An op is needed when an output is read by a needed op or
  * is t; with generated kernels kp, every op of a launch with a needed op is
  * needed too (the launch runs whole), and what those read, to a fixpoint. */
-static bool *ops_for(const Graph *g, const KProgram *kp, int t, int *n_skip) {
-    bool *need_t = calloc((size_t)g->n_tensors + 1, 1), *need = calloc((size_t)g->n_ops + 1, 1), *skip = calloc((size_t)g->n_ops + 1, 1);
-    if (!need_t || !need || !skip) return free(need_t), free(need), free(skip), NULL;
+static bool *ops_for(const Graph *g, const KProgram *kp, int t) {
+    bool *need_t = calloc((size_t)g->n_tensors + 1, 1), *need = calloc((size_t)g->n_ops + 1, 1);
+    if (!need_t || !need) return free(need_t), free(need), NULL;
     need_t[t] = true;
     for (bool grew = true; grew;) {
         grew = false;
@@ -115,10 +114,9 @@ static bool *ops_for(const Graph *g, const KProgram *kp, int t, int *n_skip) {
             }
         }
     }
-    *n_skip = 0;
-    for (int o = 0; o < g->n_ops; o++) *n_skip += skip[o] = !need[o];
-    free(need_t), free(need);
-    return skip;
+    free(need_t);
+    for (int o = 0; o < g->n_ops; o++) need[o] = !need[o];
+    return need;
 }
 
 bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap) {
@@ -140,7 +138,7 @@ bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool ref
     }
     /* a run without labels stops after the fusion group that makes the
      * predictions: the validation loss after it has no labels to score */
-    if (!(eg->skip_pred = ops_for(g, eg->has_gen ? &eg->gen.kp : NULL, eg->io.pred, &eg->n_skip_pred))) return errf(err, errcap, "out of memory");
+    if (!(eg->skip_pred = ops_for(g, eg->has_gen ? &eg->gen.kp : NULL, eg->io.pred))) return errf(err, errcap, "out of memory");
     const int p = g->tensors[eg->io.pred].producer;
     eg->pred_end = p + 1;
     for (int gi = 0; gi < ep->fusion.n_groups; gi++) {

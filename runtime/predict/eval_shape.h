@@ -30,7 +30,6 @@ typedef struct EvalGraph {
     EvalIO io;
     int pred_end;           /* a run without labels: the ops up to the fusion group that makes the predictions */
     bool *skip_pred;        /* per op: what a run without labels leaves out (another head's branch: YOLOv10's one-to-many) */
-    int n_skip_pred;
 } EvalGraph;
 
 /* Opens ep on the interpreter: its state tensors read state[i] (ep's state

@@ -122,11 +122,9 @@ static bool model_batch(void *ctx, const Batch *b, const float **pred, int *anch
  * plan: one arena for all of them, and a shape its kernels cannot serve
  * refused before any work). */
 static bool prepare_shapes(EvalModel *m, const Loader *l, int batch, char *err, int errcap) {
-    const int nb = loader_batches_per_epoch(l);
-    int(*hw)[2] = calloc((size_t)nb + 1, sizeof *hw);
+    int(*hw)[2] = loader_batch_shapes(l);
     if (!hw) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int i = 0; i < nb; i++) loader_batch_shape(l, i, &hw[i][0], &hw[i][1]);
-    const bool ok = eval_model_prepare_shapes(m, batch, nb, (const int(*)[2])hw, err, errcap);
+    const bool ok = eval_model_prepare_shapes(m, batch, loader_batches_per_epoch(l), (const int(*)[2])hw, err, errcap);
     free(hw);
     return ok;
 }

@@ -256,11 +256,9 @@ static bool open_eval_cuda(Trainer *t, char *err, int errcap) {
  * open), so that the device memory line below holds all of validation and a
  * shape the plan's kernels cannot serve stops the run before training. */
 static bool open_eval_cuda_shapes(Trainer *t, int batch, char *err, int errcap) {
-    const int nb = loader_batches_per_epoch(t->val_loader);
-    int(*hw)[2] = calloc((size_t)nb + 1, sizeof *hw);
+    int(*hw)[2] = loader_batch_shapes(t->val_loader);
     if (!hw) return snprintf(err, (size_t)errcap, "out of memory"), false;
-    for (int i = 0; i < nb; i++) loader_batch_shape(t->val_loader, i, &hw[i][0], &hw[i][1]);
-    const bool ok = cuda_shapes_open(t->evcshapes, batch, nb, (const int(*)[2])hw, err, errcap);
+    const bool ok = cuda_shapes_open(t->evcshapes, batch, loader_batches_per_epoch(t->val_loader), (const int(*)[2])hw, err, errcap);
     free(hw);
     if (!ok) return false;
     /* host space for the largest predictions of any shape */
@@ -432,22 +430,21 @@ static bool setup(Trainer *t, char *err, int errcap) {
         print_optimizer(t, opt ? opt : "?");
         return true;
     }
+    /* validation as Ultralytics' trainer runs it, in rect batches (its val
+     * loader's rect=True), each other shape a graph of its own */
+    val.rect = true, val.stride = eval_plan_stride(&t->plan);
     if (t->ts.cuda) {
         for (int id = 0; id < ep->g.n_tensors; id++)
             if (ep->g.tensors[id].kind == TK_INPUT && !interp_tensor(&t->ev, id)) return snprintf(err, (size_t)errcap, "out of memory"), false;
-        /* rect batches, as on the CPU below: each other shape a step of its own */
-        val.rect = true, val.stride = eval_plan_stride(&t->plan);
         if (!open_eval_cuda(t, err, errcap) || !open_val_loader(t, val, err, errcap) || !open_eval_cuda_shapes(t, val.batch, err, errcap)) return false;
         print_optimizer(t, opt ? opt : "?");
         return true;
     }
-    /* the CPU validates as Ultralytics' trainer does, in rect batches (its
-     * val loader's rect=True): a batch's other shape runs the model built
-     * again at that shape (eval_shape.h), reading the same EMA */
+    /* the CPU: a batch's other shape runs the model built again at that
+     * shape (eval_shape.h), reading the same EMA */
     char why[600];
     if (!eval_graph_open(&t->evg, ep, t->evstate, a->reference, why, sizeof why)) return snprintf(err, (size_t)errcap, "%s: %s", a->plan, why), false;
     t->evshapes = (EvalShapes){.train = &t->plan, .state = t->evstate, .reference = a->reference};
-    val.rect = true, val.stride = eval_plan_stride(&t->plan);
     if (!open_val_loader(t, val, err, errcap)) return false;
     /* rank 0 builds every rect batch's graph now, so a shape the plan's
      * kernels cannot serve stops the run before training, not after an epoch */
