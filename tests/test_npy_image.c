@@ -260,6 +260,15 @@ Test(npy_image, train_cache_disk_writes_every_split, .timeout = 300) {
     cr_expect_eq(strncmp(first_copy + 20, again + 20, 33), 0, "the first epoch's losses:\n%.60s\n%.60s", first_copy, again);
     free(first_copy);
     tu_free(&r);
+    /* another --cache value: one usage error, exit 2, no run directory */
+    snprintf(cmd, sizeof cmd, "train %s/t.plan --data %s/data/data.yaml --cache tmpfs --project %s/runs --name c", dir, dir, dir);
+    r = tu_run_bin(tu_env_bin("YOLORT_FAST_BIN", "build/yolort"), cmd);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "--cache must be ram, disk or none, got 'tmpfs'") && tu_lines(r.err) == 1, "%s", r.err);
+    snprintf(path, sizeof path, "%s/runs/c", dir);
+    struct stat st;
+    cr_expect_neq(stat(path, &st), 0, "no run directory");
+    tu_free(&r);
     dataset_free(&ds);
     rm_dir(dir);
 }
