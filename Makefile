@@ -33,7 +33,7 @@ TPL_OBJ := $(BUILD)/obj/templates.o
 OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(TPL_OBJ)
 SAN_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o) $(TPL_OBJ)
 
-.PHONY: all deps demo test check check-gpu fuzz fuzz-run bench-loader golden clean ort-venv
+.PHONY: all deps demo test check check-gpu fuzz fuzz-run bench-loader golden clean ort-venv torch-venv
 
 all: $(BUILD)/yolocc $(BUILD)/yolort
 
@@ -113,6 +113,20 @@ $(ORT_STAMP):
 	touch $@
 
 ort-venv: $(ORT_STAMP)
+
+# PyTorch 2 for the torchrun and TCPStore tests (tests/test_dist.c,
+# tests/test_tcpstore.c): its launcher and its store's servers are the other
+# side of those tests. About 3 GB from PyPI (its Linux wheels carry CUDA), so
+# neither .ci/run nor `make test` makes it; without it those tests are skipped.
+TORCH_VERSION := 2.5.1
+TORCH_STAMP := $(BUILD)/torch/.installed-$(TORCH_VERSION)
+$(TORCH_STAMP):
+	rm -rf $(BUILD)/torch
+	python3 -m venv $(BUILD)/torch
+	$(BUILD)/torch/bin/pip install -q --disable-pip-version-check torch==$(TORCH_VERSION)
+	touch $@
+
+torch-venv: $(TORCH_STAMP)
 
 # The whole suite under ASan+UBSan. CLI tests run the sanitized binary.
 test: $(BUILD)/.deps

@@ -97,8 +97,10 @@ static const char USAGE[] =
     "plans): one more step, eagerly, with every launch timed by events; its time by route and by op (the\n"
     "heaviest ROWS) goes to stderr.\n"
     "\n"
-    "Data parallelism: under `mpirun -np W` (Open MPI) each rank trains on its share of the batches and\n"
-    "gradients are summed over ranks before each update (Ultralytics DDP semantics); rank 0 alone prints\n"
+    "Data parallelism: under `mpirun -np W` (Open MPI) or `torchrun --nproc-per-node W` (PyTorch's\n"
+    "launcher; the ranks meet through its agent's store at MASTER_ADDR:MASTER_PORT, no MPI needed) each\n"
+    "rank trains on its share of the batches and gradients are summed over ranks before each update\n"
+    "(Ultralytics DDP semantics: NCCL on the GPU; MPI, or through rank 0 and the store, on the CPU); rank 0 alone prints\n"
     "and writes. `yolort train --data` on W ranks needs a plan compiled for them (yolocc ... --batch B\n"
     "--world-size W: B images a rank); rank 0 validates and decides when to stop.\n"
     "YOLOCC_COLLECTIVE_TIMEOUT_S (600) ends a job whose collective hangs; YOLOCC_BUCKET_CAP_MB (25).\n";
@@ -152,7 +154,7 @@ static void synth_pool_free(SynthPool *p) {
 }
 
 /* `yolort train PLAN --synthetic`: steps on one generated batch, losses
- * printed. Under mpirun (more than one rank, runtime/dist) every rank takes
+ * printed. Under mpirun or torchrun (more than one rank, runtime/dist) every rank takes
  * its share of the generated samples and gradients are summed over ranks
  * before each update; rank 0 alone prints and saves. --accumulate N sums N
  * micro-batches per update in one process: the same update as N ranks. */

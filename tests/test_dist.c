@@ -1,10 +1,15 @@
 /* tests/test_dist.c — data parallelism on the CPU (issue #6, CI part): rank
  * discovery from fed environments, the gradient bucket layout (by hand, by
  * property over random layouts, and over a real plan), and `yolort` under
- * `mpirun -np 2`: the same parameters as one process accumulating the same
- * two half-batches, the collective watchdog, and bad launcher variables.
- * mpirun is a CI dependency (openmpi-bin): without it the MPI tests fail. */
+ * `mpirun -np 2` and `torchrun --nproc-per-node 2` (no MPI: its agent's
+ * store): the same parameters as one process accumulating the same two
+ * half-batches, the collective watchdog, and bad launcher variables.
+ * mpirun is a CI dependency (openmpi-bin): without it the MPI tests fail;
+ * torchrun needs PyTorch 2 (make torch-venv), else its tests are skipped. */
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -141,6 +146,39 @@ Test(dist, ranks_rendezvous) {
     r = discover_ok(no_port);
     cr_expect(!ranks_rendezvous(&r, &rv, err, sizeof err));
     cr_expect(strstr(err, "MASTER_PORT"), "%s", err);
+}
+
+/* What torchrun's agent sets (PyTorch 2.5.1, every rendezvous backend):
+ * TORCHELASTIC_USE_AGENT_STORE=True with MASTER_PORT its store's, taken. */
+Test(dist, ranks_torchrun_agent_store) {
+    char err[512] = "";
+    Rendezvous rv;
+    const char *agent[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "TORCHELASTIC_USE_AGENT_STORE=True",
+                           "TORCHELASTIC_RESTART_COUNT=2", "TORCHELASTIC_RUN_ID=80e06543-4b28", NULL};
+    Ranks r = discover_ok(agent);
+    cr_expect(r.agent_store && r.restart_count == 2 && strcmp(r.run_id, "80e06543-4b28") == 0);
+    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_STORE, "%s", err);
+    /* torch takes the store only for the exact text "True"; the run id defaults as torchrun's does */
+    const char *own[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "TORCHELASTIC_USE_AGENT_STORE=true", NULL};
+    r = discover_ok(own);
+    cr_expect(!r.agent_store && r.restart_count == 0 && strcmp(r.run_id, "none") == 0);
+    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_TCP, "%s", err);
+    /* Open MPI's ranks never read torchelastic's variables */
+    const char *ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0", "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+    r = discover_ok(ompi);
+    cr_expect(!r.agent_store && ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_MPI);
+    const char *bad[][7] = {{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RESTART_COUNT=-1", NULL},
+                            {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RUN_ID=a b", NULL},
+                            {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RUN_ID=", NULL}};
+    const char *need[] = {"TORCHELASTIC_RESTART_COUNT=-1", "TORCHELASTIC_RUN_ID='a b'", "TORCHELASTIC_RUN_ID must be"};
+    for (int i = 0; i < 3; i++) {
+        cr_expect(!ranks_discover(fake_get, (void *)bad[i], &r, err, sizeof err), "case %d accepted", i);
+        cr_expect(strstr(err, need[i]), "case %d: %s", i, err);
+    }
+    /* a store with no address to reach it */
+    const char *no_addr[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+    r = discover_ok(no_addr);
+    cr_expect(!ranks_rendezvous(&r, &rv, err, sizeof err) && strstr(err, "MASTER_ADDR"), "%s", err);
 }
 
 /* ---------------------------------------------------------------- buckets */
@@ -428,6 +466,43 @@ static void mpirun_prefix(char *out, size_t cap) {
              supp);
 }
 
+/* A loopback port nobody listens on (bound, read, closed). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* How a test starts 2 ranks of yolort: the launcher's command up to the
+ * program, and its name for messages. */
+typedef struct Launch {
+    const char *name, *source; /* source: as yolort's DDP line names the launcher */
+    char pre[1100];
+} Launch;
+
+static Launch mpirun_two(void) {
+    Launch l = {.name = "mpirun -np 2", .source = "Open MPI"};
+    char pre[1024];
+    mpirun_prefix(pre, sizeof pre);
+    snprintf(l.pre, sizeof l.pre, "%s -np 2", pre);
+    return l;
+}
+
+/* torchrun (PyTorch's launcher, from tu_torch_python(); the test is
+ * skipped without it): --standalone picks a free port for its agent's
+ * store, through which the ranks meet without MPI; --no-python runs yolort
+ * itself. Its agent ends the job's other ranks when one fails. */
+static bool torchrun_two(Launch *l) {
+    if (!tu_have_torch()) return false;
+    *l = (Launch){.name = "torchrun --nproc-per-node 2", .source = "torchrun"};
+    snprintf(l->pre, sizeof l->pre, "OPENBLAS_NUM_THREADS=1 %s -m torch.distributed.run --standalone --nproc-per-node 2 --no-python", tu_torch_python());
+    return true;
+}
+
 /* Kills (SIGKILL) the processes whose parent is this process, by pid. */
 static void kill_own_children(void) {
     DIR *d = opendir("/proc");
@@ -578,9 +653,8 @@ static void expect_same_training(const char *plan_path, const char *fa, const ch
  * 2 ranks x batch 2 vs 1 process x 2 micro-batches of 2 (--accumulate 2),
  * samples dealt like DistributedSampler (rank r takes every 2nd sample),
  * SGD, fp32, 3 optimizer steps, every parameter within 1e-5 (relative). */
-Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
-    need_mpirun();
-    char dir[64], pre[1024], cmd[3072], plan_path[128], ref[128], dp[128], init[128];
+static void two_ranks_equal_accumulated_half_batches(const Launch *l) {
+    char dir[64], cmd[3072], plan_path[128], ref[128], dp[128], init[128];
     make_dir(dir, sizeof dir, "dist");
     compile_tiny(dir, 2);
     snprintf(plan_path, sizeof plan_path, "%s/tiny.plan", dir);
@@ -592,10 +666,9 @@ Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --synthetic --steps 3 --seed 3 --accumulate 2 --json --save %s", yolort, plan_path, ref);
     CliResult one = sh(cmd);
     cr_assert_eq(one.status, 0, "one process: %s", one.err);
-    mpirun_prefix(pre, sizeof pre);
-    snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s --synthetic --steps 3 --seed 3 --json --save %s", pre, yolort, plan_path, dp);
+    snprintf(cmd, sizeof cmd, "%s %s train %s --synthetic --steps 3 --seed 3 --json --save %s", l->pre, yolort, plan_path, dp);
     CliResult two = sh(cmd);
-    cr_assert_eq(two.status, 0, "mpirun -np 2 exited %d: %s", two.status, two.err);
+    cr_assert_eq(two.status, 0, "%s exited %d: %s", l->name, two.status, two.err);
     double gn1[8], gn2[8];
     cr_assert_eq(grad_norms(one.out, gn1, 8), 3);
     cr_assert_eq(grad_norms(two.out, gn2, 8), 3, "rank 0 alone prints one line per step:\n%s", two.out);
@@ -603,10 +676,24 @@ Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
 
     /* from the same start: same seed, one step at lr 0 changes nothing */
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --synthetic --steps 1 --seed 3 --lr0 0 --save %s", yolort, plan_path, init);
-    expect_same_training(plan_path, ref, dp, cmd, init, false, 1e-5, 1e-4, "2 ranks vs accumulated half-batches after 3 steps");
+    char what[128];
+    snprintf(what, sizeof what, "2 ranks (%s) vs accumulated half-batches after 3 steps", l->name);
+    expect_same_training(plan_path, ref, dp, cmd, init, false, 1e-5, 1e-4, what);
     tu_free(&one);
     tu_free(&two);
     remove_dir(dir);
+}
+
+Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
+    need_mpirun();
+    Launch l = mpirun_two();
+    two_ranks_equal_accumulated_half_batches(&l);
+}
+
+/* The same under torchrun: no MPI, the ranks meet through its agent's store. */
+Test(dist, torchrun_two_ranks_equal_accumulated_half_batches) {
+    Launch l;
+    if (torchrun_two(&l)) two_ranks_equal_accumulated_half_batches(&l);
 }
 
 /* `mpirun -np 2 yolort train --data`: each rank trains every other image of
@@ -619,9 +706,8 @@ Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
  * choices amplify that rounding, as any change of summation order does).
  * A run stopped after epoch 1, half-way through an update's accumulation,
  * and resumed must end bit for bit as the straight run. */
-Test(dist, mpirun_trains_a_dataset_as_one_process) {
-    need_mpirun();
-    char dir[64], pre[1024], cmd[3072], a[160], b[160], init[160], err[512];
+static void trains_a_dataset_as_one_process(const Launch *l) {
+    char dir[64], cmd[3072], a[160], b[160], init[160], err[512];
     make_dir(dir, sizeof dir, "ddp");
     compile_tiny_for(dir, "one.plan", 1, 1);
     compile_tiny_for(dir, "two.plan", 1, 2);
@@ -634,14 +720,15 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s/one.plan --data %s/data/data.yaml --project %s/runs --name one %s", yolort, dir, dir, dir, common);
     CliResult one = sh(cmd);
     cr_assert_eq(one.status, 0, "one process: %s\n%s", one.out, one.err);
-    mpirun_prefix(pre, sizeof pre);
-    snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name two %s", pre, yolort, dir, dir, dir, common);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name two %s", l->pre, yolort, dir, dir, dir, common);
     CliResult two = sh(cmd);
-    cr_assert_eq(two.status, 0, "mpirun -np 2 exited %d: %s\n%s", two.status, two.out, two.err);
+    cr_assert_eq(two.status, 0, "%s exited %d: %s\n%s", l->name, two.status, two.out, two.err);
     /* rank 0 alone prints and writes: one banner, one run directory, 16 batches a rank an epoch */
     const char *banner = strstr(two.out, "Starting training for 4 epochs");
     cr_expect(banner && !strstr(banner + 1, "Starting training"), "%s", two.out);
-    cr_expect(strstr(two.out, "DDP: 2 ranks") && strstr(two.out, "16/16"), "%s", two.out);
+    char ddp[64];
+    snprintf(ddp, sizeof ddp, "DDP: 2 ranks (%s)", l->source);
+    cr_expect(strstr(two.out, ddp) && strstr(two.out, "16/16"), "%s", two.out);
     /* the ranks on this node share its memory: each one's part is checked against half */
     cr_expect(strstr(two.out, "\nCPU: ") && strstr(two.out, "of host memory for each of 2 ranks on this node ("), "%s", two.out);
     cr_expect(strstr(one.out, "32/32"), "%s", one.out);
@@ -663,18 +750,20 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     snprintf(b, sizeof b, "%s/runs/two/weights/last.safetensors", dir);
     char plan_path[160];
     snprintf(plan_path, sizeof plan_path, "%s/one.plan", dir);
-    expect_same_training(plan_path, a, b, cmd, init, true, 1e-5, 1e-3, "mpirun -np 2 yolort train --data vs one process, 4 epochs (2 updates)");
+    char what[160];
+    snprintf(what, sizeof what, "%s yolort train --data vs one process, 4 epochs (2 updates)", l->name);
+    expect_same_training(plan_path, a, b, cmd, init, true, 1e-5, 1e-3, what);
     tu_free(&one);
     /* stopped after epoch 1 (16 of an update's 32 images a rank accumulated) and resumed on 2 ranks:
      * rank 0's weights and state bit for bit those of the straight run */
-    snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name split %s --stop-after 1", pre, yolort, dir, dir, dir, common);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name split %s --stop-after 1", l->pre, yolort, dir, dir, dir, common);
     CliResult r = sh(cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     tu_free(&r);
-    snprintf(cmd, sizeof cmd, "%s -np 2 %s train %s/two.plan --resume %s/runs/split --workers 1", pre, yolort, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --resume %s/runs/split --workers 1", l->pre, yolort, dir, dir);
     r = sh(cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
-    cr_expect(strstr(r.out, "Resuming training") && strstr(r.out, "DDP: 2 ranks"), "%s", r.out);
+    cr_expect(strstr(r.out, "Resuming training") && strstr(r.out, ddp), "%s", r.out);
     tu_free(&r);
     const char *leaves[] = {"last.safetensors", "last.state"};
     for (int k = 0; k < 2; k++) {
@@ -708,6 +797,19 @@ Test(dist, mpirun_trains_a_dataset_as_one_process) {
     remove_dir(dir);
 }
 
+Test(dist, mpirun_trains_a_dataset_as_one_process) {
+    need_mpirun();
+    Launch l = mpirun_two();
+    trains_a_dataset_as_one_process(&l);
+}
+
+/* The same under torchrun, resume included: rank 0's decisions, the state
+ * broadcast and the gradient sums go through its agent's store. */
+Test(dist, torchrun_trains_a_dataset_as_one_process) {
+    Launch l;
+    if (torchrun_two(&l)) trains_a_dataset_as_one_process(&l);
+}
+
 /* A rank that stops taking part (here: told to run fewer steps) leaves the
  * others in a collective that never completes; with
  * YOLOCC_COLLECTIVE_TIMEOUT_S=3 rank 0 must end the job, non-zero, with a
@@ -738,6 +840,34 @@ Test(dist, watchdog_ends_a_stuck_collective) {
     remove_dir(dir);
 }
 
+/* The watchdog under torchrun: rank 1 (told by its RANK) runs one step and
+ * ends; rank 0 waits in the store for rank 1's gradients until its 3 s limit
+ * and ends the job non-zero, naming itself, the gradient sum and the limit. */
+Test(dist, torchrun_watchdog_ends_a_stuck_collective) {
+    Launch l;
+    if (!torchrun_two(&l)) return;
+    char dir[64], cmd[3072], plan_path[128];
+    make_dir(dir, sizeof dir, "twatchdog");
+    compile_tiny(dir, 2);
+    snprintf(plan_path, sizeof plan_path, "%s/tiny.plan", dir);
+    const char *yolort = yolort_bin();
+    snprintf(cmd, sizeof cmd,
+             "YOLOCC_COLLECTIVE_TIMEOUT_S=3 %s sh -c 'if [ \"$RANK\" = 1 ]; then exec %s train %s --synthetic --steps 1; else exec %s train %s --synthetic --steps 3; fi'",
+             l.pre, yolort, plan_path, yolort, plan_path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CliResult r = sh(cmd);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_log_info("watchdog: torchrun exited %d after %.1f s", r.status, secs);
+    cr_expect_neq(r.status, 0, "a stuck collective must end the job non-zero");
+    const char *needles[] = {"rank 0 of 2", "the gradient sum", "did not finish within 3 s", "YOLOCC_COLLECTIVE_TIMEOUT_S"};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) cr_expect(strstr(r.err, needles[i]), "stderr lacks '%s':\n%s", needles[i], r.err);
+    cr_expect_lt(secs, 60, "the job took %.1f s; the watchdog limit was 3 s", secs);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
 /* Bad launcher variables, --data on several ranks, a bad --accumulate and a
  * bad watchdog limit: one error line, exit 2, before any work. */
 Test(dist, yolort_rejects_bad_launcher_variables) {
@@ -762,6 +892,16 @@ Test(dist, yolort_rejects_bad_launcher_variables) {
     r = sh(cmd);
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "torchrun says rank 0 of 2") && strstr(r.err, "mpirun") && tu_lines(r.err) == 1, "%s", r.err);
+    tu_free(&r);
+    /* torchrun's variables saying its agent serves the store, where nothing listens: one error at the limit */
+    int port = free_port();
+    snprintf(cmd, sizeof cmd,
+             "YOLOCC_COLLECTIVE_TIMEOUT_S=1 RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d TORCHELASTIC_USE_AGENT_STORE=True %s train %s/tiny.plan --synthetic --steps 1",
+             port, yolort, dir);
+    r = sh(cmd);
+    char want[128];
+    snprintf(want, sizeof want, "rank 1 of 2 (torchrun): TCPStore at 127.0.0.1:%d: could not connect within 1 s", port);
+    cr_expect(r.status == 2 && strstr(r.err, want) && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     tu_free(&r);
     snprintf(cmd, sizeof cmd, "%s train %s/tiny.plan --synthetic --accumulate 0", yolort, dir);
     r = sh(cmd);

@@ -130,6 +130,22 @@ static inline bool tu_python_has(const char *modules) {
     return system(cmd) == 0;
 }
 
+/* The Python with PyTorch 2 (its TCPStore and torchrun): $YOLOCC_TORCH_PYTHON, else the venv of `make torch-venv`. */
+static inline const char *tu_torch_python(void) {
+    const char *p = getenv("YOLOCC_TORCH_PYTHON");
+    return p ? p : "build/torch/bin/python";
+}
+
+/* True when tu_torch_python() has PyTorch 2's TCPStore; else the calling test is skipped, saying why. */
+static inline bool tu_have_torch(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -c 'import torch, sys; from torch.distributed import TCPStore; sys.exit(int(torch.__version__.split(\".\")[0]) < 2)' >/dev/null 2>&1",
+             tu_torch_python());
+    if (system(cmd) == 0) return true;
+    cr_skip_test("no PyTorch 2 (make torch-venv, or YOLOCC_TORCH_PYTHON)");
+    return false;
+}
+
 static inline const char *tu_corpus(void) {
     const char *d = getenv("YOLOCC_CORPUS");
     if (!d) d = "../shared/reference/ultralytics-cfg";

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../../ir/diag.h"
+#include "comm_store.h"
 
 struct DistMpi {
     MPI_Comm grad, ctl;
@@ -102,6 +103,7 @@ static int wait_all(DistComm *d, MPI_Request *reqs, int n, int *pending, char *e
 
 bool dist_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char *err, int errcap) {
     if (!d->active || l->n_buckets == 0) return true;
+    if (d->store) return store_allreduce_sum(d, region, l, err, errcap);
     if (d->failed) return errf(err, errcap, "rank %d: an earlier collective failed", d->ranks.rank);
     int n_req = 0;
     for (int b = 0; b < l->n_buckets; b++) {
@@ -150,6 +152,7 @@ bool dist_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char 
 
 bool dist_broadcast(DistComm *d, void *buf, size_t bytes, int root, const char *what, char *err, int errcap) {
     if (!d->active || bytes == 0) return true;
+    if (d->store) return store_broadcast(d, buf, bytes, root, what, err, errcap);
     if (d->failed) return errf(err, errcap, "rank %d: an earlier collective failed", d->ranks.rank);
     if (root < 0 || root >= d->ranks.world) return errf(err, errcap, "broadcast root %d is not a rank", root);
     for (size_t done = 0; done < bytes;) {
@@ -169,6 +172,7 @@ bool dist_broadcast(DistComm *d, void *buf, size_t bytes, int root, const char *
 
 bool dist_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, int errcap) {
     if (!d->active) return true;
+    if (d->store) return store_agree_u64(d, value, what, err, errcap);
     if (d->failed) return errf(err, errcap, "rank %d: an earlier collective failed", d->ranks.rank);
     uint64_t v[2] = {value, ~value}; /* max of both: the highest and (complemented) the lowest */
     MPI_Request req;
@@ -185,6 +189,10 @@ bool dist_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, in
 }
 
 void dist_finalize(DistComm *d, int rc) {
+    if (d->store) { /* torchrun's agent ends the other ranks of a failed job */
+        store_comm_close(d);
+        return;
+    }
     if (!d->active) return;
     d->active = false;
     /* MPI started alone (a launcher's variables without an MPI launcher): nobody to stop */

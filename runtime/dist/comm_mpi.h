@@ -1,8 +1,9 @@
-/* runtime/dist/comm_mpi.h — the CPU target's collectives through MPI (Open
+/* runtime/dist/comm_mpi.h — the host's collectives through MPI (Open
  * MPI): start-up checked against the launcher's ranks, broadcast, bucketed
  * gradient all-reduce, and the watchdog that turns a stuck collective into an
- * error. Owns MPI calls only; must not touch plans, the optimizer or files.
- * The header is MPI-free so includers need no MPI flags. */
+ * error; under torchrun without MPI the same calls go through its agent's
+ * TCPStore (comm_store.h). Owns MPI calls only; must not touch plans, the
+ * optimizer or files. The header is MPI-free so includers need no MPI flags. */
 #ifndef YOLOCC_DIST_COMM_MPI_H
 #define YOLOCC_DIST_COMM_MPI_H
 #include <stdbool.h>
@@ -21,11 +22,14 @@
  * a control collective never receives gradient bytes, and the watchdog
  * reports the hang instead of memory being overrun. */
 typedef struct DistMpi DistMpi;
+struct TcpStore;
 
 typedef struct DistComm {
     Ranks ranks;
-    DistMpi *mpi;       /* the communicators (comm_mpi.c), NULL for one rank */
-    bool active;        /* MPI was initialised here (more than one rank) */
+    DistMpi *mpi;       /* the communicators (comm_mpi.c), NULL for one rank or the store */
+    struct TcpStore *store; /* torchrun's agent store instead of MPI (comm_store.c), else NULL */
+    uint64_t seq;       /* collectives so far through the store: the next one's keys */
+    bool active;        /* MPI was initialised here, or the store connected (more than one rank) */
     bool failed;        /* a collective failed or timed out: abort the job, never finalise */
     double timeout_s;   /* watchdog limit per collective */
 } DistComm;

@@ -90,6 +90,10 @@ bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id,
         if (!mpi || !mpi->active)
             return errf(err, errcap, "rank %d of %d: under mpirun the NCCL id goes through MPI, which is not started (dist_init first)", r->rank, r->world);
         return dist_broadcast(mpi, id, n, 0, "the NCCL unique id", err, errcap);
+    case RDV_STORE:
+        if (!mpi || !mpi->store)
+            return errf(err, errcap, "rank %d of %d: under torchrun the NCCL id goes through its agent's store, which is not connected (dp_init first)", r->rank, r->world);
+        return dist_broadcast(mpi, id, n, 0, "the NCCL unique id", err, errcap);
     case RDV_TCP: return rendezvous_tcp_share(r, id, n, timeout_s, err, errcap);
     }
     return errf(err, errcap, "rank %d of %d: unknown rendezvous %d", r->rank, r->world, (int)how);

@@ -16,11 +16,12 @@
 static size_t device_bytes(const Tensor *t) { return (size_t)shape_numel(&t->shape) * (t->dtype == DT_I64 ? 8 : 4); }
 
 /* DDP broadcasts rank 0's module state at construction. Under MPI the host
- * copies go (the step uploads them before its first batch); without MPI the
- * device's, through NCCL, after this rank's own upload. */
+ * copies go (the step uploads them before its first batch); without MPI
+ * (torchrun: its store carries only small messages) the device's, through
+ * NCCL, after this rank's own upload. */
 static bool broadcast_state(DataParallel *dp, TrainStep *ts, char *err, int errcap) {
     const Graph *g = &ts->plan->g;
-    if (dp->comm.active) return dp_broadcast_host_state(dp, ts, err, errcap);
+    if (dp->comm.active && !dp->comm.store) return dp_broadcast_host_state(dp, ts, err, errcap);
     CudaStep *cs = ts->cuda;
     NcclBuf *runs = malloc(sizeof *runs * ((size_t)g->n_state + 1));
     if (!runs) return errf(err, errcap, "out of memory");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
+#include "comm_store.h"
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
@@ -39,6 +40,8 @@ bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap) {
     Ranks r;
     Rendezvous how = RDV_NONE;
     if (!ranks_from_environ(&r, err, errcap)) return false;
+    /* torchrun's agent holds MASTER_PORT: every plan meets through its store, without MPI */
+    if (r.world > 1 && r.agent_store) return ranks_rendezvous(&r, &how, err, errcap) && store_comm_init(&dp->comm, &r, err, errcap);
     if (r.world > 1 && device_collectives && !ranks_rendezvous(&r, &how, err, errcap)) return false;
     if (how != RDV_TCP) return dist_init(&dp->comm, &r, err, errcap);
     dp->comm = (DistComm){.ranks = r, .timeout_s = DIST_TIMEOUT_DEFAULT_S};

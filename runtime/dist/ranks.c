@@ -64,6 +64,20 @@ static bool read_master(RankGetenv get, void *ctx, Ranks *r, char *err, int errc
     return true;
 }
 
+/* torchelastic's variables: torch itself takes the store only for the exact
+ * text "True" (str(True)), so anything else means rank 0 listens itself */
+static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int errcap) {
+    const char *use = get(ctx, "TORCHELASTIC_USE_AGENT_STORE"), *restart = get(ctx, "TORCHELASTIC_RESTART_COUNT"), *id = get(ctx, "TORCHELASTIC_RUN_ID");
+    r->agent_store = use && strcmp(use, "True") == 0;
+    if (restart && !parse_int("TORCHELASTIC_RESTART_COUNT", restart, "torchrun", 0, 1000000, &r->restart_count, err, errcap)) return false;
+    if (!id) id = "none";
+    if (!*id || strlen(id) >= sizeof r->run_id) return errf(err, errcap, "TORCHELASTIC_RUN_ID must be 1..%zu bytes", sizeof r->run_id - 1);
+    for (const char *p = id; *p; p++)
+        if (!isgraph((unsigned char)*p)) return errf(err, errcap, "TORCHELASTIC_RUN_ID='%s' contains a space or control character", id);
+    snprintf(r->run_id, sizeof r->run_id, "%s", id);
+    return true;
+}
+
 bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap) {
     Ranks r = {.source = RANKS_SINGLE, .rank = 0, .world = 1, .local_rank = 0, .local_world = -1};
     if (!read_master(get, ctx, &r, err, errcap)) return false;
@@ -97,6 +111,7 @@ bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap
             return errf(err, errcap, "%s=%d (%s) is not below %s=%d", l->local_rank, r.local_rank, l->name, l->local_world, r.local_world);
     }
     r.source = r.world > 1 ? l->source : RANKS_SINGLE;
+    if (r.source == RANKS_TORCHRUN && !read_agent_store(get, ctx, &r, err, errcap)) return false;
     *out = r;
     return true;
 }
@@ -113,6 +128,6 @@ bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap) {
     if (r->source == RANKS_OMPI) return *out = RDV_MPI, true;
     if (!r->master_addr[0]) return errf(err, errcap, "%d processes (%s) need MASTER_ADDR for the rendezvous (or run under mpirun)", r->world, ranks_source_name(r->source));
     if (!r->master_port) return errf(err, errcap, "%d processes (%s) need MASTER_PORT for the rendezvous (or run under mpirun)", r->world, ranks_source_name(r->source));
-    *out = RDV_TCP;
+    *out = r->agent_store ? RDV_STORE : RDV_TCP;
     return true;
 }

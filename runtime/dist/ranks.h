@@ -17,9 +17,11 @@
  * A launcher counts as present when its rank or its world-size variable is set. */
 typedef enum { RANKS_SINGLE, RANKS_TORCHRUN, RANKS_OMPI, RANKS_SLURM } RankSource;
 
-/* How NCCL ranks would exchange their unique id (issue #6): through MPI
- * under mpirun, otherwise over TCP at MASTER_ADDR:MASTER_PORT. */
-typedef enum { RDV_NONE, RDV_MPI, RDV_TCP } Rendezvous;
+/* How ranks meet (issue #6): through MPI under mpirun; under torchrun
+ * through the TCPStore its agent serves at MASTER_ADDR:MASTER_PORT
+ * (TORCHELASTIC_USE_AGENT_STORE=True: the port is taken); otherwise rank 0
+ * listens there itself (rendezvous_tcp.h). */
+typedef enum { RDV_NONE, RDV_MPI, RDV_STORE, RDV_TCP } Rendezvous;
 
 typedef struct Ranks {
     RankSource source;
@@ -28,6 +30,11 @@ typedef struct Ranks {
     int local_world;        /* processes on this node, or -1 when the launcher does not say */
     char master_addr[256];  /* MASTER_ADDR, or "" when unset */
     int master_port;        /* MASTER_PORT (1..65535), or 0 when unset */
+    /* torchrun's agent serves a TCPStore at MASTER_ADDR:MASTER_PORT
+     * (TORCHELASTIC_USE_AGENT_STORE=True), for this attempt of this run */
+    bool agent_store;
+    int restart_count;      /* TORCHELASTIC_RESTART_COUNT (0 when unset) */
+    char run_id[128];       /* TORCHELASTIC_RUN_ID ("none" when unset, as torchrun's default) */
 } Ranks;
 
 /* getenv-like lookup: the value of NAME, or NULL when unset. ctx is passed through. */
@@ -41,9 +48,9 @@ bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap
 /* The same over the process environment. */
 bool ranks_from_environ(Ranks *out, char *err, int errcap);
 
-/* How NCCL would rendezvous: RDV_NONE for one process, RDV_MPI under Open
- * MPI, else RDV_TCP, which needs MASTER_ADDR and MASTER_PORT (error naming
- * the missing one). */
+/* How ranks meet: RDV_NONE for one process, RDV_MPI under Open MPI,
+ * RDV_STORE under torchrun's agent store, else RDV_TCP; the last two need
+ * MASTER_ADDR and MASTER_PORT (error naming the missing one). */
 bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap);
 
 const char *ranks_source_name(RankSource s);

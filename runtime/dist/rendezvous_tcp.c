@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../../ir/diag.h"
+#include "sock.h"
 
 enum { MAGIC = 0x59524456u /* "YRDV" */, VERSION = 1, HDR = 24, MAX_TEXT = 1024, MAX_LISTEN = 8 };
 enum { K_HELLO = 1, K_BLOB = 2, K_ABORT = 3, K_ACK = 4, K_DONE = 5 };
@@ -65,88 +66,6 @@ static bool fail(Ctx *c, const char *fmt, ...) {
     vsnprintf(c->why, sizeof c->why, fmt, ap);
     va_end(ap);
     return errf(c->err, c->errcap, "rendezvous at %s: %s", c->where, c->why);
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* milliseconds until deadline for poll(), rounded up so a wait never ends early; 0 when past */
-static int ms_left(double deadline) {
-    double ms = ceil((deadline - now_s()) * 1e3);
-    return ms <= 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
-static void close_fd(int *fd) {
-    if (*fd >= 0) (void)close(*fd); /* nothing can be retried on a failed close of a socket */
-    *fd = -1;
-}
-
-static bool prep_fd(int fd) {
-    int fl = fcntl(fd, F_GETFL);
-    int one = 1;
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return false;
-    /* small messages answered at once: no Nagle delay (failure only costs latency) */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return true;
-}
-
-/* waits until fd is ready for events; 1 ready, 0 deadline passed, -1 error (errno) */
-static int wait_fd(int fd, short events, double deadline) {
-    for (;;) {
-        struct pollfd p = {fd, events, 0};
-        int k = poll(&p, 1, ms_left(deadline));
-        if (k > 0) return 1;
-        if (k == 0) return 0;
-        if (errno != EINTR) return -1;
-    }
-}
-
-/* 0 sent; -1 failed (errno; ETIMEDOUT when the deadline passed) */
-static int send_all(int fd, const void *buf, size_t n, double deadline) {
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k, n -= (size_t)k;
-            continue;
-        }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-        int w = wait_fd(fd, POLLOUT, deadline);
-        if (w <= 0) return w == 0 ? (errno = ETIMEDOUT, -1) : -1;
-    }
-    return 0;
-}
-
-/* 0 received n bytes; 1 the other side closed first (*got bytes came); -1 failed (errno) */
-static int recv_all(int fd, void *buf, size_t n, double deadline, size_t *got) {
-    unsigned char *p = buf;
-    *got = 0;
-    while (*got < n) {
-        ssize_t k = recv(fd, p + *got, n - *got, 0);
-        if (k > 0) {
-            *got += (size_t)k;
-            continue;
-        }
-        if (k == 0) return 1;
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-        int w = wait_fd(fd, POLLIN, deadline);
-        if (w <= 0) return w == 0 ? (errno = ETIMEDOUT, -1) : -1;
-    }
-    return 0;
-}
-
-static void addr_text(const struct sockaddr *sa, socklen_t len, char *out, size_t cap) {
-    char host[NI_MAXHOST], serv[NI_MAXSERV];
-    if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
-        snprintf(out, cap, "an unknown address");
-        return;
-    }
-    snprintf(out, cap, strchr(host, ':') ? "[%s]:%s" : "%s:%s", host, serv);
 }
 
 /* bytes shown as text where printable, for naming what a stranger sent */
@@ -200,16 +119,16 @@ static bool root_listen(Root *R) {
             ok = fail(c, "rank 0 cannot set socket options: %s", strerror(errno));
         } else if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
             if (errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT) {
-                close_fd(&fd);
+                sock_close(&fd);
                 continue;
             }
             ok = fail(c, "rank 0 cannot listen on port %d: bind: %s%s", c->r->master_port, strerror(errno),
                       errno == EADDRINUSE ? " (another job or process uses MASTER_PORT; choose another)" : "");
-        } else if (listen(fd, SOMAXCONN) < 0 || !prep_fd(fd)) {
+        } else if (listen(fd, SOMAXCONN) < 0 || !sock_prep(fd)) {
             ok = fail(c, "rank 0 cannot listen on port %d: %s", c->r->master_port, strerror(errno));
         }
         if (!ok) {
-            close_fd(&fd);
+            sock_close(&fd);
             break;
         }
         R->lfd[R->n_lfd++] = fd;
@@ -253,15 +172,15 @@ static bool root_accept(Root *R, int lfd) {
             int cap = R->cap_peers ? 2 * R->cap_peers : 16;
             Peer *p = realloc(R->peers, (size_t)cap * sizeof *p);
             if (!p) {
-                close_fd(&fd);
+                sock_close(&fd);
                 return fail(R->c, "out of memory");
             }
             R->peers = p, R->cap_peers = cap;
         }
         Peer *p = &R->peers[R->n_peers++];
         *p = (Peer){.fd = fd, .rank = -1};
-        addr_text((struct sockaddr *)&sa, len, p->addr, sizeof p->addr);
-        if (!prep_fd(fd)) return fail(R->c, "rank 0 cannot set up the connection from %s: %s", p->addr, strerror(errno));
+        sock_addr_text((struct sockaddr *)&sa, len, p->addr, sizeof p->addr);
+        if (!sock_prep(fd)) return fail(R->c, "rank 0 cannot set up the connection from %s: %s", p->addr, strerror(errno));
     }
 }
 
@@ -289,7 +208,7 @@ static bool root_read_hello(Root *R, int i, size_t n) {
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
         if (k <= 0 && p->got == 0) {
-            close_fd(&p->fd); /* closed or reset before its first byte: an abandoned attempt or a probe */
+            sock_close(&p->fd); /* closed or reset before its first byte: an abandoned attempt or a probe */
             return true;
         }
         if (k < 0) return fail(R->c, "peer %s failed after %zu bytes of its hello: %s", p->addr, p->got, strerror(errno));
@@ -311,7 +230,7 @@ static bool root_gather(Root *R, size_t n, double deadline, double timeout_s) {
         for (int i = 0; i < R->n_lfd; i++) R->pfd[np] = (struct pollfd){R->lfd[i], POLLIN, 0}, R->pfd_peer[np++] = -1;
         for (int i = 0; i < R->n_peers; i++)
             if (R->peers[i].fd >= 0 && R->peers[i].rank < 0) R->pfd[np] = (struct pollfd){R->peers[i].fd, POLLIN, 0}, R->pfd_peer[np++] = i;
-        int k = poll(R->pfd, (nfds_t)np, ms_left(deadline));
+        int k = poll(R->pfd, (nfds_t)np, sock_ms_left(deadline));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) return fail(R->c, "rank 0: poll failed: %s", strerror(errno));
         if (k == 0) {
@@ -349,7 +268,7 @@ static bool root_send_all(Root *R, uint16_t kind, const void *body, size_t n, do
     bool ok = true;
     for (int k = 1; k < R->c->r->world && ok; k++) {
         const Peer *p = &R->peers[R->slot[k]];
-        if (send_all(p->fd, msg, HDR + n, deadline) < 0)
+        if (sock_send_all(p->fd, msg, HDR + n, deadline) < 0)
             ok = fail(R->c, "rank 0 cannot send %s to rank %d (%s): %s", kind == K_BLOB ? "the blob" : "the confirmation", k, p->addr, strerror(errno));
     }
     free(msg);
@@ -366,7 +285,7 @@ static bool root_collect_acks(Root *R, double deadline, double timeout_s) {
         int np = 0;
         for (int k = 1; k < world; k++)
             if (!acked[k]) R->pfd[np] = (struct pollfd){R->peers[R->slot[k]].fd, POLLIN, 0}, R->pfd_peer[np++] = R->slot[k];
-        int m = poll(R->pfd, (nfds_t)np, ms_left(deadline));
+        int m = poll(R->pfd, (nfds_t)np, sock_ms_left(deadline));
         if (m < 0 && errno == EINTR) continue;
         if (m < 0) {
             ok = fail(R->c, "rank 0: poll failed: %s", strerror(errno));
@@ -400,7 +319,7 @@ static bool root_collect_acks(Root *R, double deadline, double timeout_s) {
 }
 
 static bool root_share(Ctx *c, const void *blob, size_t n, double timeout_s) {
-    double deadline = now_s() + timeout_s;
+    double deadline = sock_now_s() + timeout_s;
     int world = c->r->world;
     Root R = {.c = c};
     R.slot = malloc((size_t)world * sizeof *R.slot);
@@ -422,8 +341,8 @@ static bool root_share(Ctx *c, const void *blob, size_t n, double timeout_s) {
         for (int i = 0; i < R.n_peers; i++)
             if (R.peers[i].fd >= 0) (void)send(R.peers[i].fd, msg, HDR + len, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    for (int i = 0; i < R.n_peers; i++) close_fd(&R.peers[i].fd);
-    for (int i = 0; i < R.n_lfd; i++) close_fd(&R.lfd[i]);
+    for (int i = 0; i < R.n_peers; i++) sock_close(&R.peers[i].fd);
+    for (int i = 0; i < R.n_lfd; i++) sock_close(&R.lfd[i]);
     free(R.peers);
     free(R.slot);
     free(R.pfd);
@@ -433,47 +352,11 @@ static bool root_share(Ctx *c, const void *blob, size_t n, double timeout_s) {
 
 /* ----------------------------------------------------------------- peers */
 
-/* one connect attempt to each address of MASTER_ADDR; the connected socket or -1 (*why says the last failure) */
-static int peer_connect_once(Ctx *c, double deadline, char *why, size_t whycap) {
-    char port[16];
-    snprintf(port, sizeof port, "%d", c->r->master_port);
-    struct addrinfo hints = {.ai_flags = AI_NUMERICSERV, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int gai = getaddrinfo(c->r->master_addr, port, &hints, &res);
-    if (gai != 0) {
-        snprintf(why, whycap, "cannot resolve %s: %s", c->r->master_addr, gai_strerror(gai));
-        return -1;
-    }
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
-        if (fd < 0 || !prep_fd(fd)) {
-            snprintf(why, whycap, "socket: %s", strerror(errno));
-            close_fd(&fd);
-            continue;
-        }
-        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen), e = rc == 0 ? 0 : errno;
-        if (rc < 0 && (e == EINPROGRESS || e == EINTR)) {
-            /* EINTR leaves the connect running in the background, like EINPROGRESS */
-            int w = wait_fd(fd, POLLOUT, deadline);
-            socklen_t len = sizeof e;
-            if (w == 0) e = ETIMEDOUT;
-            else if (w < 0) e = errno;
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0) e = errno;
-        }
-        if (e != 0) {
-            snprintf(why, whycap, "connect: %s", strerror(e));
-            close_fd(&fd);
-        }
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 /* reads one message header; false with the failure described */
 static bool peer_read_hdr(Ctx *c, int fd, double deadline, const char *waiting, Hdr *h) {
     unsigned char b[HDR];
     size_t got = 0;
-    int rc = recv_all(fd, b, HDR, deadline, &got);
+    int rc = sock_recv_all(fd, b, HDR, deadline, &got);
     if (rc == 1) return fail(c, "rank %d of %d: rank 0 closed the connection while this rank waited for %s", c->r->rank, c->r->world, waiting);
     if (rc < 0)
         return fail(c, "rank %d of %d: %s while waiting for %s%s", c->r->rank, c->r->world, strerror(errno), waiting,
@@ -483,7 +366,7 @@ static bool peer_read_hdr(Ctx *c, int fd, double deadline, const char *waiting, 
     if (h->kind == K_ABORT) {
         char text[MAX_TEXT + 1];
         size_t len = h->len < MAX_TEXT ? (size_t)h->len : MAX_TEXT;
-        if (recv_all(fd, text, len, deadline, &got) != 0) len = got;
+        if (sock_recv_all(fd, text, len, deadline, &got) != 0) len = got;
         text[len] = 0;
         for (size_t i = 0; i < len; i++)
             if (text[i] == '\n' || text[i] == '\r') text[i] = ' ';
@@ -496,7 +379,7 @@ static bool peer_exchange(Ctx *c, int fd, void *blob, size_t n, double deadline)
     const Ranks *r = c->r;
     unsigned char msg[HDR];
     put_hdr(msg, K_HELLO, (uint32_t)r->rank, (uint32_t)r->world, n);
-    if (send_all(fd, msg, HDR, deadline) < 0) return fail(c, "rank %d of %d: cannot send its hello: %s", r->rank, r->world, strerror(errno));
+    if (sock_send_all(fd, msg, HDR, deadline) < 0) return fail(c, "rank %d of %d: cannot send its hello: %s", r->rank, r->world, strerror(errno));
     Hdr h;
     if (!peer_read_hdr(c, fd, deadline, "the blob", &h)) return false;
     if (h.kind != K_BLOB || h.len != n)
@@ -504,11 +387,11 @@ static bool peer_exchange(Ctx *c, int fd, void *blob, size_t n, double deadline)
     unsigned char *tmp = malloc(n);
     if (!tmp) return fail(c, "out of memory");
     size_t got;
-    int rc = recv_all(fd, tmp, n, deadline, &got);
+    int rc = sock_recv_all(fd, tmp, n, deadline, &got);
     bool ok = rc == 0 ? true : fail(c, "rank %d of %d: the blob stopped after %zu of %zu bytes: %s", r->rank, r->world, got, n, rc == 1 ? "rank 0 closed the connection" : strerror(errno));
     if (ok) {
         put_hdr(msg, K_ACK, (uint32_t)r->rank, (uint32_t)r->world, 0);
-        if (send_all(fd, msg, HDR, deadline) < 0) ok = fail(c, "rank %d of %d: cannot acknowledge the blob: %s", r->rank, r->world, strerror(errno));
+        if (sock_send_all(fd, msg, HDR, deadline) < 0) ok = fail(c, "rank %d of %d: cannot acknowledge the blob: %s", r->rank, r->world, strerror(errno));
     }
     /* the blob counts only once rank 0 confirms every rank has it */
     if (ok && (ok = peer_read_hdr(c, fd, deadline, "rank 0's confirmation that every rank has the blob", &h)) && h.kind != K_DONE)
@@ -519,30 +402,25 @@ static bool peer_exchange(Ctx *c, int fd, void *blob, size_t n, double deadline)
 }
 
 static bool peer_share(Ctx *c, void *blob, size_t n, double timeout_s) {
-    double deadline = now_s() + timeout_s, nap = 0.01;
+    double deadline = sock_now_s() + timeout_s, nap = 0.01;
     char why[512] = "no attempt was made";
     for (;;) {
-        int fd = peer_connect_once(c, deadline, why, sizeof why);
+        int fd = sock_connect_once(c->r->master_addr, c->r->master_port, deadline, why, sizeof why);
         if (fd >= 0) {
             bool ok = peer_exchange(c, fd, blob, n, deadline);
-            close_fd(&fd);
+            sock_close(&fd);
             return ok;
         }
-        double left = deadline - now_s();
-        if (left <= 0)
+        if (deadline - sock_now_s() <= 0)
             return fail(c, "rank %d of %d: could not reach rank 0 within %g s: %s (is rank 0 running, and are MASTER_ADDR and MASTER_PORT right?)", c->r->rank,
                         c->r->world, timeout_s, why);
-        /* rank 0 may start later: back off, 10 ms doubling to 1 s */
-        double s = nap < left ? nap : left;
-        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
-        nap = nap * 2 < 1.0 ? nap * 2 : 1.0;
+        sock_back_off(&nap, deadline); /* rank 0 may start later */
     }
 }
 
 bool rendezvous_tcp_share(const Ranks *r, void *blob, size_t n, double timeout_s, char *err, int errcap) {
     Ctx c = {.r = r, .err = err, .errcap = errcap};
-    snprintf(c.where, sizeof c.where, strchr(r->master_addr, ':') ? "[%s]:%d" : "%s:%d", r->master_addr[0] ? r->master_addr : "(no MASTER_ADDR)", r->master_port);
+    sock_where(r->master_addr, r->master_port, c.where, sizeof c.where);
     if (r->world <= 1) return true;
     if (r->rank < 0 || r->rank >= r->world) return fail(&c, "rank %d is outside 0..%d", r->rank, r->world - 1);
     if (!r->master_addr[0] || r->master_port < 1 || r->master_port > 65535) return fail(&c, "MASTER_ADDR and MASTER_PORT (1..65535) must be set");

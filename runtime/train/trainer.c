@@ -318,7 +318,8 @@ static bool setup(Trainer *t, char *err, int errcap) {
     t->world = t->dp.comm.ranks.world;
     t->root = dp_is_root(&t->dp);
     if (t->world > 1 && !t->dp.comm.active)
-        return snprintf(err, (size_t)errcap, "%d ranks (%s) without MPI: `yolort train --data` on several ranks runs under mpirun (rank 0's decisions reach the others through MPI)",
+        return snprintf(err, (size_t)errcap,
+                        "%d ranks (%s) without MPI or torchrun's agent store: `yolort train --data` on several ranks runs under mpirun or torchrun (rank 0's decisions reach the others through them)",
                         t->world, ranks_source_name(t->dp.comm.ranks.source)),
                false;
     int plan_world = (int)cjson_number(t->plan.meta, "world_size", 1);
