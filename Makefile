@@ -139,10 +139,11 @@ test: $(BUILD)/.deps
 
 # The CUDA backend's tests on a machine with a GPU (without one they print
 # `SKIP: no CUDA device`): its suites in one runner without sanitizers, which
-# do not mix well with the CUDA driver (tests at -O0, library at -O2).
+# do not mix well with the CUDA driver (tests at -O0, library at -O2); also
+# the tcpstore suite, against the GPU machine's own PyTorch (YOLOCC_TORCH_PYTHON).
 # bench/gpu.sh --prepare ships this runner prebuilt for a GPU machine that
 # cannot build the project (bench/GPU.md).
-GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_cuda_step2.c tests/test_cuda_layout.c tests/test_cuda_step_gpu.c tests/test_lib_kernels.c tests/test_bench_step.c tests/test_dynload.c tests/test_train_cuda.c tests/test_comm_nccl.c tests/test_cuda_loss.c tests/test_cuda_divergence.c
+GPU_TEST_SRC := tests/test_cuda.c tests/test_cuda_step.c tests/test_cuda_step2.c tests/test_cuda_layout.c tests/test_cuda_step_gpu.c tests/test_lib_kernels.c tests/test_bench_step.c tests/test_dynload.c tests/test_train_cuda.c tests/test_comm_nccl.c tests/test_cuda_loss.c tests/test_cuda_divergence.c tests/test_tcpstore.c
 $(BUILD)/gpu/run_tests: $(OBJ) $(GPU_TEST_SRC) $(wildcard tests/*.h) $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(DEFS) -O0 -g $(GPU_TEST_SRC) $(OBJ) -o $@ $(LIBS) -lcriterion

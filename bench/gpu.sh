@@ -183,8 +183,9 @@ if [ $check -ge 1 ]; then
   fi
   if [ -n "$tests" ]; then
     say "check-gpu suites ($tests)"
+    # the machine's PyTorch is the other side of the tcpstore suite (its TCPStore servers, another version than CI's)
     timeout -k 10 "${GPU_CHECK_TIMEOUT_S:-300}" env YOLOCC_BIN="$YOLOCC" YOLORT_BIN="$YOLORT" YOLOCC_FAST_BIN="$YOLOCC" YOLORT_FAST_BIN="$YOLORT" \
-      LD_LIBRARY_PATH="$yolo_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tests" --verbose > "$out/check_gpu.log" 2>&1
+      YOLOCC_TORCH_PYTHON="$(command -v "$PY")" LD_LIBRARY_PATH="$yolo_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tests" --verbose > "$out/check_gpu.log" 2>&1
     say "check-gpu exit $?: $(grep -a 'Synthesis' "$out/check_gpu.log" | tail -1)"
     grep -a -E '^\[(FAIL|----)\]' "$out/check_gpu.log" | head -40
   else
