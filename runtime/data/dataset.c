@@ -525,7 +525,7 @@ static bool load_split(Ctx *c, const char *key, const YNode *node, int nc, DataS
         ok = diag_error(&c->d, node->mark, "'%s' must be a path or a list of paths", key);
     }
     if (!ok) return sl_free(&l), false;
-    qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_str);
+    if (l.n > 0) qsort(l.v, (size_t)l.n, sizeof *l.v, cmp_str); /* an empty list has no array */
     /* Ultralytics' fraction cuts the sorted list before any image is checked, and only the training one */
     if (strcmp(key, "train") == 0 && c->o.fraction < 1) {
         int keep = round_half_even(l.n * c->o.fraction);
