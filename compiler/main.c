@@ -30,7 +30,8 @@ static const char USAGE[] =
     "\n"
     "options:\n"
     "  -o FILE     write the training plan to FILE (atomically)\n"
-    "  --optimizer sgd|adamw   (plan; default sgd)\n"
+    "  --optimizer sgd|adamw   (plan; default sgd, which yolort trains as Ultralytics' optimizer=auto\n"
+    "                          where auto takes SGD: runs over 10000 iterations)\n"
     "  --weight-decay X        group-1 weight decay (plan; default 0.0005), scaled by batch x accumulate / 64\n"
     "                          as Ultralytics does (accumulate = max(round(64 / batch), 1))\n"
     "  --max-boxes N           boxes per image the plan accepts (plan; default 300)\n"
@@ -66,6 +67,7 @@ typedef struct Options {
     ModelOptions mo;
     int imgsz, batch, max_boxes, world_size;
     OptimKind optimizer;
+    bool optimizer_given;
     double weight_decay;
     double gains[3]; /* box, cls, dfl */
     Precision precision;
@@ -141,6 +143,7 @@ static int parse_args(int argc, char **argv, Options *o) {
             } else if (strcmp(a, "--optimizer") == 0) {
                 if (strcmp(val, "sgd") && strcmp(val, "SGD") && strcmp(val, "adamw") && strcmp(val, "AdamW")) return usage_error("--optimizer must be sgd or adamw, got '%s'", val);
                 o->optimizer = (val[0] == 's' || val[0] == 'S') ? OPT_SGD : OPT_ADAMW;
+                o->optimizer_given = true;
             } else if (strcmp(a, "--recompute") == 0) {
                 if (strcmp(val, "none") == 0) o->recompute = RECOMPUTE_NONE;
                 else if (strcmp(val, "pointwise") == 0) o->recompute = RECOMPUTE_POINTWISE;
@@ -251,7 +254,7 @@ int main(int argc, char **argv) {
     ModelSummary s;
     rc = EXIT_BAD_INPUT;
     if (strcmp(o.command, "compile") == 0) {
-        TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .weight_decay = o.weight_decay,
+        TrainOptions to = {.imgsz = o.imgsz, .batch = o.batch, .max_boxes = o.max_boxes, .optimizer = o.optimizer, .optimizer_given = o.optimizer_given, .weight_decay = o.weight_decay,
                            .gains = {o.gains[0], o.gains[1], o.gains[2]}, .precision = o.precision, .recompute = o.recompute, .fuse = o.fuse, .recompute_budget = o.recompute_budget,
                            .channels_last = o.channels_last, .world_size = o.world_size};
         to.target = o.cg.target;

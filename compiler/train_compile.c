@@ -35,6 +35,7 @@ static char *meta_json(const ModelConfig *cfg, const TrainOptions *o, const Trai
     cJSON_AddStringToObject(m, "precision", precision_name(o->precision));
     cJSON_AddStringToObject(m, "layout", o->channels_last ? "nhwc" : "nchw");
     cJSON_AddStringToObject(m, "optimizer", o->optimizer == OPT_SGD ? "SGD" : "AdamW");
+    cJSON_AddStringToObject(m, "optimizer_from", o->optimizer_given ? "--optimizer" : "default");
     cJSON_AddStringToObject(m, "fuse", fuse_policy_name(o->fuse));
     cJSON_AddStringToObject(m, "recompute", o->recompute_budget > 0 ? "budget" : o->recompute == RECOMPUTE_POINTWISE ? "pointwise" : "none");
     cJSON_AddNumberToObject(m, "recompute_budget", (double)o->recompute_budget);

@@ -13,6 +13,7 @@
 typedef struct TrainOptions {
     int imgsz, batch, max_boxes;
     OptimKind optimizer;
+    bool optimizer_given;       /* --optimizer was on the command line (META optimizer_from); else the default stands for Ultralytics' optimizer=auto */
     double weight_decay;
     double gains[3];            /* box, cls, dfl loss gains; all 0: Ultralytics' 7.5, 0.5, 1.5 */
     Precision precision;

@@ -149,6 +149,42 @@ Test(trainer, no_plots_writes_no_pictures, .timeout = 600) {
     tu_free(&r);
 }
 
+/* A plan compiled without --optimizer stands for Ultralytics' default
+ * optimizer=auto: for 10000 iterations or fewer auto takes AdamW, which the
+ * plan cannot, and a line says how to compile for it (the run stays SGD as
+ * named); for more (ceil(images / max(batch, 64)) x epochs), auto's SGD
+ * trains with warmup bias lr 0. A plan compiled with --optimizer sgd trains
+ * as optimizer=SGD either way. */
+Test(trainer, default_optimizer_follows_ultralytics_auto, .timeout = 900) {
+    prepare();
+    CliResult r = train("auto_short", "--epochs 1 --no-val --no-plots");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "optimizer=auto would train AdamW(lr=0.001429, momentum=0.9) for 1 iteration;") && strstr(r.out, "--optimizer adamw"), "%s", r.out);
+    cr_expect(strstr(r.out, "optimizer: SGD(lr=0.01, momentum=0.937)"), "%s", r.out);
+    const char *short_args[] = {"optimizer: SGD", "warmup_bias_lr: 0.1", "lr0: 0.01"};
+    args_yaml_is_ultralytics("auto_short", short_args, 3);
+    tu_free(&r);
+    r = train("auto_long", "--epochs 10001 --stop-after 1 --no-val --no-plots");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "optimizer: 'optimizer=auto' found, ignoring 'lr0=0.01' and 'momentum=0.937'") && !strstr(r.out, "would train AdamW"), "%s", r.out);
+    const char *long_args[] = {"optimizer: SGD", "warmup_bias_lr: 0.0", "epochs: 10001"};
+    args_yaml_is_ultralytics("auto_long", long_args, 3);
+    tu_free(&r);
+    char cmd[768];
+    snprintf(cmd, sizeof cmd, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 32 --optimizer sgd -o %s/named_sgd.plan", ROOT);
+    r = tu_run(cmd);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "train %s/named_sgd.plan --data %s/data/data.yaml --project %s/runs --name named --exist-ok --workers 2 --epochs 10001 --stop-after 1 --no-val --no-plots",
+             ROOT, ROOT, ROOT);
+    r = tu_run_bin(yolort_bin(), cmd);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(!strstr(r.out, "optimizer=auto"), "%s", r.out);
+    const char *named_args[] = {"optimizer: SGD", "warmup_bias_lr: 0.1"};
+    args_yaml_is_ultralytics("named", named_args, 2);
+    tu_free(&r);
+}
+
 Test(trainer, run_directory_and_files, .timeout = 900) {
     prepare();
     CliResult r = train("files", "--epochs 2");

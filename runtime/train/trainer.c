@@ -68,6 +68,35 @@ static bool freeze_layers(Trainer *t) {
     return true;
 }
 
+/* The arguments still unset (< 0) from the plan's optimizer (trainer.h).
+ * A plan compiled without --optimizer stands for Ultralytics' default
+ * optimizer=auto (training-semantics 5.1): SGD for more than 10000
+ * iterations, else AdamW, either with warmup bias lr 0. On a long run its
+ * SGD trains as auto's does; on a shorter one auto would take AdamW, which
+ * this plan has no step for, so a line says how to compile for it. */
+static void optimizer_defaults(Trainer *t) {
+    TrainArgs *a = &t->a;
+    const char *from = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer_from"));
+    const bool as_auto = from && strcmp(from, "default") == 0 && !t->adamw && a->lr0 < 0 && a->momentum < 0 && a->warmup_bias_lr < 0;
+    if (as_auto) {
+        const int batch = t->ts.batch * t->world;
+        const long long iterations = (long long)((t->ds.train.n + (batch > 64 ? batch : 64) - 1) / (batch > 64 ? batch : 64)) * a->epochs;
+        if (iterations > 10000) {
+            printf("optimizer: 'optimizer=auto' found, ignoring 'lr0=0.01' and 'momentum=0.937' and determining best 'optimizer', 'lr0' and 'momentum' automatically... \n");
+            a->warmup_bias_lr = 0.0;
+        } else {
+            printf("optimizer: Ultralytics' default optimizer=auto would train AdamW(lr=%g, momentum=0.9) for %lld iteration%s; this plan has yolocc's default SGD "
+                   "(recompile with yolocc ... --optimizer adamw to train as `yolo train` does by default)\n",
+                   auto_adamw_lr(t->ts.nc), iterations, iterations == 1 ? "" : "s");
+        }
+    }
+    if (a->lr0 < 0) a->lr0 = t->adamw ? auto_adamw_lr(t->ts.nc) : 0.01;
+    if (a->momentum < 0) a->momentum = t->adamw ? 0.9 : 0.937;
+    if (a->warmup_bias_lr < 0) a->warmup_bias_lr = t->adamw ? 0.0 : 0.1;
+    t->lr0 = a->lr0;
+    t->momentum = a->momentum;
+}
+
 static void print_optimizer(const Trainer *t, const char *opt) {
     const Graph *g = &t->plan.g;
     int groups[3] = {0};
@@ -359,11 +388,6 @@ static bool setup(Trainer *t, char *err, int errcap) {
                    false;
     const char *opt = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer"));
     t->adamw = opt && strcmp(opt, "AdamW") == 0;
-    if (a->lr0 < 0) a->lr0 = t->adamw ? auto_adamw_lr(t->ts.nc) : 0.01;
-    if (a->momentum < 0) a->momentum = t->adamw ? 0.9 : 0.937;
-    if (a->warmup_bias_lr < 0) a->warmup_bias_lr = t->adamw ? 0.0 : 0.1;
-    t->lr0 = a->lr0;
-    t->momentum = a->momentum;
     t->accumulate = (int)cjson_number(t->plan.meta, "accumulate", 1);
     if (a->single_cls && t->ts.nc != 1)
         return snprintf(err, (size_t)errcap, "--single-cls trains one class; the plan was compiled for %d: recompile with yolocc ... --nc 1", t->ts.nc), false;
@@ -379,6 +403,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     printf("%s\n", line);
     dataset_issues_format("val", &t->ds.val, line, sizeof line);
     printf("%s\n", line);
+    optimizer_defaults(t);
     LoaderOptions lo = {.batch = t->ts.batch, .imgsz = t->ts.imgsz, .max_boxes = t->ts.max_boxes, .train = true, .hyp = a->hyp, .seed = (uint64_t)a->seed,
                         .workers = a->workers, .cache_ram = a->cache_ram, .shard = t->dp.comm.ranks.rank, .shards = t->world};
     /* a CUDA plan takes the training pixels as bytes and divides them on the device, as Ultralytics' preprocess_batch does */
