@@ -169,6 +169,12 @@ Test(trainer, default_optimizer_follows_ultralytics_auto, .timeout = 900) {
     cr_expect(strstr(r.out, "optimizer: 'optimizer=auto' found, ignoring 'lr0=0.01' and 'momentum=0.937'") && !strstr(r.out, "would train AdamW"), "%s", r.out);
     const char *long_args[] = {"optimizer: SGD", "warmup_bias_lr: 0.0", "epochs: 10001"};
     args_yaml_is_ultralytics("auto_long", long_args, 3);
+    cr_expect(strstr(r.out, "optimizer: SGD(lr=0.01, momentum=0.937)"), "a warmup ends at 0.937:\n%s", r.out);
+    tu_free(&r);
+    /* without a warmup auto's SGD keeps the momentum it was made with */
+    r = train("auto_nowarmup", "--epochs 10001 --stop-after 1 --warmup-epochs 0 --no-val --no-plots");
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "optimizer: SGD(lr=0.01, momentum=0.9)"), "%s", r.out);
     tu_free(&r);
     char cmd[768];
     snprintf(cmd, sizeof cmd, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 32 --optimizer sgd -o %s/named_sgd.plan", ROOT);

@@ -72,7 +72,7 @@ static bool freeze_layers(Trainer *t) {
  * A plan compiled without --optimizer stands for Ultralytics' default
  * optimizer=auto (training-semantics 5.1): SGD for more than 10000
  * iterations, else AdamW, either with warmup bias lr 0. On a long run its
- * SGD trains as auto's does; on a shorter one auto would take AdamW, which
+ * SGD trains as auto's does (momentum 0.9 unless a warmup ends at 0.937); on a shorter one auto would take AdamW, which
  * this plan has no step for, so a line says how to compile for it. */
 static void optimizer_defaults(Trainer *t) {
     TrainArgs *a = &t->a;
@@ -84,6 +84,8 @@ static void optimizer_defaults(Trainer *t) {
         if (iterations > 10000) {
             printf("optimizer: 'optimizer=auto' found, ignoring 'lr0=0.01' and 'momentum=0.937' and determining best 'optimizer', 'lr0' and 'momentum' automatically... \n");
             a->warmup_bias_lr = 0.0;
+            /* auto makes SGD with momentum 0.9, which only a warmup moves on (to 0.937) */
+            if (!(a->warmup_epochs > 0)) a->momentum = 0.9;
         } else {
             printf("optimizer: Ultralytics' default optimizer=auto would train AdamW(lr=%g, momentum=0.9) for %lld iteration%s; this plan has yolocc's default SGD "
                    "(recompile with yolocc ... --optimizer adamw to train as `yolo train` does by default)\n",
