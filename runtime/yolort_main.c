@@ -10,6 +10,7 @@
 
 #include "data/datagen.h"
 #include "dist/dp_train.h"
+#include "dist/launch.h"
 #include "train_step_cuda.h"
 #include "synthetic.h"
 #include "export/export.h"
@@ -55,6 +56,8 @@ static const char USAGE[] =
     "  --no-val            validate only when needed (last epoch, early stopping)\n"
     "  --no-plots          no results.svg, labels.svg, train_batch*.jpg or final validation plots\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
+    "  --ranks N (1)       data-parallel ranks on this machine, started by yolort (a plan for --world-size N;\n"
+    "                      a CUDA plan's rank r on device r: choose them with CUDA_VISIBLE_DEVICES)\n"
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
     "                   --accumulate N (1): sum the gradients of N micro-batches per step\n"
@@ -97,7 +100,9 @@ static const char USAGE[] =
     "plans): one more step, eagerly, with every launch timed by events; its time by route and by op (the\n"
     "heaviest ROWS) goes to stderr.\n"
     "\n"
-    "Data parallelism: under `mpirun -np W` (Open MPI) or `torchrun --nproc-per-node W` (PyTorch's\n"
+    "Data parallelism: `yolort train ... --ranks W` starts W ranks on this machine itself (serving them\n"
+    "a store as torchrun's agent does; a CUDA plan's rank r takes device r); or under `mpirun -np W`\n"
+    "(Open MPI) or `torchrun --nproc-per-node W --no-python` (PyTorch's\n"
     "launcher; the ranks meet through its agent's store at MASTER_ADDR:MASTER_PORT, no MPI needed) each\n"
     "rank trains on its share of the batches and gradients are summed over ranks before each update\n"
     "(Ultralytics DDP semantics: NCCL on the GPU; MPI, or through rank 0 and the store, on the CPU); rank 0 alone prints\n"
@@ -545,6 +550,27 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "bench") == 0) return usage_error("%s", "expected: yolort bench FILE.plan");
     if (argc < 3 || strcmp(argv[1], "train") != 0)
         return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");
+    /* --ranks N: this process becomes the ranks' launcher (runtime/dist/launch.h) */
+    int ranks, at;
+    char err[1024];
+    if (!launch_find_ranks(argc, argv, &ranks, &at, err, sizeof err)) return usage_error("%s", err);
+    if (at >= 0) {
+        Ranks outer;
+        if (!ranks_from_environ(&outer, err, sizeof err)) return usage_error("%s", err);
+        if (outer.world > 1) {
+            snprintf(err, sizeof err, "--ranks starts the ranks itself, but this is already rank %d of %d (%s): leave --ranks out", outer.rank, outer.world,
+                     ranks_source_name(outer.source));
+            return usage_error("%s", err);
+        }
+        if (ranks > 1) {
+            int rc = launch_ranks(argc, argv, at, ranks, err, sizeof err);
+            if (rc) fprintf(stderr, "yolort: error: %s\n", err);
+            return rc;
+        }
+        const int skip = strcmp(argv[at], "--ranks") == 0 ? 2 : 1; /* one rank: this process, without the option */
+        memmove(&argv[at], &argv[at + skip], sizeof *argv * (size_t)(argc - at - skip + 1));
+        argc -= skip;
+    }
     for (int i = 3; i < argc; i++)
         if (strcmp(argv[i], "--synthetic") == 0) return synthetic_main(argc, argv);
     return train_data_main(argc, argv);

@@ -1,8 +1,8 @@
 /* tests/test_dist.c — data parallelism on the CPU (issue #6, CI part): rank
  * discovery from fed environments, the gradient bucket layout (by hand, by
  * property over random layouts, and over a real plan), and `yolort` under
- * `mpirun -np 2` and `torchrun --nproc-per-node 2` (no MPI: its agent's
- * store): the same parameters as one process accumulating the same two
+ * `mpirun -np 2`, `yolort ... --ranks 2` (its own launcher and store) and
+ * `torchrun --nproc-per-node 2` (no MPI: its agent's store): the same parameters as one process accumulating the same two
  * half-batches, the collective watchdog, and bad launcher variables.
  * mpirun is a CI dependency (openmpi-bin): without it the MPI tests fail;
  * torchrun needs PyTorch 2 (make torch-venv), else its tests are skipped. */
@@ -481,11 +481,12 @@ static int free_port(void) {
  * program, and its name for messages. */
 typedef struct Launch {
     const char *name, *source; /* source: as yolort's DDP line names the launcher */
-    char pre[1100];
+    char pre[1100];            /* before the program */
+    const char *post;          /* after its arguments */
 } Launch;
 
 static Launch mpirun_two(void) {
-    Launch l = {.name = "mpirun -np 2", .source = "Open MPI"};
+    Launch l = {.name = "mpirun -np 2", .source = "Open MPI", .post = ""};
     char pre[1024];
     mpirun_prefix(pre, sizeof pre);
     snprintf(l.pre, sizeof l.pre, "%s -np 2", pre);
@@ -498,10 +499,13 @@ static Launch mpirun_two(void) {
  * itself. Its agent ends the job's other ranks when one fails. */
 static bool torchrun_two(Launch *l) {
     if (!tu_have_torch()) return false;
-    *l = (Launch){.name = "torchrun --nproc-per-node 2", .source = "torchrun"};
+    *l = (Launch){.name = "torchrun --nproc-per-node 2", .source = "torchrun", .post = ""};
     snprintf(l->pre, sizeof l->pre, "OPENBLAS_NUM_THREADS=1 %s -m torch.distributed.run --standalone --nproc-per-node 2 --no-python", tu_torch_python());
     return true;
 }
+
+/* yolort's own launcher: `yolort train ... --ranks 2` starts both ranks and serves their store. */
+static Launch yolort_two(void) { return (Launch){.name = "yolort --ranks 2", .source = "yolort --ranks", .pre = "OPENBLAS_NUM_THREADS=1", .post = "--ranks 2"}; }
 
 /* Kills (SIGKILL) the processes whose parent is this process, by pid. */
 static void kill_own_children(void) {
@@ -666,7 +670,7 @@ static void two_ranks_equal_accumulated_half_batches(const Launch *l) {
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s --synthetic --steps 3 --seed 3 --accumulate 2 --json --save %s", yolort, plan_path, ref);
     CliResult one = sh(cmd);
     cr_assert_eq(one.status, 0, "one process: %s", one.err);
-    snprintf(cmd, sizeof cmd, "%s %s train %s --synthetic --steps 3 --seed 3 --json --save %s", l->pre, yolort, plan_path, dp);
+    snprintf(cmd, sizeof cmd, "%s %s train %s --synthetic --steps 3 --seed 3 --json --save %s %s", l->pre, yolort, plan_path, dp, l->post);
     CliResult two = sh(cmd);
     cr_assert_eq(two.status, 0, "%s exited %d: %s", l->name, two.status, two.err);
     double gn1[8], gn2[8];
@@ -687,6 +691,12 @@ static void two_ranks_equal_accumulated_half_batches(const Launch *l) {
 Test(dist, mpirun_two_ranks_equal_accumulated_half_batches) {
     need_mpirun();
     Launch l = mpirun_two();
+    two_ranks_equal_accumulated_half_batches(&l);
+}
+
+/* The same with yolort starting the ranks itself (neither MPI nor PyTorch). */
+Test(dist, yolort_ranks_two_ranks_equal_accumulated_half_batches) {
+    Launch l = yolort_two();
     two_ranks_equal_accumulated_half_batches(&l);
 }
 
@@ -720,7 +730,7 @@ static void trains_a_dataset_as_one_process(const Launch *l) {
     snprintf(cmd, sizeof cmd, "OPENBLAS_NUM_THREADS=1 %s train %s/one.plan --data %s/data/data.yaml --project %s/runs --name one %s", yolort, dir, dir, dir, common);
     CliResult one = sh(cmd);
     cr_assert_eq(one.status, 0, "one process: %s\n%s", one.out, one.err);
-    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name two %s", l->pre, yolort, dir, dir, dir, common);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name two %s %s", l->pre, yolort, dir, dir, dir, common, l->post);
     CliResult two = sh(cmd);
     cr_assert_eq(two.status, 0, "%s exited %d: %s\n%s", l->name, two.status, two.out, two.err);
     /* rank 0 alone prints and writes: one banner, one run directory, 16 batches a rank an epoch */
@@ -756,11 +766,12 @@ static void trains_a_dataset_as_one_process(const Launch *l) {
     tu_free(&one);
     /* stopped after epoch 1 (16 of an update's 32 images a rank accumulated) and resumed on 2 ranks:
      * rank 0's weights and state bit for bit those of the straight run */
-    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name split %s --stop-after 1", l->pre, yolort, dir, dir, dir, common);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --data %s/data/data.yaml --project %s/runs --name split %s --stop-after 1 %s", l->pre, yolort, dir, dir, dir, common,
+             l->post);
     CliResult r = sh(cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     tu_free(&r);
-    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --resume %s/runs/split --workers 1", l->pre, yolort, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s %s train %s/two.plan --resume %s/runs/split --workers 1 %s", l->pre, yolort, dir, dir, l->post);
     r = sh(cmd);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_expect(strstr(r.out, "Resuming training") && strstr(r.out, ddp), "%s", r.out);
@@ -800,6 +811,12 @@ static void trains_a_dataset_as_one_process(const Launch *l) {
 Test(dist, mpirun_trains_a_dataset_as_one_process) {
     need_mpirun();
     Launch l = mpirun_two();
+    trains_a_dataset_as_one_process(&l);
+}
+
+/* The same with `--ranks 2`, resume included. */
+Test(dist, yolort_ranks_trains_a_dataset_as_one_process) {
+    Launch l = yolort_two();
     trains_a_dataset_as_one_process(&l);
 }
 
@@ -864,6 +881,38 @@ Test(dist, torchrun_watchdog_ends_a_stuck_collective) {
     const char *needles[] = {"rank 0 of 2", "the gradient sum", "did not finish within 3 s", "YOLOCC_COLLECTIVE_TIMEOUT_S"};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) cr_expect(strstr(r.err, needles[i]), "stderr lacks '%s':\n%s", needles[i], r.err);
     cr_expect_lt(secs, 60, "the job took %.1f s; the watchdog limit was 3 s", secs);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
+/* `--ranks`: a failing rank ends the job with its status and one line
+ * from the launcher; bad counts and --ranks under another launcher are
+ * usage errors before anything starts. */
+Test(dist, yolort_ranks_failures_and_usage) {
+    char dir[64], cmd[3072];
+    make_dir(dir, sizeof dir, "ranks");
+    compile_tiny(dir, 2);
+    const char *yolort = yolort_bin();
+    snprintf(cmd, sizeof cmd, "YOLOCC_COLLECTIVE_TIMEOUT_S=soon %s train %s/tiny.plan --synthetic --steps 1 --ranks 2", yolort, dir);
+    CliResult r = sh(cmd);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "YOLOCC_COLLECTIVE_TIMEOUT_S='soon'") && strstr(r.err, "yolort: error: a rank of 2 ended with exit status 2; the others were ended"), "%s", r.err);
+    tu_free(&r);
+    const char *bad[] = {"--ranks 0", "--ranks 65", "--ranks two", "--ranks=", "--ranks 2 --ranks 2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s train %s/tiny.plan --synthetic --steps 1 %s", yolort, dir, bad[i]);
+        r = sh(cmd);
+        cr_expect(r.status == 2 && strstr(r.err, "--ranks") && tu_lines(r.err) == 1 && !r.out[0], "'%s': exit %d: %s", bad[i], r.status, r.err);
+        tu_free(&r);
+    }
+    snprintf(cmd, sizeof cmd, "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 %s train %s/tiny.plan --synthetic --steps 1 --ranks 2", yolort, dir);
+    r = sh(cmd);
+    cr_expect(r.status == 2 && strstr(r.err, "already rank 0 of 2 (torchrun): leave --ranks out") && tu_lines(r.err) == 1, "%s", r.err);
+    tu_free(&r);
+    /* one rank is this process itself */
+    snprintf(cmd, sizeof cmd, "%s train %s/tiny.plan --synthetic --steps 1 --json --ranks=1", yolort, dir);
+    r = sh(cmd);
+    cr_expect(r.status == 0 && strstr(r.out, "\"step\": 1"), "%s", r.err);
     tu_free(&r);
     remove_dir(dir);
 }

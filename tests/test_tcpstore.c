@@ -13,6 +13,7 @@
 
 #include "../runtime/dist/comm_store.h"
 #include "../runtime/dist/sock.h"
+#include "../runtime/dist/store_server.h"
 #include "../runtime/dist/tcpstore.h"
 #include "../runtime/dist/comm_mpi.h"
 #include "test_util.h"
@@ -241,15 +242,12 @@ static void *rank_main(void *arg) {
     return NULL;
 }
 
-Test(tcpstore, collectives_through_pytorchs_store) {
-    if (!tu_have_torch()) return;
-    Server sv = server_start(true);
-    char before[64], after[64];
-    server_ask(&sv, "num\n", before, sizeof before);
+/* 3 ranks' collectives through the store at port; their results checked */
+static void run_collectives(int port) {
     RankRun m[RANKS];
     pthread_t th[RANKS];
     for (int r = 0; r < RANKS; r++) {
-        m[r] = (RankRun){.rank = r, .port = sv.port};
+        m[r] = (RankRun){.rank = r, .port = port};
         cr_assert(pthread_create(&th[r], NULL, rank_main, &m[r]) == 0);
     }
     for (int r = 0; r < RANKS; r++) pthread_join(th[r], NULL);
@@ -271,8 +269,85 @@ Test(tcpstore, collectives_through_pytorchs_store) {
         free(m[r].bcast);
         free(m[r].region);
     }
+}
+
+Test(tcpstore, collectives_through_pytorchs_store) {
+    if (!tu_have_torch()) return;
+    Server sv = server_start(true);
+    char before[64], after[64];
+    server_ask(&sv, "num\n", before, sizeof before);
+    run_collectives(sv.port);
     /* every key a collective wrote was deleted by its last reader */
     server_ask(&sv, "num\n", after, sizeof after);
     cr_expect_str_eq(after, before, "the store held %s keys before and %s after", before, after);
     server_stop(&sv);
+}
+
+/* ------------------------------------------------------- yolort's own server */
+
+typedef struct Serving {
+    StoreServer *s;
+    volatile int stop;
+    bool ok;
+    char err[512];
+} Serving;
+
+static void *serve_main(void *arg) {
+    Serving *v = arg;
+    v->ok = true;
+    while (!v->stop && v->ok) v->ok = store_server_serve(v->s, 20, v->err, sizeof v->err);
+    return NULL;
+}
+
+/* The same collectives through the server `yolort train --ranks N` runs. */
+Test(tcpstore, collectives_through_yolorts_server) {
+    int port = 0;
+    char err[512];
+    Serving v = {.s = store_server_open(&port, err, sizeof err)};
+    cr_assert(v.s, "%s", err);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, serve_main, &v) == 0);
+    run_collectives(port);
+    v.stop = 1;
+    pthread_join(th, NULL);
+    cr_expect(v.ok, "%s", v.err);
+    store_server_close(v.s);
+}
+
+/* PyTorch's own client against yolort's server: what it sets, adds, checks,
+ * waits for, counts and deletes (the server speaks the protocol, not only
+ * to yolocc's client). */
+Test(tcpstore, pytorchs_client_against_yolorts_server) {
+    if (!tu_have_torch()) return;
+    int port = 0;
+    char err[512], cmd[2048];
+    Serving v = {.s = store_server_open(&port, err, sizeof err)};
+    cr_assert(v.s, "%s", err);
+    pthread_t th;
+    cr_assert(pthread_create(&th, NULL, serve_main, &v) == 0);
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"\n"
+             "from datetime import timedelta\n"
+             "from torch.distributed import TCPStore\n"
+             "s = TCPStore('127.0.0.1', %d, None, False, timedelta(seconds=10))\n"
+             "s.set('a', 'hello'); assert s.get('a') == b'hello'\n"
+             "assert s.add('n', 40) == 40 and s.add('n', 2) == 42 and s.get('n') == b'42'\n"
+             "s.wait(['a', 'n']); assert s.check(['a']) and not s.check(['a', 'missing'])\n"
+             "assert s.num_keys() == 2, s.num_keys()\n"
+             "assert s.delete_key('a') and not s.delete_key('a') and not s.check(['a'])\n"
+             "s.set('big', b'x' * (4 << 20)); assert s.get('big') == b'x' * (4 << 20)\n"
+             "print('all answered')\n"
+             "\" 2>&1",
+             tu_torch_python(), port);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p);
+    char out[4096] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    cr_expect(st == 0 && strstr(out, "all answered"), "exit %d:\n%s", st, out);
+    v.stop = 1;
+    pthread_join(th, NULL);
+    cr_expect(v.ok, "%s", v.err);
+    store_server_close(v.s);
 }

@@ -69,6 +69,8 @@ static bool read_master(RankGetenv get, void *ctx, Ranks *r, char *err, int errc
 static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int errcap) {
     const char *use = get(ctx, "TORCHELASTIC_USE_AGENT_STORE"), *restart = get(ctx, "TORCHELASTIC_RESTART_COUNT"), *id = get(ctx, "TORCHELASTIC_RUN_ID");
     r->agent_store = use && strcmp(use, "True") == 0;
+    const char *own = get(ctx, "YOLORT_LAUNCHER");
+    r->yolort_launcher = own && strcmp(own, "1") == 0;
     if (restart && !parse_int("TORCHELASTIC_RESTART_COUNT", restart, "torchrun", 0, 1000000, &r->restart_count, err, errcap)) return false;
     if (!id) id = "none";
     if (!*id || strlen(id) >= sizeof r->run_id) return errf(err, errcap, "TORCHELASTIC_RUN_ID must be 1..%zu bytes", sizeof r->run_id - 1);
@@ -122,6 +124,8 @@ static const char *env_get(void *ctx, const char *name) {
 }
 
 bool ranks_from_environ(Ranks *out, char *err, int errcap) { return ranks_discover(env_get, NULL, out, err, errcap); }
+
+const char *ranks_launcher_name(const Ranks *r) { return r->yolort_launcher ? "yolort --ranks" : ranks_source_name(r->source); }
 
 bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap) {
     if (r->world <= 1) return *out = RDV_NONE, true;

@@ -35,6 +35,7 @@ typedef struct Ranks {
     bool agent_store;
     int restart_count;      /* TORCHELASTIC_RESTART_COUNT (0 when unset) */
     char run_id[128];       /* TORCHELASTIC_RUN_ID ("none" when unset, as torchrun's default) */
+    bool yolort_launcher;   /* torchrun's variables set by `yolort train --ranks N` (YOLORT_LAUNCHER=1) */
 } Ranks;
 
 /* getenv-like lookup: the value of NAME, or NULL when unset. ctx is passed through. */
@@ -54,5 +55,7 @@ bool ranks_from_environ(Ranks *out, char *err, int errcap);
 bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap);
 
 const char *ranks_source_name(RankSource s);
+/* Who started the ranks, for messages: "yolort --ranks" or the source's name. */
+const char *ranks_launcher_name(const Ranks *r);
 
 #endif

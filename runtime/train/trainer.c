@@ -350,7 +350,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     t->root = dp_is_root(&t->dp);
     if (t->world > 1 && !t->dp.comm.active)
         return snprintf(err, (size_t)errcap,
-                        "%d ranks (%s) without MPI or torchrun's agent store: `yolort train --data` on several ranks runs under mpirun or torchrun (rank 0's decisions reach the others through them)",
+                        "%d ranks (%s) without MPI or torchrun's agent store: `yolort train --data` on several ranks runs with --ranks N, under mpirun or under torchrun (rank 0's decisions reach the others through them)",
                         t->world, ranks_source_name(t->dp.comm.ranks.source)),
                false;
     int plan_world = (int)cjson_number(t->plan.meta, "world_size", 1);
@@ -598,7 +598,7 @@ int train_main(const TrainArgs *args) {
         }
     }
     rc = 1;
-    if (t->world > 1) printf("DDP: %d ranks (%s), %d images each a batch, gradients summed over ranks\n", t->world, ranks_source_name(t->dp.comm.ranks.source), t->ts.batch);
+    if (t->world > 1) printf("DDP: %d ranks (%s), %d images each a batch, gradients summed over ranks\n", t->world, ranks_launcher_name(&t->dp.comm.ranks), t->ts.batch);
     printf("Image sizes %d train, %d val\nLogging results to %s\n", t->ts.imgsz, t->ts.imgsz, t->dir);
     if (t->a.time > 0) printf("Starting training for %g hours...\n", t->a.time);
     else printf("Starting training for %d epochs...\n", t->a.epochs);
