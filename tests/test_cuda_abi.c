@@ -161,12 +161,8 @@ Test(cuda_abi, mirrored_values_and_types_match_the_toolkit_headers) {
                "offsetof(CublasLtMatmulHeuristicResult, state) == offsetof(cublasLtMatmulHeuristicResult_t, state), \"heuristic result fields\");\n");
     fclose(f);
     snprintf(cmd, sizeof cmd, "cc -std=c11 -fsyntax-only -I%s %s 2>&1", CUDA_INCLUDE, src);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[4096] = "";
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int status = pclose(p);
+    char out[4096];
+    int status = tu_popen_read(cmd, out, sizeof out);
     unlink(src);
     cr_expect_eq(status, 0, "the mirrored CUDA values or types differ from the headers:\n%s", out);
     cr_log_info("%zu values and %zu types checked against %s", sizeof SAME_VALUE / sizeof SAME_VALUE[0], sizeof SAME_LAYOUT / sizeof SAME_LAYOUT[0], CUDA_INCLUDE);

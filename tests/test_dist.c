@@ -827,6 +827,22 @@ Test(dist, torchrun_trains_a_dataset_as_one_process) {
     if (torchrun_two(&l)) trains_a_dataset_as_one_process(&l);
 }
 
+/* A job whose rank 0 is left in a collective by a rank that stopped (3 s
+ * limit): it must end non-zero within a minute, its stderr naming each of
+ * needles. */
+static void expect_watchdog(const char *cmd, const char *launcher, const char *const *needles, int n) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CliResult r = sh(cmd);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_log_info("watchdog: %s exited %d after %.1f s", launcher, r.status, secs);
+    cr_expect_neq(r.status, 0, "a stuck collective must end the job non-zero");
+    for (int i = 0; i < n; i++) cr_expect(strstr(r.err, needles[i]), "stderr lacks '%s':\n%s", needles[i], r.err);
+    cr_expect_lt(secs, 60, "the job took %.1f s; the watchdog limit was 3 s", secs);
+    tu_free(&r);
+}
+
 /* A rank that stops taking part (here: told to run fewer steps) leaves the
  * others in a collective that never completes; with
  * YOLOCC_COLLECTIVE_TIMEOUT_S=3 rank 0 must end the job, non-zero, with a
@@ -843,17 +859,8 @@ Test(dist, watchdog_ends_a_stuck_collective) {
     const char *yolort = yolort_bin();
     snprintf(cmd, sizeof cmd, "YOLOCC_COLLECTIVE_TIMEOUT_S=3 %s -np 1 %s train %s --synthetic --steps 3 : -np 1 env YOLOCC_COLLECTIVE_TIMEOUT_S=120 %s train %s --synthetic --steps 1",
              pre, yolort, plan_path, yolort, plan_path);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    CliResult r = sh(cmd);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    cr_log_info("watchdog: mpirun exited %d after %.1f s", r.status, secs);
-    cr_expect_neq(r.status, 0, "a stuck collective must end the job non-zero");
     const char *needles[] = {"rank 0 of 2", "gradient all-reduce of bucket 0 of", "within 3 s", "YOLOCC_COLLECTIVE_TIMEOUT_S"};
-    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) cr_expect(strstr(r.err, needles[i]), "stderr lacks '%s':\n%s", needles[i], r.err);
-    cr_expect_lt(secs, 60, "the job took %.1f s; the watchdog limit was 3 s", secs);
-    tu_free(&r);
+    expect_watchdog(cmd, "mpirun", needles, 4);
     remove_dir(dir);
 }
 
@@ -871,17 +878,8 @@ Test(dist, torchrun_watchdog_ends_a_stuck_collective) {
     snprintf(cmd, sizeof cmd,
              "YOLOCC_COLLECTIVE_TIMEOUT_S=3 %s sh -c 'if [ \"$RANK\" = 1 ]; then exec %s train %s --synthetic --steps 1; else exec %s train %s --synthetic --steps 3; fi'",
              l.pre, yolort, plan_path, yolort, plan_path);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    CliResult r = sh(cmd);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    cr_log_info("watchdog: torchrun exited %d after %.1f s", r.status, secs);
-    cr_expect_neq(r.status, 0, "a stuck collective must end the job non-zero");
     const char *needles[] = {"rank 0 of 2", "the gradient sum", "did not finish within 3 s", "YOLOCC_COLLECTIVE_TIMEOUT_S"};
-    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++) cr_expect(strstr(r.err, needles[i]), "stderr lacks '%s':\n%s", needles[i], r.err);
-    cr_expect_lt(secs, 60, "the job took %.1f s; the watchdog limit was 3 s", secs);
-    tu_free(&r);
+    expect_watchdog(cmd, "torchrun", needles, 4);
     remove_dir(dir);
 }
 

@@ -339,12 +339,8 @@ Test(tcpstore, pytorchs_client_against_yolorts_server) {
              "print('all answered')\n"
              "\" 2>&1",
              tu_torch_python(), port);
-    FILE *p = popen(cmd, "r");
-    cr_assert(p);
-    char out[4096] = "";
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
+    char out[4096];
+    int st = tu_popen_read(cmd, out, sizeof out);
     cr_expect(st == 0 && strstr(out, "all answered"), "exit %d:\n%s", st, out);
     v.stop = 1;
     pthread_join(th, NULL);

@@ -60,6 +60,15 @@ static void prepare(void) {
     cr_assert_eq(stat(args, &st), 0, "no plan at %s", args);
 }
 
+/* another plan of the tiny model at the tests' size and batch: ROOT/FILE */
+static void compile_variant(const char *extra, const char *file) {
+    char args[1024];
+    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 4 %s -o %s/%s", extra, ROOT, file);
+    CliResult r = tu_run(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+}
+
 static CliResult train(const char *name, const char *extra) {
     char args[1024];
     snprintf(args, sizeof args, "train %s/tiny.plan --data %s/data/data.yaml --project %s/runs --name %s --exist-ok --workers 2 %s", ROOT, ROOT, ROOT, name, extra);
@@ -176,11 +185,8 @@ Test(trainer, default_optimizer_follows_ultralytics_auto, .timeout = 900) {
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_expect(strstr(r.out, "optimizer: SGD(lr=0.01, momentum=0.9)"), "%s", r.out);
     tu_free(&r);
+    compile_variant("--max-boxes 32 --optimizer sgd", "named_sgd.plan");
     char cmd[768];
-    snprintf(cmd, sizeof cmd, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 32 --optimizer sgd -o %s/named_sgd.plan", ROOT);
-    r = tu_run(cmd);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
     snprintf(cmd, sizeof cmd, "train %s/named_sgd.plan --data %s/data/data.yaml --project %s/runs --name named --exist-ok --workers 2 --epochs 10001 --stop-after 1 --no-val --no-plots",
              ROOT, ROOT, ROOT);
     r = tu_run_bin(yolort_bin(), cmd);
@@ -320,11 +326,8 @@ Test(trainer, resume_refuses_another_plan_and_bad_data, .timeout = 900) {
     CliResult r = train("other", "--epochs 2 --stop-after 1");
     cr_assert_eq(r.status, 0, "%s", r.err);
     tu_free(&r);
+    compile_variant("--max-boxes 16", "other.plan");
     char args[1024];
-    snprintf(args, sizeof args, "models/tiny.yaml --imgsz 64 --batch 4 --max-boxes 16 -o %s/other.plan", ROOT);
-    r = tu_run(args);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    tu_free(&r);
     snprintf(args, sizeof args, "train %s/other.plan --resume %s/runs/other", ROOT, ROOT);
     r = tu_run_bin(yolort_bin(), args);
     cr_expect_neq(r.status, 0);

@@ -130,6 +130,16 @@ static inline bool tu_python_has(const char *modules) {
     return system(cmd) == 0;
 }
 
+/* Runs cmd through the shell; its output (stdout, and stderr when cmd
+ * redirects it) into out, cut at cap - 1 bytes; returns pclose's status. */
+static inline int tu_popen_read(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen failed: %s", cmd);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    return pclose(p);
+}
+
 /* The Python with PyTorch 2 (its TCPStore and torchrun): $YOLOCC_TORCH_PYTHON, else the venv of `make torch-venv`. */
 static inline const char *tu_torch_python(void) {
     const char *p = getenv("YOLOCC_TORCH_PYTHON");

@@ -294,9 +294,12 @@ StoreServer *store_server_open(int *port, char *err, int errcap) {
     return s;
 }
 
-/* reads what c has sent and answers every whole query; false: drop c */
+/* reads what c has sent and answers every whole query; false: drop c. A
+ * client that sends its last query and closes (a rank's final SET before it
+ * exits) is answered before it is dropped: its queries still count. */
 static bool serve_client(StoreServer *s, Client *c, bool *nomem) {
     unsigned char chunk[65536];
+    bool gone = false;
     for (;;) {
         ssize_t k = recv(c->fd, chunk, sizeof chunk, 0);
         if (k > 0) {
@@ -305,15 +308,14 @@ static bool serve_client(StoreServer *s, Client *c, bool *nomem) {
             if (!buf_put(&c->in, chunk, (size_t)k)) return *nomem = true, false;
             continue;
         }
-        if (k == 0) return false;
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        return false;
+        if (k < 0 && errno == EINTR) continue;
+        gone = k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+        break;
     }
     Step st;
     while ((st = query(s, c)) == DONE) {}
     if (st == NOMEM) *nomem = true;
-    return st == MORE;
+    return st == MORE && !gone;
 }
 
 static bool flush_client(Client *c) {
