@@ -186,6 +186,7 @@ static Step wait_keys(StoreServer *s, Client *c, Rd *r, bool keep, int *missing)
 
 /* one query from c's input, if it has all arrived */
 static Step query(StoreServer *s, Client *c) {
+    if (c->in.at == c->in.n) return MORE; /* nothing (and perhaps no buffer yet) to read */
     Rd r = {c->in.p + c->in.at, c->in.n - c->in.at, 0};
     const unsigned char *p, *k, *v;
     size_t kn, vn;

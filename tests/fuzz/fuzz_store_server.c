@@ -8,9 +8,7 @@
  * findings; so is a server that stops serving.
  * Build and run: make build/fuzz/fuzz_store_server, then
  * FUZZ_SECONDS=N ./scripts/fuzz.sh build/fuzz/fuzz_store_server */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +27,11 @@ static void check(bool ok, const char *what, const char *detail) {
     abort();
 }
 
+/* libFuzzer's own signals may interrupt a connect: sock_connect_once waits it out */
 static int connect_to(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    check(fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0, "cannot connect", strerror(errno));
-    check(sock_prep(fd), "cannot set up the socket", strerror(errno));
+    char why[256] = "";
+    int fd = sock_connect_once("127.0.0.1", port, sock_now_s() + 10, why, sizeof why);
+    check(fd >= 0, "cannot connect", why);
     return fd;
 }
 
@@ -74,12 +72,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     *p++ = 1, p += put_key(p, "/fuzz/k"), p += put_key(p, "v!");
     *p++ = 6, memset(p, 0, 8), *p = 1, p += 8, p += put_key(p, "/fuzz/k");
     *p++ = 3, p += put_key(p, "/fuzz/k");
-    check(send(good, q, (size_t)(p - q), MSG_NOSIGNAL) == p - q, "cannot send", strerror(errno));
+    check(sock_send_all(good, q, (size_t)(p - q), sock_now_s() + 10) == 0, "cannot send", strerror(errno));
     const unsigned char want[] = {7, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 'v', '!'};
     unsigned char got[sizeof want];
     size_t have = 0;
-    for (int round = 0; round < 200 && have < sizeof got; round++) {
-        serve(s, 1);
+    for (const double until = sock_now_s() + 10; have < sizeof got && sock_now_s() < until;) {
+        char why[256];
+        check(store_server_serve(s, 1, why, sizeof why), "the server failed", why);
         ssize_t k = recv(good, got + have, sizeof got - have, 0);
         if (k > 0) have += (size_t)k;
     }
