@@ -32,6 +32,10 @@ static int connect_to(int port) {
     char why[256] = "";
     int fd = sock_connect_once("127.0.0.1", port, sock_now_s() + 10, why, sizeof why);
     check(fd >= 0, "cannot connect", why);
+    /* closed with a reset, not into TIME_WAIT: thousands of connections a
+     * second would otherwise use up the loopback's ephemeral ports */
+    struct linger no = {1, 0};
+    check(setsockopt(fd, SOL_SOCKET, SO_LINGER, &no, sizeof no) == 0, "cannot set SO_LINGER", strerror(errno));
     return fd;
 }
 
