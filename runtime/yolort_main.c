@@ -551,9 +551,9 @@ int main(int argc, char **argv) {
     if (argc < 3 || strcmp(argv[1], "train") != 0)
         return usage_error("%s", argc < 2 ? "no command given" : argc >= 2 && strcmp(argv[1], "datagen") == 0 ? "expected: yolort datagen DIR" : "expected: yolort train FILE.plan --data DATA.yaml");
     /* --ranks N: this process becomes the ranks' launcher (runtime/dist/launch.h) */
-    int ranks, at;
+    int ranks, at, span;
     char err[1024];
-    if (!launch_find_ranks(argc, argv, &ranks, &at, err, sizeof err)) return usage_error("%s", err);
+    if (!launch_find_ranks(argc, argv, &ranks, &at, &span, err, sizeof err)) return usage_error("%s", err);
     if (at >= 0) {
         Ranks outer;
         if (!ranks_from_environ(&outer, err, sizeof err)) return usage_error("%s", err);
@@ -563,13 +563,13 @@ int main(int argc, char **argv) {
             return usage_error("%s", err);
         }
         if (ranks > 1) {
-            int rc = launch_ranks(argc, argv, at, ranks, err, sizeof err);
+            int rc = launch_ranks(argc, argv, at, span, ranks, err, sizeof err);
             if (rc) fprintf(stderr, "yolort: error: %s\n", err);
             return rc;
         }
-        const int skip = strcmp(argv[at], "--ranks") == 0 ? 2 : 1; /* one rank: this process, without the option */
-        memmove(&argv[at], &argv[at + skip], sizeof *argv * (size_t)(argc - at - skip + 1));
-        argc -= skip;
+        /* one rank: this process, without the option */
+        memmove(&argv[at], &argv[at + span], sizeof *argv * (size_t)(argc - at - span + 1));
+        argc -= span;
     }
     for (int i = 3; i < argc; i++)
         if (strcmp(argv[i], "--synthetic") == 0) return synthetic_main(argc, argv);

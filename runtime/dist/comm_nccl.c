@@ -87,12 +87,11 @@ bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id,
     switch (how) {
     case RDV_NONE: return true;
     case RDV_MPI:
-        if (!mpi || !mpi->active)
-            return errf(err, errcap, "rank %d of %d: under mpirun the NCCL id goes through MPI, which is not started (dist_init first)", r->rank, r->world);
-        return dist_broadcast(mpi, id, n, 0, "the NCCL unique id", err, errcap);
-    case RDV_STORE:
-        if (!mpi || !mpi->store)
-            return errf(err, errcap, "rank %d of %d: under torchrun the NCCL id goes through its agent's store, which is not connected (dp_init first)", r->rank, r->world);
+    case RDV_STORE: /* the host's channel: MPI, or torchrun's store */
+        if (!mpi || !mpi->active || (how == RDV_STORE) != (mpi->store != NULL))
+            return errf(err, errcap, "rank %d of %d: %s, which is not started (%s first)", r->rank, r->world,
+                        how == RDV_MPI ? "under mpirun the NCCL id goes through MPI" : "under torchrun the NCCL id goes through its agent's store",
+                        how == RDV_MPI ? "dist_init" : "store_comm_init");
         return dist_broadcast(mpi, id, n, 0, "the NCCL unique id", err, errcap);
     case RDV_TCP: return rendezvous_tcp_share(r, id, n, timeout_s, err, errcap);
     }

@@ -28,8 +28,8 @@ static bool parse_n(const char *v, int *n) {
     return true;
 }
 
-bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, char *err, int errcap) {
-    *ranks = 1, *at = -1;
+bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, int *span, char *err, int errcap) {
+    *ranks = 1, *at = -1, *span = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (strcmp(argv[i], "--ranks") == 0) {
@@ -42,7 +42,7 @@ bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, char *err, in
         }
         if (*at >= 0) return errf(err, errcap, "--ranks is given twice");
         if (!parse_n(v, ranks)) return errf(err, errcap, "--ranks must be a number of ranks in 1..%d, got '%s'", LAUNCH_MAX_RANKS, v);
-        *at = i;
+        *at = i, *span = v == argv[i + 1] ? 2 : 1;
     }
     return true;
 }
@@ -51,7 +51,7 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
 
 static void child(char **args, int rank, int n, int port, long run) {
-    char v[5][32];
+    char v[4][32];
     snprintf(v[0], sizeof v[0], "%d", rank);
     snprintf(v[1], sizeof v[1], "%d", n);
     snprintf(v[2], sizeof v[2], "%d", port);
@@ -71,14 +71,12 @@ static void signal_all(const pid_t *pid, int n, int sig) {
         if (pid[i] > 0) kill(pid[i], sig);
 }
 
-int launch_ranks(int argc, char **argv, int at, int n, char *err, int errcap) {
-    /* the ranks' command line: this one without "--ranks N" */
-    const int skip = strcmp(argv[at], "--ranks") == 0 ? 2 : 1;
+int launch_ranks(int argc, char **argv, int at, int span, int n, char *err, int errcap) {
     char **args = calloc((size_t)argc + 1, sizeof *args);
     pid_t *pid = calloc((size_t)n, sizeof *pid);
     if (!args || !pid) return free(args), free(pid), errf(err, errcap, "out of memory"), 2;
-    for (int i = 0, k = 0; i < argc; i++)
-        if (i < at || i >= at + skip) args[k++] = argv[i];
+    for (int i = 0, k = 0; i < argc; i++) /* the ranks' command line: this one without "--ranks N" */
+        if (i < at || i >= at + span) args[k++] = argv[i];
     int port = 0;
     StoreServer *s = store_server_open(&port, err, errcap);
     if (!s) return free(args), free(pid), 2;

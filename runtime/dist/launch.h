@@ -9,11 +9,12 @@
 
 #define LAUNCH_MAX_RANKS 64
 
-/* argv holds "--ranks N" (or "--ranks=N"): *ranks = N and *at = its index
- * (-1 when absent, *ranks 1). False with one line in err on a bad N. */
-bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, char *err, int errcap);
+/* argv holds "--ranks N" (or "--ranks=N"): *ranks = N, *at = its index and
+ * *span = the argv entries it takes, 2 or 1 (*at -1 when absent, *ranks 1).
+ * False with one line in err on a bad N. */
+bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, int *span, char *err, int errcap);
 
-/* Runs argv without its "--ranks N" (at) as ranks 0..n-1, each with
+/* Runs argv without its "--ranks N" (argv[at .. at + span)) as ranks 0..n-1, each with
  * torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  * MASTER_ADDR=127.0.0.1, MASTER_PORT of this process's store,
  * TORCHELASTIC_USE_AGENT_STORE=True, a run id), and serves the store until
@@ -22,6 +23,6 @@ bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, char *err, in
  * this process reach every rank. Returns the exit status: the first failed
  * rank's (128 + its signal when killed; err says so), else 0; 2 with err
  * set when the ranks cannot start. */
-int launch_ranks(int argc, char **argv, int at, int n, char *err, int errcap);
+int launch_ranks(int argc, char **argv, int at, int span, int n, char *err, int errcap);
 
 #endif

@@ -79,8 +79,8 @@ static void optimizer_defaults(Trainer *t) {
     const char *from = cJSON_GetStringValue(cJSON_GetObjectItem(t->plan.meta, "optimizer_from"));
     const bool as_auto = from && strcmp(from, "default") == 0 && !t->adamw && a->lr0 < 0 && a->momentum < 0 && a->warmup_bias_lr < 0;
     if (as_auto) {
-        const int batch = t->ts.batch * t->world;
-        const long long iterations = (long long)((t->ds.train.n + (batch > 64 ? batch : 64) - 1) / (batch > 64 ? batch : 64)) * a->epochs;
+        const int batch = t->ts.batch * t->world, per = batch > 64 ? batch : 64; /* max(batch, nbs) */
+        const long long iterations = (long long)((t->ds.train.n + per - 1) / per) * a->epochs;
         if (iterations > 10000) {
             printf("optimizer: 'optimizer=auto' found, ignoring 'lr0=0.01' and 'momentum=0.937' and determining best 'optimizer', 'lr0' and 'momentum' automatically... \n");
             a->warmup_bias_lr = 0.0;
