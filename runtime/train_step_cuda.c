@@ -11,6 +11,7 @@
 #include "../ir/diag.h"
 #include "cuda/cuda_step.h"
 #include "detloss.h"
+#include "device_select.h"
 #include "dist/ranks.h"
 
 bool plan_targets_cuda(const Plan *p) {
@@ -38,7 +39,9 @@ bool train_step_cuda_open(TrainStep *ts, char *err, int errcap) {
     if (!cuda_step_open(ts->cuda, ts->plan, r.local_rank, why, sizeof why)) {
         free(ts->cuda);
         ts->cuda = NULL;
-        return errf(err, errcap, "CUDA device %d: %s", r.local_rank, why);
+        char user[32];
+        device_user_name(r.local_rank, user, sizeof user);
+        return errf(err, errcap, "CUDA device %s: %s", user, why);
     }
     if (!cuda_step_use_graphs(ts->cuda, cuda_step_graphs_wanted(ts->cuda), err, errcap) || !cuda_step_train_init(ts->cuda, err, errcap)) return false;
     /* every batch's images go up from here: pinned, the copy runs at the bus's

@@ -8,11 +8,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "argv_option.h"
 #include "data/datagen.h"
+#include "device_select.h"
 #include "dist/dp_train.h"
 #include "dist/launch.h"
 #include "train_step_cuda.h"
 #include "synthetic.h"
+#include "target.h"
 #include "export/export.h"
 #include "predict/predict.h"
 #include "predict/val.h"
@@ -57,7 +60,10 @@ static const char USAGE[] =
     "  --no-plots          no results.svg, labels.svg, train_batch*.jpg or final validation plots\n"
     "  --reference         run the reference kernels (the test oracle; slow)\n"
     "  --ranks N (1)       data-parallel ranks on this machine, started by yolort (a plan for --world-size N;\n"
-    "                      a CUDA plan's rank r on device r: choose them with CUDA_VISIBLE_DEVICES)\n"
+    "                      a CUDA plan's rank r on device r: choose them with CUDA_VISIBLE_DEVICES or --device)\n"
+    "  --device D          Ultralytics' device=: cpu (a CPU plan), 0, cuda:0, 0,1 (W devices: W ranks, as --ranks W)\n"
+    "                      or -1 (the most idle GPU by NVML; -1,-1 two); sets CUDA_VISIBLE_DEVICES. Also for val,\n"
+    "                      predict and bench, which run on the first device named\n"
     "\n"
     "synthetic options: --steps N (10) --weights FILE --save FILE --lr0 X --momentum X --seed N --json --reference\n"
     "                   --accumulate N (1): sum the gradients of N micro-batches per step\n"
@@ -533,6 +539,52 @@ static void choose_blas_kernels(char **argv) {
     /* exec failed: carry on with what OpenBLAS chose by itself */
 }
 
+/* --device (Ultralytics' device=) of train, val, predict and bench, taken
+ * out of argv and acted on before anything loads a CUDA library:
+ * CUDA_VISIBLE_DEVICES names the devices (device_apply) and the plan must
+ * suit them (target_check_device). For train, a list of W devices asks for
+ * W ranks (*ranks) unless a launcher started this process; val, predict and
+ * bench run on the first, as Ultralytics' do. Returns -1 to carry on, else
+ * the exit status. */
+static int take_device(int *argc, char **argv, int *ranks) {
+    const char *v;
+    int at, span;
+    char err[1024];
+    *ranks = 1;
+    if (!argv_find_option(*argc, argv, "--device", &v, &at, &span, err, sizeof err)) return usage_error("%s", err);
+    if (at < 0) return -1;
+    if (!v) return usage_error("%s", "--device needs a value: cpu, 0, 0,1 or -1");
+    DeviceChoice d;
+    if (!device_parse(v, &d, err, sizeof err)) return usage_error("%s", err);
+    argv_remove(argc, argv, at, span);
+    Ranks outer;
+    if (!ranks_from_environ(&outer, err, sizeof err)) return usage_error("%s", err);
+    if (!device_apply(&d, strcmp(argv[1], "bench") == 0 ? stderr : stdout, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        return 1;
+    }
+    if (!d.cpu && d.n == 0) return -1; /* -1 found no idle GPU: the default device, as Ultralytics */
+    if (outer.world > 1 && d.n > 0 && outer.local_rank >= d.n) {
+        snprintf(err, sizeof err, "--device %s names only %d CUDA device%s, but this is local rank %d (%s): name one for every rank on this machine", d.text, d.n,
+                 d.n == 1 ? "" : "s", outer.local_rank, ranks_source_name(outer.source));
+        return usage_error("%s", err);
+    }
+    int asked, at_r, span_r;
+    if (strcmp(argv[1], "train") == 0 && outer.world == 1 && d.n > 1) { /* one rank a device, as Ultralytics starts DDP */
+        if (!launch_find_ranks(*argc, argv, &asked, &at_r, &span_r, err, sizeof err)) return usage_error("%s", err);
+        if (at_r >= 0 && asked != d.n) {
+            snprintf(err, sizeof err, "--device %s names %d CUDA devices, one a rank, but --ranks says %d: leave --ranks out", d.text, d.n, asked);
+            return usage_error("%s", err);
+        }
+        *ranks = d.n;
+    }
+    if (!target_check_device(argv[2], &d, err, sizeof err)) {
+        fprintf(stderr, "yolort: error: %s\n", err);
+        return 2;
+    }
+    return -1;
+}
+
 int main(int argc, char **argv) {
     choose_blas_kernels(argv);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
@@ -540,6 +592,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc >= 3 && strcmp(argv[1], "datagen") == 0) return datagen_main(argc, argv);
+    int device_ranks = 1;
+    const char *device_cmds[] = {"train", "val", "predict", "bench"};
+    for (size_t i = 0; argc >= 3 && i < sizeof device_cmds / sizeof device_cmds[0]; i++) {
+        if (strcmp(argv[1], device_cmds[i]) != 0) continue;
+        int rc = take_device(&argc, argv, &device_ranks);
+        if (rc >= 0) return rc;
+    }
     if (argc >= 3 && strcmp(argv[1], "bench") == 0) return bench_main(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "predict") == 0) return predict_cmd(argc, argv);
     if (argc >= 3 && strcmp(argv[1], "val") == 0) return val_cmd(argc, argv);
@@ -554,7 +613,8 @@ int main(int argc, char **argv) {
     int ranks, at, span;
     char err[1024];
     if (!launch_find_ranks(argc, argv, &ranks, &at, &span, err, sizeof err)) return usage_error("%s", err);
-    if (at >= 0) {
+    if (device_ranks > 1) ranks = device_ranks; /* --device 0,1 (take_device checked --ranks against it) */
+    if (at >= 0 || ranks > 1) {
         Ranks outer;
         if (!ranks_from_environ(&outer, err, sizeof err)) return usage_error("%s", err);
         if (outer.world > 1) {
@@ -567,9 +627,7 @@ int main(int argc, char **argv) {
             if (rc) fprintf(stderr, "yolort: error: %s\n", err);
             return rc;
         }
-        /* one rank: this process, without the option */
-        memmove(&argv[at], &argv[at + span], sizeof *argv * (size_t)(argc - at - span + 1));
-        argc -= span;
+        argv_remove(&argc, argv, at, span); /* one rank: this process, without the option */
     }
     for (int i = 3; i < argc; i++)
         if (strcmp(argv[i], "--synthetic") == 0) return synthetic_main(argc, argv);

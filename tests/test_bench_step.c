@@ -192,6 +192,48 @@ Test(bench_step, cuda_plan_on_the_gpu) {
     rmdir(dir);
 }
 
+/* On a GPU: --device as Ultralytics' device=. 0 runs the plan there; -1
+ * asks NVML for the most idle GPU (or warns that it cannot) and runs; a
+ * device the driver does not have and cpu for a CUDA plan are one line,
+ * exit 2, naming CUDA_VISIBLE_DEVICES and the plan. */
+Test(bench_step, cuda_plan_with_the_device_option) {
+    char gerr[1024];
+    if (!have_gpu(gerr, sizeof gerr)) {
+        printf("SKIP: no CUDA device\n");
+        fflush(stdout);
+        cr_skip_test("no CUDA device");
+    }
+    tu_gpu_alone();
+    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+    cr_assert(mkdtemp(dir));
+    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
+    cr_assert_eq(c.status, 0, "%s", c.err);
+    tu_free(&c);
+    snprintf(args, sizeof args, "bench %s --steps 1 --warmup 0 --json --device cuda:0", plan);
+    CliResult r = yolort(args);
+    cJSON *j = check_json(&r, plan, 1, 0);
+    cr_expect_str_eq(str(j, "target"), "cuda");
+    cJSON_Delete(j);
+    tu_free(&r);
+    snprintf(args, sizeof args, "bench %s --steps 1 --warmup 0 --json --device -1", plan);
+    r = yolort(args);
+    j = check_json(&r, plan, 1, 0);
+    cr_expect(strstr(r.err, "Selected idle CUDA devices [") || strstr(r.err, "NVML stats unavailable"), "%s", r.err);
+    cr_log_info("--device -1: %s", r.err);
+    cJSON_Delete(j);
+    tu_free(&r);
+    snprintf(args, sizeof args, "bench %s --steps 1 --json --device 63", plan);
+    r = yolort(args);
+    cr_expect(r.status == 2 && strstr(r.err, "CUDA_VISIBLE_DEVICES=63") && tu_lines(r.err) == 1 && !r.out[0], "exit %d: %s", r.status, r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "bench %s --steps 1 --json --device cpu", plan);
+    r = yolort(args);
+    cr_expect(r.status == 2 && strstr(r.err, "g.plan is a CUDA plan") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
+    tu_free(&r);
+    unlink(plan);
+    rmdir(dir);
+}
+
 /* `--profile`'s text (pure): routes with launches only, rows heaviest first up
  * to the asked number, and a buffer too small cut without writing past it. */
 Test(bench_step, profile_text_keeps_its_rows_and_its_buffer) {

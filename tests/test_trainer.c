@@ -145,7 +145,7 @@ static void args_yaml_is_ultralytics(const char *name, const char *const *want, 
  * Ultralytics' order with the values this run used */
 Test(trainer, no_plots_writes_no_pictures, .timeout = 600) {
     prepare();
-    CliResult r = train("noplots", "--epochs 1 --no-plots --hsv-h 0.02 --save-period 3 --warmup-epochs 1 --cos-lr");
+    CliResult r = train("noplots", "--epochs 1 --no-plots --hsv-h 0.02 --save-period 3 --warmup-epochs 1 --cos-lr --device cpu");
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     const char *kept[] = {"results.csv", "args.yaml", "weights/best.safetensors"};
     for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) cr_expect(exists("noplots", kept[i]), "missing %s", kept[i]);

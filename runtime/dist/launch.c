@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../../ir/diag.h"
+#include "../argv_option.h"
 #include "sock.h"
 #include "store_server.h"
 
@@ -29,21 +30,12 @@ static bool parse_n(const char *v, int *n) {
 }
 
 bool launch_find_ranks(int argc, char **argv, int *ranks, int *at, int *span, char *err, int errcap) {
-    *ranks = 1, *at = -1, *span = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        if (strcmp(argv[i], "--ranks") == 0) {
-            if (i + 1 >= argc) return errf(err, errcap, "--ranks needs a number of ranks (1..%d)", LAUNCH_MAX_RANKS);
-            v = argv[i + 1];
-        } else if (strncmp(argv[i], "--ranks=", 8) == 0) {
-            v = argv[i] + 8;
-        } else {
-            continue;
-        }
-        if (*at >= 0) return errf(err, errcap, "--ranks is given twice");
-        if (!parse_n(v, ranks)) return errf(err, errcap, "--ranks must be a number of ranks in 1..%d, got '%s'", LAUNCH_MAX_RANKS, v);
-        *at = i, *span = v == argv[i + 1] ? 2 : 1;
-    }
+    const char *v;
+    *ranks = 1;
+    if (!argv_find_option(argc, argv, "--ranks", &v, at, span, err, errcap)) return false;
+    if (*at < 0) return true;
+    if (!v) return errf(err, errcap, "--ranks needs a number of ranks (1..%d)", LAUNCH_MAX_RANKS);
+    if (!parse_n(v, ranks)) return errf(err, errcap, "--ranks must be a number of ranks in 1..%d, got '%s'", LAUNCH_MAX_RANKS, v);
     return true;
 }
 

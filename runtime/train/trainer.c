@@ -16,6 +16,7 @@
 #include "../../ir/diag.h"
 #include "../../passes/optimizer.h"
 #include "../cuda/cuda_step.h"
+#include "../device_select.h"
 #include "../mem_fit.h"
 #include "../predict/eval_shape_cuda.h"
 #include "../train_step_cuda.h"
@@ -311,9 +312,11 @@ static bool open_eval_cuda_shapes(Trainer *t, int batch, char *err, int errcap) 
     if (t->evcshapes->n)
         snprintf(shapes, sizeof shapes, " + %.3f GB for %d other rect shape%s", (double)cuda_shapes_device_bytes(t->evcshapes) / 1e9, t->evcshapes->n,
                  t->evcshapes->n == 1 ? "" : "s");
-    printf("CUDA:%d (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation (arena %.3f%s)%s, checked "
+    char user[32];
+    device_user_name(cs->dev.ordinal, user, sizeof user);
+    printf("CUDA:%s (%s, sm_%d): %.3f GB for training (arena %.3f, persistent %.3f, workspace %.3f, EMA %.3f) + %.3f GB for validation (arena %.3f%s)%s, checked "
            "against free memory before step 0\n",
-           cs->dev.ordinal, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
+           user, cs->dev.name, cs->dev.sm, (double)cuda_step_device_bytes(cs) / 1e9, (double)cs->mem.layout.arena_bytes / 1e9,
            (double)cs->mem.layout.persistent_bytes / 1e9, (double)cs->mem.workspace_bytes / 1e9, (double)cs->ema_bytes / 1e9,
            (double)cuda_step_device_bytes(t->evcuda) / 1e9, (double)em->layout.arena_bytes / 1e9, lent, shapes);
     char line[1536];

@@ -98,7 +98,10 @@ void train_write_args_yaml(const Trainer *t) {
     const Hyp *h = &a->hyp;
     double gains[3] = {7.5, 0.5, 1.5};
     (void)plan_loss_gains(&t->plan, gains);
+    /* Ultralytics keeps CUDA_VISIBLE_DEVICES there, which --device sets */
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     if (!t->ts.cuda) snprintf(dev, sizeof dev, "cpu");
+    else if (visible && *visible) snprintf(dev, sizeof dev, "%s", visible);
     else if (t->world == 1) snprintf(dev, sizeof dev, "%d", t->ts.cuda->dev.ordinal);
     else {
         int k = snprintf(dev, sizeof dev, "0");
