@@ -11,6 +11,7 @@
 
 #include "../runtime/cuda/cuda_abi.h"
 #include "../runtime/dist/comm_nccl.h"
+#include "../runtime/dist/comm_store.h"
 #include "../runtime/dist/dp_train.h"
 #include "test_cuda_host.h"
 #include "test_gpu.h"
@@ -212,8 +213,9 @@ Test(comm_nccl, id_sharing_paths) {
     char err[512] = "";
     unsigned char id[128] = {0};
     Ranks r = rank_of(1, 2, 1, 2, 29500);
-    cr_expect(dist_nccl_share_id(&r, RDV_NONE, NULL, id, sizeof id, 1, err, sizeof err));
-    cr_expect(!dist_nccl_share_id(&r, RDV_MPI, NULL, id, sizeof id, 1, err, sizeof err) && strstr(err, "rank 1 of 2") && strstr(err, "dist_init"), "%s", err);
+    cr_expect(dist_nccl_share_id(&r, RDV_NONE, NULL, id, sizeof id, err, sizeof err));
+    cr_expect(!dist_nccl_share_id(&r, RDV_MPI, NULL, id, sizeof id, err, sizeof err) && strstr(err, "rank 1 of 2") && strstr(err, "dist_init"), "%s", err);
+    cr_expect(!dist_nccl_share_id(&r, RDV_HOST, NULL, id, sizeof id, err, sizeof err) && strstr(err, "the ranks' store") && strstr(err, "store_comm_init"), "%s", err);
 }
 
 /* ---- the communicator against the fakes ---- */
@@ -230,9 +232,10 @@ Test(comm_nccl, one_rank_is_a_no_op) {
     cr_expect(F.inits == 0 && F.events_created == 0 && F.log[0] == 0, "one rank touches neither NCCL nor the driver");
 }
 
-/* rank 1 in a child process, rank 0 here: the id travels over TCP, each
- * joins with its own rank, the events are made and destroyed */
-Test(comm_nccl, open_shares_the_id_over_tcp) {
+/* rank 1 in a child process, rank 0 here, no launcher: the id travels
+ * through the store rank 0 serves at MASTER_PORT, each joins with its own
+ * rank, the events are made and destroyed */
+Test(comm_nccl, open_shares_the_id_through_rank_0s_store) {
     int port = free_port(), p[2];
     cr_assert(port > 0 && pipe(p) == 0);
     pid_t pid = fork();
@@ -242,23 +245,29 @@ Test(comm_nccl, open_shares_the_id_over_tcp) {
         CudaLibs L = fake_libs();
         F.ctx_dev = 1;
         DistNccl c;
+        DistComm d;
         char err[512] = "";
         Ranks r = rank_of(1, 2, 1, 2, port);
         NcclUniqueId want;
         f_unique_id(&want);
-        int code = !dist_nccl_open(&c, &L, &r, NULL, 3, 5, err, sizeof err) ? 1
+        int code = !store_comm_init(&d, &r, true, err, sizeof err) || !dist_nccl_open(&c, &L, &r, &d, 3, 5, err, sizeof err) ? 1
                    : F.init_rank != 1 || F.init_nranks != 2 || memcmp(&F.init_id, &want, sizeof want) != 0 || F.events_created != 3 ? 2 : 0;
         if (code == 0) dist_nccl_close(&c);
         if (code == 0 && (F.destroys != 1 || F.events_destroyed != 3)) code = 4;
+        if (code == 0 && d.host) code = 6;
+        store_comm_close(&d, code == 0);
         ssize_t w = write(p[1], err, strlen(err));
         _exit(w < 0 ? 5 : code);
     }
     close(p[1]);
     CudaLibs L = fake_libs();
     DistNccl c;
+    DistComm d;
     char err[512] = "";
     Ranks r = rank_of(0, 2, 0, 2, port);
-    bool ok = dist_nccl_open(&c, &L, &r, NULL, 3, 5, err, sizeof err);
+    bool ok = store_comm_init(&d, &r, true, err, sizeof err) && dist_nccl_open(&c, &L, &r, &d, 3, 5, err, sizeof err);
+    cr_expect(d.host != NULL, "rank 0 serves the store");
+    store_comm_close(&d, ok); /* waits for rank 1 to say it is done */
     char child_err[512] = "";
     ssize_t k = read(p[0], child_err, sizeof child_err - 1);
     child_err[k > 0 ? k : 0] = 0;
@@ -326,20 +335,38 @@ Test(comm_nccl, state_broadcast_is_in_place_bytes_from_root_in_one_group) {
     cr_expect(F.destroys == 1 && F.aborts == 0);
 }
 
-/* A CUDA plan under torchrun (no mpirun): the ranks meet through NCCL at
- * MASTER_ADDR, so MPI is never started; without MASTER_ADDR, one error. */
-Test(comm_nccl, cuda_plans_under_torchrun_start_no_mpi) {
-    const char *vars[][2] = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"},
+/* A CUDA plan with a launcher's variables but no mpirun and no agent store:
+ * the ranks meet through the store rank 0 serves at MASTER_PORT, so MPI is
+ * never started; without MASTER_ADDR, or with a bad watchdog limit, one
+ * error. */
+Test(comm_nccl, cuda_plans_without_mpirun_start_no_mpi) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", free_port());
+    const char *vars[][2] = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
                              {"YOLOCC_COLLECTIVE_TIMEOUT_S", "7.5"}};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) setenv(vars[i][0], vars[i][1], 1);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) { /* rank 0 */
+        setenv("RANK", "0", 1), setenv("LOCAL_RANK", "0", 1);
+        DataParallel dp;
+        char err[512] = "";
+        bool ok = dp_init(&dp, true, err, sizeof err) && dp.comm.active && dp.comm.host && !dp.comm.mpi && dp_is_root(&dp);
+        if (!ok) fprintf(stderr, "rank 0: %s\n", err);
+        dp_finalize(&dp, ok ? 0 : 1);
+        _exit(ok ? 0 : 1);
+    }
     DataParallel dp;
     char err[512] = "";
     cr_assert(dp_init(&dp, true, err, sizeof err), "%s", err);
-    cr_expect(!dp.comm.active, "no MPI under torchrun for a CUDA plan");
+    cr_expect(dp.comm.active && dp.comm.store && dp.comm.hosted && !dp.comm.host && !dp.comm.mpi, "rank 1 uses rank 0's store, not MPI");
     cr_expect(dp.comm.ranks.rank == 1 && dp.comm.ranks.world == 2 && dp.comm.ranks.local_rank == 1);
     cr_expect_float_eq(dp.comm.timeout_s, 7.5, 1e-12);
     cr_expect(!dp_is_root(&dp));
     dp_finalize(&dp, 0);
+    int st;
+    while (waitpid(pid, &st, 0) < 0) cr_assert(errno == EINTR);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
     unsetenv("MASTER_ADDR");
     cr_expect(!dp_init(&dp, true, err, sizeof err));
     cr_expect(strstr(err, "MASTER_ADDR"), "%s", err);

@@ -137,7 +137,7 @@ Test(dist, ranks_rendezvous) {
     cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_MPI, "NCCL id through MPI under mpirun");
     const char *torch[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=1234", NULL};
     r = discover_ok(torch);
-    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_TCP);
+    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_HOST);
     const char *slurm[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", NULL};
     r = discover_ok(slurm);
     cr_expect(!ranks_rendezvous(&r, &rv, err, sizeof err));
@@ -162,7 +162,7 @@ Test(dist, ranks_torchrun_agent_store) {
     const char *own[] = {"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", "TORCHELASTIC_USE_AGENT_STORE=true", NULL};
     r = discover_ok(own);
     cr_expect(!r.agent_store && r.restart_count == 0 && strcmp(r.run_id, "none") == 0);
-    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_TCP, "%s", err);
+    cr_expect(ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_HOST, "%s", err);
     /* Open MPI's ranks never read torchelastic's variables */
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0", "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
     r = discover_ok(ompi);
@@ -507,6 +507,14 @@ static bool torchrun_two(Launch *l) {
 /* yolort's own launcher: `yolort train ... --ranks 2` starts both ranks and serves their store. */
 static Launch yolort_two(void) { return (Launch){.name = "yolort --ranks 2", .source = "yolort --ranks", .pre = "OPENBLAS_NUM_THREADS=1", .post = "--ranks 2"}; }
 
+/* Slurm's srun without MPI (tests/launch_slurm_env.sh sets its variables
+ * and MASTER_ADDR=localhost): rank 0 serves the others a store itself. */
+static Launch slurm_env_two(void) {
+    Launch l = {.name = "srun-style variables, no MPI", .source = "Slurm", .post = ""};
+    snprintf(l.pre, sizeof l.pre, "OPENBLAS_NUM_THREADS=1 tests/launch_slurm_env.sh 2 %d", free_port());
+    return l;
+}
+
 /* Kills (SIGKILL) the processes whose parent is this process, by pid. */
 static void kill_own_children(void) {
     DIR *d = opendir("/proc");
@@ -706,6 +714,12 @@ Test(dist, torchrun_two_ranks_equal_accumulated_half_batches) {
     if (torchrun_two(&l)) two_ranks_equal_accumulated_half_batches(&l);
 }
 
+/* The same with Slurm's variables and no MPI: through rank 0's own store. */
+Test(dist, slurm_env_two_ranks_equal_accumulated_half_batches) {
+    Launch l = slurm_env_two();
+    two_ranks_equal_accumulated_half_batches(&l);
+}
+
 /* `mpirun -np 2 yolort train --data`: each rank trains every other image of
  * each epoch's shuffled order and rank 0 alone validates and writes. With
  * one image a batch and no warmup, one process (batch 1, 64 images an
@@ -827,6 +841,14 @@ Test(dist, torchrun_trains_a_dataset_as_one_process) {
     if (torchrun_two(&l)) trains_a_dataset_as_one_process(&l);
 }
 
+/* The same as srun starts tasks without MPI (Slurm's variables,
+ * MASTER_ADDR and MASTER_PORT), resume included: through the store rank 0
+ * serves on every address, reached at localhost. */
+Test(dist, slurm_env_trains_a_dataset_as_one_process) {
+    Launch l = slurm_env_two();
+    trains_a_dataset_as_one_process(&l);
+}
+
 /* A job whose rank 0 is left in a collective by a rank that stopped (3 s
  * limit): it must end non-zero within a minute, its stderr naming each of
  * needles. */
@@ -911,6 +933,37 @@ Test(dist, yolort_ranks_failures_and_usage) {
     snprintf(cmd, sizeof cmd, "%s train %s/tiny.plan --synthetic --steps 1 --json --ranks=1", yolort, dir);
     r = sh(cmd);
     cr_expect(r.status == 0 && strstr(r.out, "\"step\": 1"), "%s", r.err);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
+/* Rank 0's own store (Slurm's variables, MASTER_ADDR and MASTER_PORT, no
+ * MPI): a port another process holds is rank 0's one line, naming
+ * MASTER_PORT; a rank 0 that never comes is rank 1's at the limit. */
+Test(dist, rank_0s_store_failures_are_one_line) {
+    char dir[64], cmd[3072];
+    make_dir(dir, sizeof dir, "host");
+    compile_tiny(dir, 2);
+    const char *yolort = yolort_bin();
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t len = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    int port = ntohs(a.sin_port);
+    snprintf(cmd, sizeof cmd, "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s train %s/tiny.plan --synthetic --steps 1", port, yolort,
+             dir);
+    CliResult r = sh(cmd);
+    close(fd);
+    char want[200];
+    snprintf(want, sizeof want, "rank 0 of 2 (Slurm): the ranks' store (rank 0) cannot listen on port %d: bind: Address already in use (another job", port);
+    cr_expect(r.status == 2 && strstr(r.err, want) && tu_lines(r.err) == 1 && !r.out[0], "exit %d: %s", r.status, r.err);
+    tu_free(&r);
+    port = free_port();
+    snprintf(cmd, sizeof cmd, "YOLOCC_COLLECTIVE_TIMEOUT_S=1 SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s train %s/tiny.plan --synthetic --steps 1",
+             port, yolort, dir);
+    r = sh(cmd);
+    snprintf(want, sizeof want, "rank 1 of 2 (Slurm): TCPStore at 127.0.0.1:%d: could not connect within 1 s", port);
+    cr_expect(r.status == 2 && strstr(r.err, want) && strstr(r.err, "rank 0") && tu_lines(r.err) == 1, "exit %d: %s", r.status, r.err);
     tu_free(&r);
     remove_dir(dir);
 }

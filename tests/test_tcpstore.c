@@ -234,7 +234,7 @@ static void *rank_main(void *arg) {
     for (size_t i = 0; i < nb; i++) m->bcast[i] = m->rank == 1 ? bcast_byte(i) : 0;
     for (size_t i = 0; i < FLOATS; i++) m->region[i] = grad_of(m->rank, i);
     BucketLayout l = {.total_bytes = (int64_t)sizeof(float) * FLOATS, .n_buckets = 1};
-    m->ok = store_comm_init(&d, &r, m->err, sizeof m->err) && dist_broadcast(&d, m->bcast, nb, 1, "a test blob", m->err, sizeof m->err) &&
+    m->ok = store_comm_init(&d, &r, false, m->err, sizeof m->err) && dist_broadcast(&d, m->bcast, nb, 1, "a test blob", m->err, sizeof m->err) &&
             dist_agree_u64(&d, 77, "seventy-seven", m->err, sizeof m->err) && dist_allreduce_sum(&d, m->region, &l, m->err, sizeof m->err);
     /* a disagreement is an error on every rank, naming the range */
     if (m->ok && dist_agree_u64(&d, 100 + (uint64_t)m->rank, "the rank's number", m->agree_err, sizeof m->agree_err)) snprintf(m->agree_err, sizeof m->agree_err, "agreed");

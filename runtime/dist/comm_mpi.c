@@ -70,7 +70,7 @@ bool dist_init(DistComm *d, const Ranks *r, char *err, int errcap) {
     if (mrank != r->rank || msize != r->world) {
         d->failed = true;
         return errf(err, errcap,
-                    "%s says rank %d of %d but MPI says rank %d of %d: the CPU target's data parallelism needs an MPI launcher (mpirun, or srun --mpi=pmix)",
+                    "%s says rank %d of %d but MPI says rank %d of %d: the CPU target's data parallelism needs an MPI launcher (mpirun, or srun --mpi=pmix), or MASTER_ADDR and MASTER_PORT (rank 0 then serves the others a store)",
                     ranks_source_name(r->source), r->rank, r->world, mrank, msize);
     }
     return true;
@@ -189,8 +189,8 @@ bool dist_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, in
 }
 
 void dist_finalize(DistComm *d, int rc) {
-    if (d->store) { /* torchrun's agent ends the other ranks of a failed job */
-        store_comm_close(d);
+    if (d->store) { /* the launcher ends the other ranks of a failed job (or they fail at rank 0's store) */
+        store_comm_close(d, rc == 0);
         return;
     }
     if (!d->active) return;

@@ -27,7 +27,9 @@ struct TcpStore;
 typedef struct DistComm {
     Ranks ranks;
     DistMpi *mpi;       /* the communicators (comm_mpi.c), NULL for one rank or the store */
-    struct TcpStore *store; /* torchrun's agent store instead of MPI (comm_store.c), else NULL */
+    struct TcpStore *store; /* a TCPStore instead of MPI (comm_store.c), else NULL */
+    struct StoreHost *host; /* rank 0 serving that store itself (store_host.h), else NULL */
+    bool hosted;            /* the store is rank 0's: every rank reports its end before rank 0 stops it */
     uint64_t seq;       /* collectives so far through the store: the next one's keys */
     bool active;        /* MPI was initialised here, or the store connected (more than one rank) */
     bool failed;        /* a collective failed or timed out: abort the job, never finalise */

@@ -13,7 +13,6 @@
 #include "../../ir/diag.h"
 #include "../cuda/cuda_abi.h"
 #include "../cuda/cuda_device.h"
-#include "rendezvous_tcp.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -83,17 +82,17 @@ NcclWaitState dist_nccl_wait_state(CuResult event, NcclResult async, double now,
     return now >= deadline ? NCCL_WAIT_TIMEOUT : NCCL_WAIT_PENDING;
 }
 
-bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id, size_t n, double timeout_s, char *err, int errcap) {
+bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id, size_t n, char *err, int errcap) {
     switch (how) {
     case RDV_NONE: return true;
     case RDV_MPI:
-    case RDV_STORE: /* the host's channel: MPI, or torchrun's store */
-        if (!mpi || !mpi->active || (how == RDV_STORE) != (mpi->store != NULL))
+    case RDV_STORE:
+    case RDV_HOST: /* the host's channel: MPI, or the store */
+        if (!mpi || !mpi->active || (how != RDV_MPI) != (mpi->store != NULL))
             return errf(err, errcap, "rank %d of %d: %s, which is not started (%s first)", r->rank, r->world,
-                        how == RDV_MPI ? "under mpirun the NCCL id goes through MPI" : "under torchrun the NCCL id goes through its agent's store",
+                        how == RDV_MPI ? "under mpirun the NCCL id goes through MPI" : "without MPI the NCCL id goes through the ranks' store",
                         how == RDV_MPI ? "dist_init" : "store_comm_init");
         return dist_broadcast(mpi, id, n, 0, "the NCCL unique id", err, errcap);
-    case RDV_TCP: return rendezvous_tcp_share(r, id, n, timeout_s, err, errcap);
     }
     return errf(err, errcap, "rank %d of %d: unknown rendezvous %d", r->rank, r->world, (int)how);
 }
@@ -162,7 +161,7 @@ bool dist_nccl_open(DistNccl *c, const CudaLibs *L, const Ranks *r, DistComm *mp
     NcclUniqueId id;
     memset(&id, 0, sizeof id);
     if (r->rank == 0 && !nccl_ok(c, L->ncclGetUniqueId(&id), "ncclGetUniqueId", "making the communicator's id", err, errcap)) return false;
-    if (!dist_nccl_share_id(r, how, mpi, &id, sizeof id, timeout_s, err, errcap)) return false;
+    if (!dist_nccl_share_id(r, how, mpi, &id, sizeof id, err, errcap)) return false;
     NcclComm comm = NULL;
     if (!nccl_ok(c, L->ncclCommInitRank(&comm, r->world, id, r->rank), "ncclCommInitRank", "joining the communicator", err, errcap)) return false;
     if (!dist_nccl_adopt(c, L, r, comm, n_buckets, timeout_s, err, errcap)) return false;

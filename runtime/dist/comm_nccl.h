@@ -1,13 +1,13 @@
 /* runtime/dist/comm_nccl.h — the NCCL communicator of CUDA plans: the unique
- * id shared through MPI, torchrun's store or TCP, ncclCommInitRank on device LOCAL_RANK, the
+ * id shared through MPI or the ranks' store, ncclCommInitRank on device LOCAL_RANK, the
  * bucketed fp32 gradient sum on a stream, and the watchdog that aborts a
  * stuck collective. Owns NCCL calls only; must not touch plans, kernels,
  * the optimizer or files, and includes no CUDA or NCCL header.
  *
  * How a caller (the CUDA training step) uses it, in order:
  *   1. Ranks from ranks_from_environ; under mpirun (RDV_MPI) dist_init a
- *      DistComm first, under torchrun's agent store (RDV_STORE)
- *      store_comm_init, since the id travels by dist_broadcast.
+ *      DistComm first, else (RDV_STORE, RDV_HOST) store_comm_init, since
+ *      the id travels by dist_broadcast.
  *   2. cuda_device_open(&dev, ranks.local_rank, true, ...): the libraries
  *      with NCCL, and device LOCAL_RANK's primary context current on this
  *      thread. NCCL takes its device from the current context, so every
@@ -84,19 +84,18 @@ typedef enum { NCCL_WAIT_DONE, NCCL_WAIT_PENDING, NCCL_WAIT_FAILED, NCCL_WAIT_TI
 NcclWaitState dist_nccl_wait_state(CuResult event, NcclResult async, double now, double deadline);
 
 /* The id exchange alone: rank 0's id (n bytes) reaches every rank through
- * MPI (how == RDV_MPI: mpi must be an active DistComm), torchrun's store
- * (RDV_STORE: mpi must hold it, comm_store.h) or TCP (RDV_TCP,
- * rendezvous_tcp.h); RDV_NONE does nothing. */
-bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id, size_t n, double timeout_s, char *err, int errcap);
+ * MPI (how == RDV_MPI: mpi must be an active DistComm) or the ranks' store
+ * (RDV_STORE, torchrun's; RDV_HOST, rank 0's: mpi must hold it,
+ * comm_store.h); RDV_NONE does nothing. */
+bool dist_nccl_share_id(const Ranks *r, Rendezvous how, DistComm *mpi, void *id, size_t n, char *err, int errcap);
 
 /* ---- the communicator ---- */
 
 /* World 1: fills c and returns true (every call below is then a no-op).
  * More: checks that the current context is device LOCAL_RANK's, rank 0
- * calls ncclGetUniqueId, the id is shared (ranks_rendezvous picks MPI, the
- * store or TCP; TCP waits up to timeout_s for the other ranks), ncclCommInitRank
- * (blocking: every rank has the id by then, the TCP rendezvous having
- * confirmed it), and one event per bucket is created. On failure nothing
+ * calls ncclGetUniqueId, the id is shared (ranks_rendezvous picks MPI or
+ * the store), ncclCommInitRank (blocking: every rank has the id by then),
+ * and one event per bucket is created. On failure nothing
  * stays allocated and err holds one line naming the rank. */
 bool dist_nccl_open(DistNccl *c, const CudaLibs *L, const Ranks *r, DistComm *mpi, int n_buckets, double timeout_s, char *err, int errcap);
 

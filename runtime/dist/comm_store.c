@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
+#include "store_host.h"
 #include "tcpstore.h"
 
 /* why a store call failed, as the collective's error: the watchdog's words when a wait ran out */
@@ -88,19 +89,25 @@ static bool begin(DistComm *d, Call *c, const char *what, char *err, int errcap)
     return true;
 }
 
-bool store_comm_init(DistComm *d, const Ranks *r, char *err, int errcap) {
-    *d = (DistComm){.ranks = *r, .timeout_s = DIST_TIMEOUT_DEFAULT_S};
+bool store_comm_init(DistComm *d, const Ranks *r, bool hosted, char *err, int errcap) {
+    *d = (DistComm){.ranks = *r, .timeout_s = DIST_TIMEOUT_DEFAULT_S, .hosted = hosted};
     if (r->world <= 1) return true;
-    if (!r->agent_store) return errf(err, errcap, "rank %d of %d: no torchrun agent store to meet through", r->rank, r->world);
+    if (!r->agent_store && !hosted) return errf(err, errcap, "rank %d of %d: no store to meet through", r->rank, r->world);
     if (!dist_timeout_from_env(getenv("YOLOCC_COLLECTIVE_TIMEOUT_S"), &d->timeout_s, err, errcap)) return false;
+    const char *who = ranks_launcher_name(r);
+    char why[700];
+    if (hosted && r->rank == 0 && !(d->host = store_host_start(r->master_port, why, sizeof why)))
+        return errf(err, errcap, "rank 0 of %d (%s): %s", r->world, who, why);
     TcpStore *s = calloc(1, sizeof *s);
-    if (!s) return errf(err, errcap, "out of memory");
-    char prefix[200], why[700];
+    if (!s) return store_host_stop(d->host), d->host = NULL, errf(err, errcap, "out of memory");
+    char prefix[200];
     snprintf(prefix, sizeof prefix, "/yolocc/%s/%d/", r->run_id, r->restart_count);
     if (!tcpstore_open(s, r->master_addr, r->master_port, prefix, d->timeout_s, why, sizeof why)) {
         tcpstore_close(s);
         free(s);
-        return errf(err, errcap, "rank %d of %d (torchrun): %s", r->rank, r->world, why);
+        store_host_stop(d->host);
+        d->host = NULL;
+        return errf(err, errcap, "rank %d of %d (%s): %s", r->rank, r->world, who, why);
     }
     d->store = s;
     d->active = true;
@@ -170,10 +177,26 @@ bool store_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char
     return ok;
 }
 
-void store_comm_close(DistComm *d) {
+/* The end of a run on rank 0's store (store_comm_close): keys outside the
+ * collectives' sequence, as a rank that failed may be anywhere in it. */
+static void report_end(DistComm *d, bool ended_well) {
+    char why[512];
+    const double limit = d->ranks.rank == 0 ? d->timeout_s : 10.0;
+    int64_t n;
+    if (!tcpstore_add(d->store, "end/done", 1, &n, limit, why, sizeof why)) return;
+    if (n == d->ranks.world && !tcpstore_set(d->store, "end/all", "1", 1, limit, why, sizeof why)) return;
+    char one;
+    if (d->ranks.rank == 0 && ended_well && !tcpstore_get(d->store, "end/all", &one, 1, limit, why, sizeof why))
+        fprintf(stderr, "yolort: rank 0 stops its store before every rank said it was done: %s\n", why);
+}
+
+void store_comm_close(DistComm *d, bool ended_well) {
     if (!d->store) return;
+    if (d->hosted && !d->failed) report_end(d, ended_well);
     tcpstore_close(d->store);
     free(d->store);
     d->store = NULL;
+    store_host_stop(d->host);
+    d->host = NULL;
     d->active = false;
 }

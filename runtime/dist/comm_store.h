@@ -1,6 +1,7 @@
 /* runtime/dist/comm_store.h — comm_mpi.h's collectives (broadcast, agreement,
- * the CPU target's gradient sum) through the TCPStore torchrun's agent
- * serves, for ranks torchrun starts without MPI. Owns the keys it writes
+ * the CPU target's gradient sum) through a TCPStore, for ranks without MPI:
+ * the one torchrun's agent (or `yolort --ranks`) serves, else one rank 0
+ * serves itself at MASTER_PORT (store_host.h). Owns the keys it writes
  * there; must not touch plans, the optimizer, NCCL or files.
  *
  * Every rank runs the same collectives in the same order (as with MPI), so
@@ -23,12 +24,18 @@
 #include "buckets.h"
 #include "comm_mpi.h"
 
-/* Connects this rank to the agent's store (r->agent_store, more than one
- * rank); d becomes active, with YOLOCC_COLLECTIVE_TIMEOUT_S as its limit. */
-bool store_comm_init(DistComm *d, const Ranks *r, char *err, int errcap);
+/* Connects this rank to the store at MASTER_ADDR:MASTER_PORT (more than one
+ * rank): the agent's (r->agent_store), or with hosted rank 0's, which rank 0
+ * starts first. d becomes active, with YOLOCC_COLLECTIVE_TIMEOUT_S as its
+ * limit. */
+bool store_comm_init(DistComm *d, const Ranks *r, bool hosted, char *err, int errcap);
 bool store_broadcast(DistComm *d, void *buf, size_t bytes, int root, const char *what, char *err, int errcap);
 bool store_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, int errcap);
 bool store_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char *err, int errcap);
-void store_comm_close(DistComm *d);
+/* Disconnects. Rank 0's own store must outlive every rank's last query:
+ * each rank says it is done (ADD to one key; the last one sets another),
+ * and rank 0, when its run ended well, waits for that before it stops
+ * serving; after a failure it stops at once (the others are failing too). */
+void store_comm_close(DistComm *d, bool ended_well);
 
 #endif

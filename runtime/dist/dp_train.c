@@ -40,12 +40,13 @@ bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap) {
     Ranks r;
     Rendezvous how = RDV_NONE;
     if (!ranks_from_environ(&r, err, errcap)) return false;
-    /* torchrun's agent holds MASTER_PORT: every plan meets through its store, without MPI */
-    if (r.world > 1 && r.agent_store) return ranks_rendezvous(&r, &how, err, errcap) && store_comm_init(&dp->comm, &r, err, errcap);
-    if (r.world > 1 && device_collectives && !ranks_rendezvous(&r, &how, err, errcap)) return false;
-    if (how != RDV_TCP) return dist_init(&dp->comm, &r, err, errcap);
-    dp->comm = (DistComm){.ranks = r, .timeout_s = DIST_TIMEOUT_DEFAULT_S};
-    return dist_timeout_from_env(getenv("YOLOCC_COLLECTIVE_TIMEOUT_S"), &dp->comm.timeout_s, err, errcap);
+    /* a CPU plan without MASTER_ADDR and MASTER_PORT keeps MPI, which may
+     * know the world by itself (srun with PMIx); CUDA plans need them for the
+     * NCCL id unless under mpirun */
+    const bool meets = r.agent_store || (r.master_addr[0] && r.master_port);
+    if (r.world > 1 && (device_collectives || meets) && !ranks_rendezvous(&r, &how, err, errcap)) return false;
+    if (how == RDV_STORE || how == RDV_HOST) return store_comm_init(&dp->comm, &r, how == RDV_HOST, err, errcap);
+    return dist_init(&dp->comm, &r, err, errcap);
 }
 
 bool dp_is_root(const DataParallel *dp) { return dp->comm.ranks.rank == 0; }

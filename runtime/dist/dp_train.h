@@ -44,8 +44,11 @@ typedef struct DataParallel {
 } DataParallel;
 
 /* Discovers the ranks from the environment and, when there is more than
- * one, starts MPI, except for a CUDA plan (device_collectives) launched
- * without mpirun (torchrun's MASTER_ADDR rendezvous): NCCL alone then.
+ * one, connects them: under mpirun through MPI; under torchrun (or
+ * `yolort --ranks`) through its agent's store; otherwise, with MASTER_ADDR
+ * and MASTER_PORT, through a store rank 0 serves there itself (Slurm's
+ * srun, variables set by hand). Without those two a CPU plan still starts
+ * MPI and a CUDA plan (device_collectives, the NCCL id) is refused.
  * dp->comm.ranks says which rank this is afterwards. */
 bool dp_init(DataParallel *dp, bool device_collectives, char *err, int errcap);
 

@@ -81,7 +81,7 @@ static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int
 }
 
 bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap) {
-    Ranks r = {.source = RANKS_SINGLE, .rank = 0, .world = 1, .local_rank = 0, .local_world = -1};
+    Ranks r = {.source = RANKS_SINGLE, .rank = 0, .world = 1, .local_rank = 0, .local_world = -1, .run_id = "none"};
     if (!read_master(get, ctx, &r, err, errcap)) return false;
     const Launcher *l = NULL;
     for (size_t i = 0; i < sizeof LAUNCHERS / sizeof LAUNCHERS[0] && !l; i++)
@@ -132,6 +132,6 @@ bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap) {
     if (r->source == RANKS_OMPI) return *out = RDV_MPI, true;
     if (!r->master_addr[0]) return errf(err, errcap, "%d processes (%s) need MASTER_ADDR for the rendezvous (or run under mpirun)", r->world, ranks_source_name(r->source));
     if (!r->master_port) return errf(err, errcap, "%d processes (%s) need MASTER_PORT for the rendezvous (or run under mpirun)", r->world, ranks_source_name(r->source));
-    *out = r->agent_store ? RDV_STORE : RDV_TCP;
+    *out = r->agent_store ? RDV_STORE : RDV_HOST;
     return true;
 }

@@ -19,9 +19,9 @@ typedef enum { RANKS_SINGLE, RANKS_TORCHRUN, RANKS_OMPI, RANKS_SLURM } RankSourc
 
 /* How ranks meet (issue #6): through MPI under mpirun; under torchrun
  * through the TCPStore its agent serves at MASTER_ADDR:MASTER_PORT
- * (TORCHELASTIC_USE_AGENT_STORE=True: the port is taken); otherwise rank 0
- * listens there itself (rendezvous_tcp.h). */
-typedef enum { RDV_NONE, RDV_MPI, RDV_STORE, RDV_TCP } Rendezvous;
+ * (TORCHELASTIC_USE_AGENT_STORE=True: the port is taken); otherwise through
+ * a TCPStore rank 0 serves there itself (RDV_HOST, store_host.h). */
+typedef enum { RDV_NONE, RDV_MPI, RDV_STORE, RDV_HOST } Rendezvous;
 
 typedef struct Ranks {
     RankSource source;
@@ -50,7 +50,7 @@ bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap
 bool ranks_from_environ(Ranks *out, char *err, int errcap);
 
 /* How ranks meet: RDV_NONE for one process, RDV_MPI under Open MPI,
- * RDV_STORE under torchrun's agent store, else RDV_TCP; the last two need
+ * RDV_STORE under torchrun's agent store, else RDV_HOST; the last two need
  * MASTER_ADDR and MASTER_PORT (error naming the missing one). */
 bool ranks_rendezvous(const Ranks *r, Rendezvous *out, char *err, int errcap);
 

@@ -1,6 +1,6 @@
 /* runtime/dist/sock.c — non-blocking TCP sockets polled against one deadline
  * (see sock.h). Owns file descriptors and clocks only; must not know the
- * rendezvous or the TCPStore protocol. */
+ * TCPStore protocol. */
 #include "sock.h"
 
 #include <errno.h>
@@ -141,4 +141,51 @@ void sock_back_off(double *nap, double deadline) {
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
     }
     *nap = *nap * 2 < 1.0 ? *nap * 2 : 1.0;
+}
+
+int sock_listen_any(int port, int *fds, int cap, char *why, size_t whycap) {
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int gai = getaddrinfo(NULL, service, &hints, &res);
+    if (gai != 0) return snprintf(why, whycap, "cannot look up the addresses to listen on: %s", gai_strerror(gai)), -1;
+    int n = 0;
+    bool ok = true;
+    for (struct addrinfo *ai = res; ai && ok && n < cap; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol), one = 1;
+        if (fd < 0) {
+            /* a family this host lacks (IPv6 disabled) is skipped; the other serves */
+            if (errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT) continue;
+            snprintf(why, whycap, "cannot create a socket: %s", strerror(errno));
+            ok = false;
+            break;
+        }
+        /* IPv6 only on the IPv6 socket, so the IPv4 wildcard can take the same port */
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+            (ai->ai_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0)) {
+            snprintf(why, whycap, "cannot set socket options: %s", strerror(errno));
+            ok = false;
+        } else if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            if (errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT) {
+                sock_close(&fd);
+                continue;
+            }
+            snprintf(why, whycap, "cannot listen on port %d: bind: %s%s", port, strerror(errno),
+                     errno == EADDRINUSE ? " (another job or process uses MASTER_PORT; choose another)" : "");
+            ok = false;
+        } else if (listen(fd, SOMAXCONN) < 0 || !sock_prep(fd)) {
+            snprintf(why, whycap, "cannot listen on port %d: %s", port, strerror(errno));
+            ok = false;
+        }
+        if (!ok) {
+            sock_close(&fd);
+            break;
+        }
+        fds[n++] = fd;
+    }
+    freeaddrinfo(res);
+    if (ok && n == 0) snprintf(why, whycap, "found no IPv4 or IPv6 address to listen on"), ok = false;
+    if (!ok)
+        while (n > 0) sock_close(&fds[--n]);
+    return ok ? n : -1;
 }

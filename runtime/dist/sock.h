@@ -1,7 +1,7 @@
-/* runtime/dist/sock.h — the TCP plumbing the launcher rendezvous
- * (rendezvous_tcp.c) and the TCPStore client (tcpstore.c) share: non-blocking
- * sockets polled against one deadline, connecting with back-off. Owns file
- * descriptors and clocks only; must not know either protocol. */
+/* runtime/dist/sock.h — the TCP plumbing the TCPStore client (tcpstore.c)
+ * and server (store_server.c) share: non-blocking sockets polled against one
+ * deadline, connecting with back-off, listening on every address. Owns file
+ * descriptors and clocks only; must not know the protocol. */
 #ifndef YOLOCC_DIST_SOCK_H
 #define YOLOCC_DIST_SOCK_H
 #include <stdbool.h>
@@ -28,5 +28,13 @@ int sock_connect_once(const char *host, int port, double deadline, char *why, si
 /* Sleeps *nap seconds (at most until deadline), then doubles *nap up to 1 s:
  * the back-off between connect attempts while the server is not up yet. */
 void sock_back_off(double *nap, double deadline);
+
+/* Listening, prepared sockets on port at every local address (the IPv4 and
+ * IPv6 wildcards, SO_REUSEADDR; a family the host lacks is skipped): how
+ * many went into fds (at most cap), or -1 with why ("... bind: Address
+ * already in use (another job ... uses MASTER_PORT ...)"). Every address,
+ * not MASTER_ADDR's: a host often resolves its own name to a loopback alias
+ * (/etc/hosts' 127.0.1.1), where other machines could not reach it. */
+int sock_listen_any(int port, int *fds, int cap, char *why, size_t whycap);
 
 #endif

@@ -1,5 +1,5 @@
-/* runtime/dist/store_server.c — a TCPStore server on the loopback address
- * (see store_server.h; the wire format in tcpstore.h): one poll loop, each
+/* runtime/dist/store_server.c — a TCPStore server on the loopback address or
+ * on every address (see store_server.h; the wire format in tcpstore.h): one poll loop, each
  * client's bytes parsed as whole queries once they have arrived. Owns its
  * sockets and keys only; must not start processes, touch MPI, NCCL or CUDA. */
 #include "store_server.h"
@@ -45,8 +45,10 @@ typedef struct Entry {
     size_t n;
 } Entry;
 
+#define MAX_LISTEN 4
+
 struct StoreServer {
-    int lfd;
+    int lfd[MAX_LISTEN], n_lfd;
     Client *c;
     int n_c;
     Entry *e;
@@ -284,14 +286,26 @@ StoreServer *store_server_open(int *port, char *err, int errcap) {
     if (!s) return errf(err, errcap, "out of memory"), NULL;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
-    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(s->lfd, SOMAXCONN) < 0 || getsockname(s->lfd, (struct sockaddr *)&a, &len) < 0 ||
-        !sock_prep(s->lfd)) {
+    s->lfd[s->n_lfd++] = socket(AF_INET, SOCK_STREAM, 0);
+    if (s->lfd[0] < 0 || bind(s->lfd[0], (struct sockaddr *)&a, sizeof a) < 0 || listen(s->lfd[0], SOMAXCONN) < 0 ||
+        getsockname(s->lfd[0], (struct sockaddr *)&a, &len) < 0 || !sock_prep(s->lfd[0])) {
         errf(err, errcap, "the ranks' store cannot listen on 127.0.0.1: %s", strerror(errno));
         store_server_close(s);
         return NULL;
     }
     *port = ntohs(a.sin_port);
+    return s;
+}
+
+StoreServer *store_server_open_any(int port, char *err, int errcap) {
+    StoreServer *s = calloc(1, sizeof *s);
+    if (!s) return errf(err, errcap, "out of memory"), NULL;
+    char why[512];
+    if ((s->n_lfd = sock_listen_any(port, s->lfd, MAX_LISTEN, why, sizeof why)) < 0) {
+        s->n_lfd = 0;
+        store_server_close(s);
+        return errf(err, errcap, "the ranks' store (rank 0) %s", why), NULL;
+    }
     return s;
 }
 
@@ -331,24 +345,25 @@ static bool flush_client(Client *c) {
 }
 
 bool store_server_serve(StoreServer *s, int timeout_ms, char *err, int errcap) {
-    struct pollfd *pf = malloc(sizeof *pf * ((size_t)s->n_c + 1));
+    const int L = s->n_lfd, n = s->n_c;
+    struct pollfd *pf = malloc(sizeof *pf * ((size_t)n + (size_t)L));
     if (!pf) return errf(err, errcap, "out of memory");
-    pf[0] = (struct pollfd){s->lfd, POLLIN, 0};
-    for (int i = 0; i < s->n_c; i++) pf[i + 1] = (struct pollfd){s->c[i].fd, (short)(POLLIN | (s->c[i].out.n > s->c[i].out.at ? POLLOUT : 0)), 0};
-    const int n = s->n_c;
-    int k = poll(pf, (nfds_t)n + 1, timeout_ms);
+    for (int j = 0; j < L; j++) pf[j] = (struct pollfd){s->lfd[j], POLLIN, 0};
+    for (int i = 0; i < n; i++) pf[L + i] = (struct pollfd){s->c[i].fd, (short)(POLLIN | (s->c[i].out.n > s->c[i].out.at ? POLLOUT : 0)), 0};
+    int k = poll(pf, (nfds_t)(n + L), timeout_ms);
     if (k < 0 && errno != EINTR) return free(pf), errf(err, errcap, "the ranks' store: poll: %s", strerror(errno));
     bool nomem = false;
     /* clients first, from the last: a drop moves the last client into the freed slot */
     for (int i = n - 1; k > 0 && i >= 0; i--) {
-        if (!pf[i + 1].revents) continue;
+        if (!pf[L + i].revents) continue;
         Client *c = &s->c[i];
-        bool keep = !(pf[i + 1].revents & (POLLERR | POLLNVAL)) && serve_client(s, c, &nomem);
+        bool keep = !(pf[L + i].revents & (POLLERR | POLLNVAL)) && serve_client(s, c, &nomem);
         if (keep) keep = flush_client(c);
         if (!keep) drop(s, i);
     }
-    if (k > 0 && pf[0].revents & POLLIN) {
-        for (int fd; s->n_c < MAX_CLIENTS && (fd = accept(s->lfd, NULL, NULL)) >= 0;) {
+    for (int j = 0; j < L; j++) {
+        if (k <= 0 || !(pf[j].revents & POLLIN)) continue;
+        for (int fd; s->n_c < MAX_CLIENTS && (fd = accept(s->lfd[j], NULL, NULL)) >= 0;) {
             Client *q = realloc(s->c, sizeof *q * ((size_t)s->n_c + 1));
             if (!q || !sock_prep(fd)) {
                 close(fd);
@@ -372,6 +387,6 @@ void store_server_close(StoreServer *s) {
     free(s->c);
     for (int i = 0; i < s->n_e; i++) free(s->e[i].key), free(s->e[i].val);
     free(s->e);
-    if (s->lfd >= 0) close(s->lfd);
+    for (int j = 0; j < s->n_lfd; j++) sock_close(&s->lfd[j]);
     free(s);
 }

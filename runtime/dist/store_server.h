@@ -2,7 +2,9 @@
  * (tcpstore.h), as much of it as yolort's ranks and PyTorch's client use
  * (VALIDATE, PING, SET, GET, ADD, CHECK, WAIT, GETNUMKEYS, DELETE_KEY,
  * CANCEL_WAIT), on the loopback address: what `yolort train --ranks N`
- * serves to the ranks it starts, as torchrun's agent does. Owns its sockets
+ * serves to the ranks it starts, as torchrun's agent does; or on every
+ * address at MASTER_PORT, where rank 0 serves the others when no launcher
+ * does (store_host.h). Owns its sockets
  * and keys only; must not start processes, touch MPI, NCCL or CUDA. A client
  * that sends anything else, a bad validation or a GET of a missing key is
  * disconnected (as PyTorch's servers do); the others go on. */
@@ -14,6 +16,8 @@ typedef struct StoreServer StoreServer;
 
 /* Listens on 127.0.0.1 at a free port (*port says which). */
 StoreServer *store_server_open(int *port, char *err, int errcap);
+/* Listens at port on every local address (sock_listen_any). */
+StoreServer *store_server_open_any(int port, char *err, int errcap);
 /* Serves whatever arrives within timeout_ms (poll), then returns; false only
  * on the server's own failure (out of memory, the listening socket broken). */
 bool store_server_serve(StoreServer *s, int timeout_ms, char *err, int errcap);

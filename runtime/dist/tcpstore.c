@@ -78,7 +78,7 @@ bool tcpstore_open(TcpStore *s, const char *host, int port, const char *prefix, 
     double deadline = sock_now_s() + timeout_s, nap = 0.01;
     char why[512] = "no attempt was made";
     while ((s->fd = sock_connect_once(host, port, deadline, why, sizeof why)) < 0) {
-        if (deadline - sock_now_s() <= 0) return fail(s, err, errcap, "could not connect within %g s: %s (is torchrun's agent running there?)", timeout_s, why);
+        if (deadline - sock_now_s() <= 0) return fail(s, err, errcap, "could not connect within %g s: %s (is the store's server, torchrun's agent or rank 0, running there?)", timeout_s, why);
         sock_back_off(&nap, deadline);
     }
     unsigned char q[10];

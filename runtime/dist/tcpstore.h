@@ -1,7 +1,7 @@
 /* runtime/dist/tcpstore.h — a client of PyTorch's c10d TCPStore, the
  * key-value server torchrun's agent runs at MASTER_ADDR:MASTER_PORT
- * (TORCHELASTIC_USE_AGENT_STORE=True): ranks that cannot bind that port meet
- * through it instead. Owns its socket only; must not touch MPI, NCCL or CUDA.
+ * (TORCHELASTIC_USE_AGENT_STORE=True), `yolort --ranks` serves on the
+ * loopback and rank 0 serves itself when no launcher does (store_host.h). Owns its socket only; must not touch MPI, NCCL or CUDA.
  *
  * The wire format (checked against PyTorch 2.5.1's libuv and classic
  * servers, tests/test_tcpstore.c): after connecting, VALIDATE (one byte 0,

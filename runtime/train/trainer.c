@@ -351,11 +351,6 @@ static bool setup(Trainer *t, char *err, int errcap) {
     if (!dp_init(&t->dp, plan_targets_cuda(&t->plan), err, errcap)) return false;
     t->world = t->dp.comm.ranks.world;
     t->root = dp_is_root(&t->dp);
-    if (t->world > 1 && !t->dp.comm.active)
-        return snprintf(err, (size_t)errcap,
-                        "%d ranks (%s) without MPI or torchrun's agent store: `yolort train --data` on several ranks runs with --ranks N, under mpirun or under torchrun (rank 0's decisions reach the others through them)",
-                        t->world, ranks_source_name(t->dp.comm.ranks.source)),
-               false;
     int plan_world = (int)cjson_number(t->plan.meta, "world_size", 1);
     if (plan_world != t->world)
         return snprintf(err, (size_t)errcap, "%s was compiled for %d rank%s and runs on %d: recompile with yolocc ... --batch B --world-size %d (B images on each rank)", a->plan,
