@@ -160,20 +160,28 @@ Test(bench_step, cuda_plan_without_a_device_fails_with_one_line) {
     rmdir(dir);
 }
 
-/* On a GPU: the tiny bf16 CUDA plan's benchmark through CudaStep. */
-Test(bench_step, cuda_plan_on_the_gpu) {
+/* The GPU tests' start: `SKIP: no CUDA device` without one; else this
+ * test alone on it (yolort bench reads the device's free memory across the
+ * steps) and the tiny bf16 CUDA plan compiled into dir (a mkdtemp
+ * template) as plan. */
+static void gpu_tiny_plan(char *dir, char *plan, size_t cap) {
     char gerr[1024];
     if (!have_gpu(gerr, sizeof gerr)) {
         printf("SKIP: no CUDA device\n");
         fflush(stdout);
         cr_skip_test("no CUDA device");
     }
-    tu_gpu_alone(); /* yolort bench reads the device's free memory across the steps: no other GPU test runs meanwhile */
-    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+    tu_gpu_alone();
     cr_assert(mkdtemp(dir));
-    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
+    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, cap);
     cr_assert_eq(c.status, 0, "%s", c.err);
     tu_free(&c);
+}
+
+/* On a GPU: the tiny bf16 CUDA plan's benchmark through CudaStep. */
+Test(bench_step, cuda_plan_on_the_gpu) {
+    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+    gpu_tiny_plan(dir, plan, sizeof plan);
     snprintf(args, sizeof args, "bench %s --steps 3 --warmup 1 --json", plan);
     CliResult r = yolort(args);
     cJSON *j = check_json(&r, plan, 3, 1);
@@ -197,18 +205,8 @@ Test(bench_step, cuda_plan_on_the_gpu) {
  * device the driver does not have and cpu for a CUDA plan are one line,
  * exit 2, naming CUDA_VISIBLE_DEVICES and the plan. */
 Test(bench_step, cuda_plan_with_the_device_option) {
-    char gerr[1024];
-    if (!have_gpu(gerr, sizeof gerr)) {
-        printf("SKIP: no CUDA device\n");
-        fflush(stdout);
-        cr_skip_test("no CUDA device");
-    }
-    tu_gpu_alone();
     char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
-    cr_assert(mkdtemp(dir));
-    CliResult c = compile_tiny(dir, "g.plan", "--precision bf16 --target cuda --arch sm_80,sm_90", plan, sizeof plan);
-    cr_assert_eq(c.status, 0, "%s", c.err);
-    tu_free(&c);
+    gpu_tiny_plan(dir, plan, sizeof plan);
     snprintf(args, sizeof args, "bench %s --steps 1 --warmup 0 --json --device cuda:0", plan);
     CliResult r = yolort(args);
     cJSON *j = check_json(&r, plan, 1, 0);
