@@ -185,3 +185,25 @@ Test(device_select, yolort_refuses_a_device_its_plan_cannot_use) {
     unlink(cmd);
     rmdir(dir);
 }
+
+/* --device cpu on a CPU plan runs each command as without it, the option
+ * taken out before the command's own parser: train, val and predict. */
+Test(device_select, yolort_runs_a_cpu_plan_with_device_cpu) {
+    char dir[] = "/tmp/yolocc-device-XXXXXX", cmd[2048];
+    cr_assert(mkdtemp(dir));
+    tu_tiny_data_and_plan(dir, "--images 8 --size 64 --classes 3", "--imgsz 64 --batch 2", "cpu.plan");
+    snprintf(cmd, sizeof cmd, "train %s/cpu.plan --device cpu --synthetic --steps 1 --save %s/w.safetensors", dir, dir);
+    CliResult r = yolort(cmd);
+    cr_expect(r.status == 0 && strstr(r.out, "step    1/1"), "%s", r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "val %s/cpu.plan --weights %s/w.safetensors --data %s/data/data.yaml --device=CPU --no-plots", dir, dir, dir);
+    r = yolort(cmd);
+    cr_expect(r.status == 0 && strstr(r.out, "mAP50-95"), "%s%s", r.out, r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "predict %s/cpu.plan --weights %s/w.safetensors --source %s/data/images/val --no-save --device cpu --project %s/runs", dir, dir, dir, dir);
+    r = yolort(cmd);
+    cr_expect(r.status == 0 && strstr(r.out, "image 1/"), "%s%s", r.out, r.err);
+    tu_free(&r);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
