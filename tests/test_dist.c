@@ -74,6 +74,11 @@ Test(dist, ranks_from_each_launcher) {
     r = discover_ok(slurm);
     cr_expect_eq(r.source, RANKS_SLURM);
     cr_expect(r.rank == 5 && r.world == 6 && r.local_rank == 1 && r.local_world == -1);
+    cr_expect_str_eq(r.run_id, "none");
+    /* the job's identity keeps its keys apart in a store another job reaches */
+    const char *slurm_job[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=1", "SLURM_JOB_ID=4242", "SLURM_STEP_ID=3", NULL};
+    r = discover_ok(slurm_job);
+    cr_expect_str_eq(r.run_id, "slurm-4242.3");
     const char *plus[] = {"RANK=+1", "WORLD_SIZE=002", "LOCAL_RANK=0", NULL};
     r = discover_ok(plus);
     cr_expect(r.rank == 1 && r.world == 2, "a leading + and leading zeros are still decimal integers");
@@ -169,9 +174,11 @@ Test(dist, ranks_torchrun_agent_store) {
     cr_expect(!r.agent_store && ranks_rendezvous(&r, &rv, err, sizeof err) && rv == RDV_MPI);
     const char *bad[][7] = {{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RESTART_COUNT=-1", NULL},
                             {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RUN_ID=a b", NULL},
-                            {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RUN_ID=", NULL}};
-    const char *need[] = {"TORCHELASTIC_RESTART_COUNT=-1", "TORCHELASTIC_RUN_ID='a b'", "TORCHELASTIC_RUN_ID must be"};
-    for (int i = 0; i < 3; i++) {
+                            {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "TORCHELASTIC_RUN_ID=", NULL},
+                            {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_LOCALID=0", "SLURM_JOB_ID=1 2", NULL}};
+    const char *need[] = {"TORCHELASTIC_RESTART_COUNT=-1", "TORCHELASTIC_RUN_ID='a b'", "TORCHELASTIC_RUN_ID must be",
+                          "SLURM_JOB_ID.SLURM_STEP_ID='slurm-1 2.0' contains a space"};
+    for (int i = 0; i < 4; i++) {
         cr_expect(!ranks_discover(fake_get, (void *)bad[i], &r, err, sizeof err), "case %d accepted", i);
         cr_expect(strstr(err, need[i]), "case %d: %s", i, err);
     }

@@ -66,6 +66,26 @@ static bool read_master(RankGetenv get, void *ctx, Ranks *r, char *err, int errc
 
 /* torchelastic's variables: torch itself takes the store only for the exact
  * text "True" (str(True)), so anything else means rank 0 listens itself */
+/* a run id's text: printable, no space, fits */
+static bool run_id_ok(const char *name, const char *id, Ranks *r, char *err, int errcap) {
+    if (!*id || strlen(id) >= sizeof r->run_id) return errf(err, errcap, "%s must be 1..%zu bytes", name, sizeof r->run_id - 1);
+    for (const char *p = id; *p; p++)
+        if (!isgraph((unsigned char)*p)) return errf(err, errcap, "%s='%s' contains a space or control character", name, id);
+    return true;
+}
+
+/* Slurm's job and step: a store a rank 0 serves at MASTER_PORT keeps this
+ * job's keys apart from another job's that reaches the same port */
+static bool read_slurm_job(RankGetenv get, void *ctx, Ranks *r, char *err, int errcap) {
+    const char *job = get(ctx, "SLURM_JOB_ID"), *step = get(ctx, "SLURM_STEP_ID");
+    if (!job) return true;
+    char id[sizeof r->run_id + 16];
+    snprintf(id, sizeof id, "slurm-%s.%s", job, step ? step : "0");
+    if (!run_id_ok("SLURM_JOB_ID.SLURM_STEP_ID", id, r, err, errcap)) return false;
+    memcpy(r->run_id, id, strlen(id) + 1); /* run_id_ok: it fits */
+    return true;
+}
+
 static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int errcap) {
     const char *use = get(ctx, "TORCHELASTIC_USE_AGENT_STORE"), *restart = get(ctx, "TORCHELASTIC_RESTART_COUNT"), *id = get(ctx, "TORCHELASTIC_RUN_ID");
     r->agent_store = use && strcmp(use, "True") == 0;
@@ -73,9 +93,7 @@ static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int
     r->yolort_launcher = own && strcmp(own, "1") == 0;
     if (restart && !parse_int("TORCHELASTIC_RESTART_COUNT", restart, "torchrun", 0, 1000000, &r->restart_count, err, errcap)) return false;
     if (!id) id = "none";
-    if (!*id || strlen(id) >= sizeof r->run_id) return errf(err, errcap, "TORCHELASTIC_RUN_ID must be 1..%zu bytes", sizeof r->run_id - 1);
-    for (const char *p = id; *p; p++)
-        if (!isgraph((unsigned char)*p)) return errf(err, errcap, "TORCHELASTIC_RUN_ID='%s' contains a space or control character", id);
+    if (!run_id_ok("TORCHELASTIC_RUN_ID", id, r, err, errcap)) return false;
     snprintf(r->run_id, sizeof r->run_id, "%s", id);
     return true;
 }
@@ -114,6 +132,7 @@ bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap
     }
     r.source = r.world > 1 ? l->source : RANKS_SINGLE;
     if (r.source == RANKS_TORCHRUN && !read_agent_store(get, ctx, &r, err, errcap)) return false;
+    if (r.source == RANKS_SLURM && !read_slurm_job(get, ctx, &r, err, errcap)) return false;
     *out = r;
     return true;
 }

@@ -34,7 +34,10 @@ typedef struct Ranks {
      * (TORCHELASTIC_USE_AGENT_STORE=True), for this attempt of this run */
     bool agent_store;
     int restart_count;      /* TORCHELASTIC_RESTART_COUNT (0 when unset) */
-    char run_id[128];       /* TORCHELASTIC_RUN_ID ("none" when unset, as torchrun's default) */
+    /* what keeps one job's keys apart from another's in a store: torchrun's
+     * TORCHELASTIC_RUN_ID, Slurm's "slurm-JOB.STEP" (SLURM_JOB_ID,
+     * SLURM_STEP_ID), else "none" (torchrun's default) */
+    char run_id[128];
     bool yolort_launcher;   /* torchrun's variables set by `yolort train --ranks N` (YOLORT_LAUNCHER=1) */
 } Ranks;
 
