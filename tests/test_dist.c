@@ -975,6 +975,35 @@ Test(dist, rank_0s_store_failures_are_one_line) {
     remove_dir(dir);
 }
 
+/* Rank 0's own store ends the job when a rank dies: rank 1 is killed
+ * (SIGKILL) a second into a long run, and rank 0 stops with one line from
+ * its store and its own error, long before the 120 s collective limit
+ * (before this, it waited out the limit). */
+Test(dist, rank_0s_store_ends_the_job_when_a_rank_dies) {
+    char dir[64], cmd[4096];
+    make_dir(dir, sizeof dir, "lost");
+    compile_tiny(dir, 2);
+    const char *yolort = yolort_bin();
+    int port = free_port();
+    char env[256];
+    snprintf(env, sizeof env, "OPENBLAS_NUM_THREADS=1 YOLOCC_COLLECTIVE_TIMEOUT_S=120 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=%d", port);
+    snprintf(cmd, sizeof cmd,
+             "((%s SLURM_PROCID=1 SLURM_LOCALID=1 %s train %s/tiny.plan --synthetic --steps 100000 >/dev/null 2>&1 & p=$!; sleep 2; kill -9 $p) & "
+             "%s SLURM_PROCID=0 SLURM_LOCALID=0 %s train %s/tiny.plan --synthetic --steps 100000 --json; rc=$?; wait; exit $rc)",
+             env, yolort, dir, env, yolort, dir);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CliResult r = sh(cmd);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    cr_expect_neq(r.status, 0, "rank 0 went on: %s", r.err);
+    cr_expect(strstr(r.err, "rank 0's store stops: a rank closed its connection before the end of the run") && strstr(r.err, "rank 0 of 2"), "%s", r.err);
+    cr_expect(s < 60, "rank 0 took %.1f s to stop (the limit is 120 s)", s);
+    cr_log_info("rank 0 stopped %.1f s after the start: %s", s, r.err);
+    tu_free(&r);
+    remove_dir(dir);
+}
+
 /* Bad launcher variables, --data on several ranks, a bad --accumulate and a
  * bad watchdog limit: one error line, exit 2, before any work. */
 Test(dist, yolort_rejects_bad_launcher_variables) {

@@ -12,6 +12,9 @@
 #include "store_host.h"
 #include "tcpstore.h"
 
+#define END_DONE "end/done"  /* ADDed by each rank whose run ended well */
+#define END_ALL "end/all"    /* set by the last of them */
+
 /* why a store call failed, as the collective's error: the watchdog's words when a wait ran out */
 static bool failed(DistComm *d, const char *what, const char *why, char *err, int errcap) {
     d->failed = true;
@@ -96,7 +99,7 @@ bool store_comm_init(DistComm *d, const Ranks *r, bool hosted, char *err, int er
     if (!dist_timeout_from_env(getenv("YOLOCC_COLLECTIVE_TIMEOUT_S"), &d->timeout_s, err, errcap)) return false;
     const char *who = ranks_launcher_name(r);
     char why[700];
-    if (hosted && r->rank == 0 && !(d->host = store_host_start(r->master_port, why, sizeof why)))
+    if (hosted && r->rank == 0 && !(d->host = store_host_start(r->master_port, "/" END_DONE, why, sizeof why)))
         return errf(err, errcap, "rank 0 of %d (%s): %s", r->world, who, why);
     TcpStore *s = calloc(1, sizeof *s);
     if (!s) return store_host_stop(d->host), d->host = NULL, errf(err, errcap, "out of memory");
@@ -177,22 +180,23 @@ bool store_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char
     return ok;
 }
 
-/* The end of a run on rank 0's store (store_comm_close): keys outside the
- * collectives' sequence, as a rank that failed may be anywhere in it. */
-static void report_end(DistComm *d, bool ended_well) {
+/* The end of a run that ended well on rank 0's store (store_comm_close):
+ * keys outside the collectives' sequence. A rank that failed says nothing:
+ * its connection closing first tells rank 0's store (store_host.h). */
+static void report_end(DistComm *d) {
     char why[512];
     const double limit = d->ranks.rank == 0 ? d->timeout_s : 10.0;
     int64_t n;
-    if (!tcpstore_add(d->store, "end/done", 1, &n, limit, why, sizeof why)) return;
-    if (n == d->ranks.world && !tcpstore_set(d->store, "end/all", "1", 1, limit, why, sizeof why)) return;
+    if (!tcpstore_add(d->store, END_DONE, 1, &n, limit, why, sizeof why)) return;
+    if (n == d->ranks.world && !tcpstore_set(d->store, END_ALL, "1", 1, limit, why, sizeof why)) return;
     char one;
-    if (d->ranks.rank == 0 && ended_well && !tcpstore_get(d->store, "end/all", &one, 1, limit, why, sizeof why))
+    if (d->ranks.rank == 0 && !tcpstore_get(d->store, END_ALL, &one, 1, limit, why, sizeof why))
         fprintf(stderr, "yolort: rank 0 stops its store before every rank said it was done: %s\n", why);
 }
 
 void store_comm_close(DistComm *d, bool ended_well) {
     if (!d->store) return;
-    if (d->hosted && !d->failed) report_end(d, ended_well);
+    if (d->hosted && ended_well && !d->failed) report_end(d);
     tcpstore_close(d->store);
     free(d->store);
     d->store = NULL;

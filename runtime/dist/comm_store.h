@@ -33,9 +33,10 @@ bool store_broadcast(DistComm *d, void *buf, size_t bytes, int root, const char 
 bool store_agree_u64(DistComm *d, uint64_t value, const char *what, char *err, int errcap);
 bool store_allreduce_sum(DistComm *d, float *region, const BucketLayout *l, char *err, int errcap);
 /* Disconnects. Rank 0's own store must outlive every rank's last query:
- * each rank says it is done (ADD to one key; the last one sets another),
- * and rank 0, when its run ended well, waits for that before it stops
- * serving; after a failure it stops at once (the others are failing too). */
+ * each rank whose run ended well says it is done (ADD to one key; the last
+ * one sets another), and rank 0 waits for that before it stops serving. A
+ * rank that failed disconnects without a word, which ends rank 0's store
+ * at once (store_host.h); rank 0 after a failure stops at once too. */
 void store_comm_close(DistComm *d, bool ended_well);
 
 #endif

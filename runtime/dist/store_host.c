@@ -23,22 +23,31 @@ struct StoreHost {
 static void *serve(void *arg) {
     StoreHost *h = arg;
     char err[512];
-    while (!atomic_load(&h->stop))
-        if (!store_server_serve(h->server, SERVE_SLICE_MS, err, sizeof err)) {
-            /* the ranks see the store go (their next query fails, naming the store), so they stop too */
-            fprintf(stderr, "yolort: rank 0's store stops: %s\n", err);
-            store_server_close(h->server);
-            h->server = NULL;
-            break;
-        }
+    while (!atomic_load(&h->stop)) {
+        /* the ranks see the store go (their next query fails, naming the store), so they stop too */
+        const char *why = NULL;
+        if (!store_server_serve(h->server, SERVE_SLICE_MS, err, sizeof err)) why = err;
+        else if (store_server_lost(h->server) > 0)
+            why = "a rank closed its connection before the end of the run (it failed or was killed), so every rank stops now rather than at YOLOCC_COLLECTIVE_TIMEOUT_S";
+        if (!why) continue;
+        fprintf(stderr, "yolort: rank 0's store stops: %s\n", why);
+        store_server_close(h->server);
+        h->server = NULL;
+        break;
+    }
     return NULL;
 }
 
-StoreHost *store_host_start(int port, char *err, int errcap) {
+StoreHost *store_host_start(int port, const char *end_suffix, char *err, int errcap) {
     StoreHost *h = calloc(1, sizeof *h);
     if (!h) return errf(err, errcap, "out of memory"), NULL;
     atomic_init(&h->stop, false);
     if (!(h->server = store_server_open_any(port, err, errcap))) return free(h), NULL;
+    if (!store_server_watch_ends(h->server, end_suffix)) {
+        store_server_close(h->server);
+        free(h);
+        return errf(err, errcap, "out of memory"), NULL;
+    }
     int rc = pthread_create(&h->thread, NULL, serve, h);
     if (rc != 0) {
         store_server_close(h->server);

@@ -9,8 +9,12 @@
 
 typedef struct StoreHost StoreHost;
 
-/* Listens (one line in err when the port is taken) and starts serving. */
-StoreHost *store_host_start(int port, char *err, int errcap);
+/* Listens (one line in err when the port is taken) and starts serving. A
+ * rank that closes its connection before it has ADDed to a key ending in
+ * end_suffix has failed or was killed: the store then stops at once (one
+ * line on stderr), so every other rank's next or pending query fails now
+ * rather than at the collective timeout. */
+StoreHost *store_host_start(int port, const char *end_suffix, char *err, int errcap);
 /* Stops serving and closes every connection: the ranks must be done with
  * the store (comm_store.c waits for them). NULL is allowed. */
 void store_host_stop(StoreHost *h);

@@ -34,6 +34,7 @@ typedef struct Buf {
 typedef struct Client {
     int fd;
     bool validated;
+    bool finished;  /* it has ADDed to a key ending in the watched suffix (store_server_watch_ends) */
     Buf in, out;
     char **waiting; /* keys of a pending WAIT not yet set */
     int n_waiting;
@@ -53,6 +54,8 @@ struct StoreServer {
     int n_c;
     Entry *e;
     int n_e, cap_e;
+    char *end_suffix;   /* NULL: ends not watched */
+    int lost;           /* validated clients gone before they finished */
 };
 
 static bool buf_put(Buf *b, const void *p, size_t n) {
@@ -234,6 +237,8 @@ static Step query(StoreServer *s, Client *c) {
         long long now = strtoll(text, &end, 10);
         if (errno || *end) return DROP; /* not a number: PyTorch's server fails the same way */
         now = (long long)((uint64_t)now + d);
+        const size_t sn = s->end_suffix ? strlen(s->end_suffix) : 0;
+        if (sn && kn >= sn && memcmp(k + kn - sn, s->end_suffix, sn) == 0) c->finished = true;
         int len = snprintf(text, sizeof text, "%lld", now);
         if (!set_value(s, k, kn, (const unsigned char *)text, (size_t)len) || !put_u64(&c->out, (uint64_t)now)) return NOMEM;
         break;
@@ -274,6 +279,7 @@ static Step query(StoreServer *s, Client *c) {
 
 static void drop(StoreServer *s, int i) {
     Client *c = &s->c[i];
+    s->lost += s->end_suffix && c->validated && !c->finished;
     sock_close(&c->fd);
     clear_wait(c);
     free(c->in.p);
@@ -308,6 +314,13 @@ StoreServer *store_server_open_any(int port, char *err, int errcap) {
     }
     return s;
 }
+
+bool store_server_watch_ends(StoreServer *s, const char *suffix) {
+    free(s->end_suffix);
+    return (s->end_suffix = strdup(suffix)) != NULL;
+}
+
+int store_server_lost(const StoreServer *s) { return s->lost; }
 
 /* reads what c has sent and answers every whole query; false: drop c. A
  * client that sends its last query and closes (a rank's final SET before it
@@ -388,5 +401,6 @@ void store_server_close(StoreServer *s) {
     for (int i = 0; i < s->n_e; i++) free(s->e[i].key), free(s->e[i].val);
     free(s->e);
     for (int j = 0; j < s->n_lfd; j++) sock_close(&s->lfd[j]);
+    free(s->end_suffix);
     free(s);
 }

@@ -21,6 +21,11 @@ StoreServer *store_server_open_any(int port, char *err, int errcap);
 /* Serves whatever arrives within timeout_ms (poll), then returns; false only
  * on the server's own failure (out of memory, the listening socket broken). */
 bool store_server_serve(StoreServer *s, int timeout_ms, char *err, int errcap);
+/* Watches the clients' ends: one that has ADDed to a key ending in suffix
+ * has finished; a validated client that closes (or is dropped) before that
+ * counts as lost. False when out of memory. */
+bool store_server_watch_ends(StoreServer *s, const char *suffix);
+int store_server_lost(const StoreServer *s);
 void store_server_close(StoreServer *s);
 
 #endif
