@@ -44,11 +44,13 @@ bool target_check_device(const char *plan_path, const DeviceChoice *d, char *err
     char why[1024];
     if (!plan_read(plan_path, &p, why, sizeof why)) return true; /* the command reports it, as without --device */
     const char *t = plan_target(p.meta, err, errcap);
-    bool cuda = t && strcmp(t, "cuda") == 0, ok = t != NULL;
+    const bool known = t != NULL, cuda = known && strcmp(t, "cuda") == 0;
+    plan_free(&p); /* t lived in it; the command reads the plan again, this check needs only its target */
+    if (!known) return false;
     const char *plan = strrchr(plan_path, '/') ? strrchr(plan_path, '/') + 1 : plan_path;
     int devices = 0;
-    if (!ok) {
-    } else if (d->cpu && cuda) {
+    bool ok = true;
+    if (d->cpu && cuda) {
         ok = errf(err, errcap, "--device cpu, but %s is a CUDA plan (yolocc --target cuda): compile one for the CPU (yolocc MODEL.yaml --target cpu ...) to run there",
                   plan);
     } else if (d->n > 0 && !cuda) {
@@ -62,6 +64,5 @@ bool target_check_device(const char *plan_path, const DeviceChoice *d, char *err
         ok = errf(err, errcap, "invalid CUDA --device %s: the driver sees %d of them (CUDA_VISIBLE_DEVICES=%s); name devices this machine has (nvidia-smi -L lists them)",
                   d->text, devices, d->text);
     }
-    plan_free(&p);
     return ok;
 }

@@ -64,13 +64,12 @@ static bool read_master(RankGetenv get, void *ctx, Ranks *r, char *err, int errc
     return true;
 }
 
-/* torchelastic's variables: torch itself takes the store only for the exact
- * text "True" (str(True)), so anything else means rank 0 listens itself */
-/* a run id's text: printable, no space, fits */
-static bool run_id_ok(const char *name, const char *id, Ranks *r, char *err, int errcap) {
+/* r->run_id = id, which must be printable, without spaces, and fit; name says where it came from */
+static bool set_run_id(Ranks *r, const char *name, const char *id, char *err, int errcap) {
     if (!*id || strlen(id) >= sizeof r->run_id) return errf(err, errcap, "%s must be 1..%zu bytes", name, sizeof r->run_id - 1);
     for (const char *p = id; *p; p++)
         if (!isgraph((unsigned char)*p)) return errf(err, errcap, "%s='%s' contains a space or control character", name, id);
+    memcpy(r->run_id, id, strlen(id) + 1);
     return true;
 }
 
@@ -81,11 +80,11 @@ static bool read_slurm_job(RankGetenv get, void *ctx, Ranks *r, char *err, int e
     if (!job) return true;
     char id[sizeof r->run_id + 16];
     snprintf(id, sizeof id, "slurm-%s.%s", job, step ? step : "0");
-    if (!run_id_ok("SLURM_JOB_ID.SLURM_STEP_ID", id, r, err, errcap)) return false;
-    memcpy(r->run_id, id, strlen(id) + 1); /* run_id_ok: it fits */
-    return true;
+    return set_run_id(r, "SLURM_JOB_ID.SLURM_STEP_ID", id, err, errcap);
 }
 
+/* torchelastic's variables: torch itself takes the store only for the exact
+ * text "True" (str(True)), so anything else means rank 0 listens itself */
 static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int errcap) {
     const char *use = get(ctx, "TORCHELASTIC_USE_AGENT_STORE"), *restart = get(ctx, "TORCHELASTIC_RESTART_COUNT"), *id = get(ctx, "TORCHELASTIC_RUN_ID");
     r->agent_store = use && strcmp(use, "True") == 0;
@@ -93,9 +92,7 @@ static bool read_agent_store(RankGetenv get, void *ctx, Ranks *r, char *err, int
     r->yolort_launcher = own && strcmp(own, "1") == 0;
     if (restart && !parse_int("TORCHELASTIC_RESTART_COUNT", restart, "torchrun", 0, 1000000, &r->restart_count, err, errcap)) return false;
     if (!id) id = "none";
-    if (!run_id_ok("TORCHELASTIC_RUN_ID", id, r, err, errcap)) return false;
-    snprintf(r->run_id, sizeof r->run_id, "%s", id);
-    return true;
+    return set_run_id(r, "TORCHELASTIC_RUN_ID", id, err, errcap);
 }
 
 bool ranks_discover(RankGetenv get, void *ctx, Ranks *out, char *err, int errcap) {
