@@ -895,7 +895,10 @@ Test(dist, watchdog_ends_a_stuck_collective) {
 
 /* The watchdog under torchrun: rank 1 (told by its RANK) runs one step and
  * ends; rank 0 waits in the store for rank 1's gradients until its 3 s limit
- * and ends the job non-zero, naming itself, the gradient sum and the limit. */
+ * and ends the job non-zero, naming itself, the gradient sum and the limit.
+ * Rank 1's own limit is long, as in the mpirun test: it starts waiting
+ * first, so with the same 3 s it could fire first and torchrun would end
+ * rank 0 before rank 0 says anything. */
 Test(dist, torchrun_watchdog_ends_a_stuck_collective) {
     Launch l;
     if (!torchrun_two(&l)) return;
@@ -905,7 +908,7 @@ Test(dist, torchrun_watchdog_ends_a_stuck_collective) {
     snprintf(plan_path, sizeof plan_path, "%s/tiny.plan", dir);
     const char *yolort = yolort_bin();
     snprintf(cmd, sizeof cmd,
-             "YOLOCC_COLLECTIVE_TIMEOUT_S=3 %s sh -c 'if [ \"$RANK\" = 1 ]; then exec %s train %s --synthetic --steps 1; else exec %s train %s --synthetic --steps 3; fi'",
+             "YOLOCC_COLLECTIVE_TIMEOUT_S=3 %s sh -c 'if [ \"$RANK\" = 1 ]; then YOLOCC_COLLECTIVE_TIMEOUT_S=120 exec %s train %s --synthetic --steps 1; else exec %s train %s --synthetic --steps 3; fi'",
              l.pre, yolort, plan_path, yolort, plan_path);
     const char *needles[] = {"rank 0 of 2", "the gradient sum", "did not finish within 3 s", "YOLOCC_COLLECTIVE_TIMEOUT_S"};
     expect_watchdog(cmd, "torchrun", needles, 4);
