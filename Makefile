@@ -16,7 +16,7 @@ OMP     := -fopenmp
 # at run time) start its worker threads; linked even though nothing here
 # calls it, so it stays loaded after a plan's kernels are closed (unloading it
 # under its idle workers crashes the process at exit)
-LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -lcrypto -lprotobuf-c $(MPI_LIBS) -Wl,--no-as-needed -lgomp -Wl,--as-needed -ldl -lpthread -lm
+LIBS    := -lyaml -lcjson -ljansson -lz -ljpeg -lpng -lopenblas -ldnnl -lcrypto -lprotobuf-c $(MPI_LIBS) -Wl,--no-as-needed -lgomp -Wl,--as-needed -ldl -lpthread -lm
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 # the ONNX schema yolort export writes, turned into C by protoc-c (runtime/export/onnx.proto)

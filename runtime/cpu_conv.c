@@ -1,34 +1,28 @@
 /* runtime/cpu_conv.c — fast fp32 convolutions for the CPU interpreter
- * (forward, dgrad, wgrad, bias grad, transposed conv) and the fast-kernel
- * table. Must not touch the reference kernels: ref_conv.c stays the oracle. */
+ * (forward, dgrad and transposed conv through oneDNN, cpu_conv_dnnl.c;
+ * wgrad in sgemm tiles; bias grad) and the fast-kernel table. Must not
+ * touch the reference kernels: ref_conv.c stays the oracle. */
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_conv.h"
+#include "cpu_conv_geom.h"
 
-/* Each convolution is cut into tiles (images, row chunks, column slabs,
- * input-channel blocks) that the OpenMP threads of the generated kernels
- * share, every tile calling a single-threaded sgemm: one thread pool on the
- * cores instead of OpenBLAS's own pthreads spinning beside libgomp's (which
- * made two threads slower than one). The tiling is a function of the shape
- * alone and every output element is summed inside one tile, so results are
- * the same bits whatever the thread count.
- * COL_CAP bounds a tile's im2col scratch (floats: 8 MiB); TILE_MIN_COLS and
- * TILE_SPLIT cut an image's output into at most 16 pieces of at least 512
- * columns, so a GEMM's packing stays small next to its arithmetic. A conv
- * of fewer than PARALLEL_MIN_MACS multiply-adds (~0.1 ms on one core) runs
- * its tiles on the calling thread: waking the team would cost more, and on
- * a loaded machine a sleeping worker stalls the whole conv. */
-enum { COL_CAP = 1 << 21, TILE_MIN_COLS = 512, TILE_SPLIT = 16, CHAN_BLOCKS = 8, PARALLEL_MIN_MACS = 1 << 22 };
-
-typedef struct Geom {
-    int64_t n, ci, h, w;        /* input */
-    int64_t co, ho, wo;         /* output */
-    int kh, kw, sh, sw, pt, pl, dh, dw, groups;
-    int64_t cig, cog, k;        /* per group: input and output channels, im2col rows */
-} Geom;
+/* A weight gradient is cut into tiles (input-channel blocks, each summing
+ * over every image) that the OpenMP threads of the generated kernels share,
+ * every tile calling a single-threaded sgemm: one thread pool on the cores
+ * instead of OpenBLAS's own pthreads spinning beside libgomp's (which made
+ * two threads slower than one). The tiling is a function of the shape alone
+ * and every output element is summed inside one tile, so results are the
+ * same bits whatever the thread count (oneDNN's weight gradients split
+ * their sums by the thread count; its forward and dgrad do not).
+ * COL_CAP bounds a tile's im2col scratch (floats: 8 MiB). A conv of fewer
+ * than PARALLEL_MIN_MACS multiply-adds (~0.1 ms on one core) runs its tiles
+ * on the calling thread: waking the team would cost more, and on a loaded
+ * machine a sleeping worker stalls the whole conv. */
+enum { COL_CAP = 1 << 21, CHAN_BLOCKS = 8, PARALLEL_MIN_MACS = 1 << 22 };
 
 static Geom geom(const Shape *x, const Shape *w, const Shape *y, const OpAttrs *a) {
     Geom c = {x->d[0], x->d[1], x->d[2], x->d[3], y->d[1], y->d[2], y->d[3], (int)w->d[2], (int)w->d[3], a->stride[0], a->stride[1],
@@ -61,48 +55,22 @@ static void span(int64_t out, int64_t in, int s, int64_t off, int64_t *lo, int64
 
 /* ---- tiling ---- */
 
-/* Pieces of `len` units, `unit` columns each: enough for the threads, not
- * so many that a piece drops below TILE_MIN_COLS columns. */
-static int64_t pieces(int64_t len, int64_t unit) { return clamp64(len * unit / TILE_MIN_COLS, 1, min64(len, TILE_SPLIT)); }
-
-/* Output rows per im2col chunk whose matrix has krows rows: at most what
- * fits COL_CAP; split: also cut for the threads (forward tiles). */
-static int64_t chunk_rows(const Geom *c, int64_t krows, bool split) {
-    int64_t cap = clamp64(COL_CAP / (krows * c->wo), 1, c->ho);
-    return min64(split ? cdiv(c->ho, pieces(c->ho, c->wo)) : c->ho, cap);
-}
+/* Output rows per im2col chunk whose matrix has krows rows: what fits COL_CAP. */
+static int64_t chunk_rows(const Geom *c, int64_t krows) { return clamp64(COL_CAP / (krows * c->wo), 1, c->ho); }
 
 typedef struct Job Job;
 typedef void TileFn(const Job *j, int64_t tile, float *col);
 struct Job {
     const Geom *c;
-    const float *a, *b;      /* the path's two inputs (x or dy, w or x) */
-    const float *bias;       /* forward: the bias or NULL */
+    const float *a, *b;      /* dy, x */
     float *out;
     int64_t rows;            /* output rows per im2col chunk */
-    int64_t cols, slabs;     /* pointwise: columns per slab, slabs per image */
     int64_t chans, blocks;   /* input channels per block, blocks per group */
     TileFn *tile;
 };
 
-/* 1x1 paths: each image's hw columns in slabs */
-static void job_slabs(Job *j, int64_t hw) {
-    j->slabs = pieces(hw, 1);
-    j->cols = cdiv(hw, j->slabs);
-}
-
-/* Tile t of a slab job: image *n, group *g, columns [*c0, *c0 + *ncol) */
-static void slab_at(const Job *j, int64_t t, int64_t *n, int64_t *g, int64_t *c0, int64_t *ncol) {
-    const Geom *c = j->c;
-    int64_t ng = t / j->slabs;
-    *n = ng / c->groups;
-    *g = ng % c->groups;
-    *c0 = t % j->slabs * j->cols;
-    *ncol = min64(j->cols, c->h * c->w - *c0);
-}
-
-/* dgrad, wgrad: a group's cig input channels in blocks, which own disjoint
- * rows of the im2col matrix, so of dx and of dw; returns the floats of
+/* A group's cig input channels in blocks, which own disjoint rows of the
+ * im2col matrix, so of dw; returns the floats of
  * im2col scratch a block's chunk of output rows takes (0 for 1x1) */
 static int64_t job_blocks(Job *j) {
     const Geom *c = j->c;
@@ -112,7 +80,7 @@ static int64_t job_blocks(Job *j) {
         j->rows = c->ho;
         return 0;
     }
-    j->rows = chunk_rows(c, j->chans * c->kh * c->kw, false);
+    j->rows = chunk_rows(c, j->chans * c->kh * c->kw);
     return j->chans * c->kh * c->kw * c->wo * j->rows;
 }
 
@@ -173,81 +141,7 @@ static void im2col(const Geom *c, const float *x, int64_t ci0, int64_t ci1, int6
             }
 }
 
-/* The adjoint of im2col: every column entry is added back where it was read. */
-static void col2im(const Geom *c, const float *col, int64_t ci0, int64_t ci1, int64_t oh0, int64_t oh1, float *x) {
-    int64_t ncol = (oh1 - oh0) * c->wo;
-    for (int64_t ci = ci0; ci < ci1; ci++)
-        for (int i = 0; i < c->kh; i++)
-            for (int j = 0; j < c->kw; j++) {
-                const float *src = col + (((ci - ci0) * c->kh + i) * c->kw + j) * ncol;
-                int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
-                span(c->wo, c->w, c->sw, off, &lo, &hi);
-                for (int64_t oh = oh0; oh < oh1; oh++, src += c->wo) {
-                    int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                    if (ih < 0 || ih >= c->h) continue;
-                    float *dst = x + (ci * c->h + ih) * c->w + off;
-                    if (c->sw == 1)
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow] += src[ow];
-                    else
-                        for (int64_t ow = lo; ow < hi; ow++) dst[ow * c->sw] += src[ow];
-                }
-            }
-}
-
-/* Forward tiles start their output rows (len elements, stride apart, one
- * per output channel from co0) at the bias, or at 0 when fill_zero; false:
- * nothing written, the GEMM overwrites. */
-static bool start_outputs(const Job *j, float *y, int64_t co0, int64_t rows, int64_t stride, int64_t len, bool fill_zero) {
-    if (!j->bias && !fill_zero) return false;
-    for (int64_t r = 0; r < rows; r++) {
-        float v = j->bias ? j->bias[co0 + r] : 0.0f, *p = y + r * stride;
-        for (int64_t i = 0; i < len; i++) p[i] = v;
-    }
-    return true;
-}
-
 /* ---- depthwise (one input channel per group): direct loops ---- */
-
-/* One depthwise channel's taps (wk: its kh x kw weights) between an input
- * plane and an output plane. forward: src is x, dst is y, y += w * x;
- * otherwise the adjoint: src is dy, dst is dx, dx += w * dy. */
-static void dw_taps(const Geom *c, const float *wk, const float *src, float *dst, bool forward) {
-    for (int i = 0; i < c->kh; i++)
-        for (int j = 0; j < c->kw; j++) {
-            float wv = wk[i * c->kw + j];
-            int64_t off = (int64_t)j * c->dw - c->pl, lo, hi;
-            span(c->wo, c->w, c->sw, off, &lo, &hi);
-            for (int64_t oh = 0; oh < c->ho; oh++) {
-                int64_t ih = oh * c->sh - c->pt + (int64_t)i * c->dh;
-                if (ih < 0 || ih >= c->h) continue;
-                int64_t xo = ih * c->w + off, yo = oh * c->wo;
-                if (forward)
-                    for (int64_t ow = lo; ow < hi; ow++) dst[yo + ow] += wv * src[xo + ow * c->sw];
-                else
-                    for (int64_t ow = lo; ow < hi; ow++) dst[xo + ow * c->sw] += wv * src[yo + ow];
-            }
-        }
-}
-
-/* tile: image n, output channel co */
-static void dw_forward_tile(const Job *jb, int64_t t, float *col) {
-    (void)col;
-    const Geom *c = jb->c;
-    int64_t n = t / c->co, co = t % c->co, hw = c->h * c->w, howo = c->ho * c->wo;
-    float *yc = jb->out + (n * c->co + co) * howo;
-    start_outputs(jb, yc, co, 1, howo, howo, true);
-    dw_taps(c, jb->b + co * c->kh * c->kw, jb->a + (n * c->ci + co / c->cog) * hw, yc, true);
-}
-
-/* tile: image n, input channel (= group) g, which its cog output channels write */
-static void dw_dgrad_tile(const Job *jb, int64_t t, float *col) {
-    (void)col;
-    const Geom *c = jb->c;
-    int64_t n = t / c->groups, g = t % c->groups, hw = c->h * c->w, howo = c->ho * c->wo;
-    float *xc = jb->out + (n * c->ci + g) * hw;
-    memset(xc, 0, (size_t)hw * sizeof(float));
-    for (int64_t co = g * c->cog; co < (g + 1) * c->cog; co++) dw_taps(c, jb->b + co * c->kh * c->kw, jb->a + (n * c->co + co) * howo, xc, false);
-}
 
 /* tile: output channel co, summed over the images; double sums like the oracle's */
 static void dw_wgrad_tile(const Job *jb, int64_t co, float *col) {
@@ -276,56 +170,6 @@ static void dw_wgrad_tile(const Job *jb, int64_t co, float *col) {
 
 /* ---- GEMM tiles ---- */
 
-/* y = conv(x, w) (+ b); a = x, b = w. Tile: image n, group g, a chunk of output rows. */
-static void forward_tile(const Job *j, int64_t t, float *col) {
-    const Geom *c = j->c;
-    int64_t per = cdiv(c->ho, j->rows), ng = t / per, n = ng / c->groups, g = ng % c->groups;
-    int64_t oh0 = t % per * j->rows, oh1 = min64(oh0 + j->rows, c->ho), ncol = (oh1 - oh0) * c->wo;
-    float *y = j->out + (n * c->co + g * c->cog) * c->ho * c->wo + oh0 * c->wo;
-    float beta = start_outputs(j, y, g * c->cog, c->cog, c->ho * c->wo, ncol, false) ? 1.0f : 0.0f;
-    im2col(c, j->a + (n * c->ci + g * c->cig) * c->h * c->w, 0, c->cig, oh0, oh1, col);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->k, 1.0f, j->b + g * c->cog * c->k, (int)c->k, col, (int)ncol, beta, y,
-                (int)(c->ho * c->wo));
-}
-
-/* The 1x1 forward: a slab of columns of image n, group g. */
-static void forward_pointwise_tile(const Job *j, int64_t t, float *col) {
-    (void)col;
-    const Geom *c = j->c;
-    int64_t hw = c->h * c->w, n, g, c0, ncol;
-    slab_at(j, t, &n, &g, &c0, &ncol);
-    float *y = j->out + (n * c->co + g * c->cog) * hw + c0;
-    float beta = start_outputs(j, y, g * c->cog, c->cog, hw, ncol, false) ? 1.0f : 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)c->cog, (int)ncol, (int)c->cig, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
-                j->a + (n * c->ci + g * c->cig) * hw + c0, (int)hw, beta, y, (int)hw);
-}
-
-/* dx = W^T dy, scattered back through col2im; a = dy, b = w. Tile: image n,
- * group g, a block of its input channels (disjoint rows of dx). */
-static void dgrad_tile(const Job *j, int64_t t, float *col) {
-    const Geom *c = j->c;
-    int64_t ng = t / j->blocks, n = ng / c->groups, g = ng % c->groups, ci0 = t % j->blocks * j->chans;
-    int64_t ci1 = min64(ci0 + j->chans, c->cig), kk = c->kh * c->kw, hw = c->h * c->w, howo = c->ho * c->wo;
-    float *dx = j->out + (n * c->ci + g * c->cig) * hw;
-    memset(dx + ci0 * hw, 0, (size_t)((ci1 - ci0) * hw) * sizeof(float));
-    for (int64_t oh0 = 0; oh0 < c->ho; oh0 += j->rows) {
-        int64_t oh1 = min64(oh0 + j->rows, c->ho), ncol = (oh1 - oh0) * c->wo;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)((ci1 - ci0) * kk), (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k + ci0 * kk,
-                    (int)c->k, j->a + (n * c->co + g * c->cog) * howo + oh0 * c->wo, (int)howo, 0.0f, col, (int)ncol);
-        col2im(c, col, ci0, ci1, oh0, oh1, dx);
-    }
-}
-
-/* The 1x1 dgrad: a slab of columns of image n, group g. */
-static void dgrad_pointwise_tile(const Job *j, int64_t t, float *col) {
-    (void)col;
-    const Geom *c = j->c;
-    int64_t hw = c->h * c->w, n, g, c0, ncol;
-    slab_at(j, t, &n, &g, &c0, &ncol);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->cig, (int)ncol, (int)c->cog, 1.0f, j->b + g * c->cog * c->k, (int)c->k,
-                j->a + (n * c->co + g * c->cog) * hw + c0, (int)hw, 0.0f, j->out + (n * c->ci + g * c->cig) * hw + c0, (int)hw);
-}
-
 /* dw = sum over images of dy col^T; a = dy, b = x. Tile: group g, a block
  * of input channels (disjoint columns of dw); the first GEMM overwrites,
  * the rest accumulate. */
@@ -348,61 +192,46 @@ static void wgrad_tile(const Job *j, int64_t t, float *col) {
         }
 }
 
-/* ---- the three directions ---- */
+/* ---- the four conv ops ---- */
 
-static bool conv_forward(const Geom *c, const float *x, const float *w, const float *b, float *y, char *err, int errcap) {
-    int64_t howo = c->ho * c->wo;
-    Job j = {.c = c, .a = x, .b = w, .bias = b, .out = y};
-    if (is_depthwise(c)) {
-        j.tile = dw_forward_tile;
-        return job_run(&j, c->n * c->co, 0, err, errcap);
-    }
-    if (is_pointwise(c)) {
-        job_slabs(&j, howo);
-        j.tile = forward_pointwise_tile;
-        return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
-    }
-    j.rows = chunk_rows(c, c->k, true);
-    j.tile = forward_tile;
-    return job_run(&j, c->n * c->groups * cdiv(c->ho, j.rows), c->k * c->wo * j.rows, err, errcap);
+/* The geometry of a conv op's oneDNN primitive: true for the forward
+ * convolution and dgrads (a transposed conv is the dgrad of the conv from
+ * its output to its input); false for other ops. */
+static bool dnnl_geom(const Graph *g, const Op *op, Geom *c, bool *forward) {
+    *forward = op->kind == OP_CONV2D;
+    if (op->kind == OP_CONV2D) *c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);
+    else if (op->kind == OP_CONV_TRANSPOSE2D) *c = geom(SH(op->out[0]), SH(op->in[1]), SH(op->in[0]), &op->a);
+    else if (op->kind == OP_CONV2D_DGRAD) *c = geom(&op->a.shape, SH(op->in[1]), SH(op->in[0]), &op->a);
+    else return false;
+    return true;
 }
 
-static bool conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, char *err, int errcap) {
-    Job j = {.c = c, .a = dy, .b = w, .out = dx};
-    if (is_depthwise(c)) {
-        j.tile = dw_dgrad_tile;
-        return job_run(&j, c->n * c->groups, 0, err, errcap);
+bool cpu_conv_prepare(const Graph *g, char *err, int errcap) {
+    for (int o = 0; o < g->n_ops; o++) {
+        Geom c;
+        bool forward;
+        if (dnnl_geom(g, &g->ops[o], &c, &forward) && !dnnl_conv_prepare(&c, forward, forward && g->ops[o].n_in == 3, err, errcap)) return false;
     }
-    if (is_pointwise(c)) {
-        job_slabs(&j, c->h * c->w);
-        j.tile = dgrad_pointwise_tile;
-        return job_run(&j, c->n * c->groups * j.slabs, 0, err, errcap);
-    }
-    int64_t col = job_blocks(&j);
-    j.tile = dgrad_tile;
-    return job_run(&j, c->n * c->groups * j.blocks, col, err, errcap);
+    return true;
 }
 
-static bool conv_wgrad(const Geom *c, const float *dy, const float *x, float *dw, char *err, int errcap) {
-    Job j = {.c = c, .a = dy, .b = x, .out = dw};
-    if (is_depthwise(c)) {
-        j.tile = dw_wgrad_tile;
-        return job_run(&j, c->co, 0, err, errcap);
-    }
-    int64_t col = job_blocks(&j);
-    j.tile = wgrad_tile;
-    return job_run(&j, c->groups * j.blocks, col, err, errcap);
-}
+int64_t cpu_conv_layout_scratch_bytes(void) { return dnnl_conv_scratch_bytes(); }
+int cpu_conv_primitives(void) { return dnnl_conv_primitives(); }
+
 REF_KERNEL(cpu_conv2d) {
-    Geom c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);
-    return conv_forward(&c, T(0), T(1), op->n_in == 3 ? T(2) : NULL, O(0), err, errcap);
+    Geom c;
+    bool forward;
+    dnnl_geom(g, op, &c, &forward);
+    return dnnl_conv_forward(&c, T(0), T(1), op->n_in == 3 ? T(2) : NULL, O(0), err, errcap);
 }
 
-/* z = conv_transpose(x, w) is the dgrad of the conv from z to x, plus the bias */
+/* z = conv_transpose(x, w), plus the bias */
 REF_KERNEL(cpu_conv_transpose2d) {
-    const Shape *x = SH(op->in[0]), *z = SH(op->out[0]);
-    Geom c = geom(z, SH(op->in[1]), x, &op->a);
-    if (!conv_dgrad(&c, T(0), T(1), O(0), err, errcap)) return false;
+    const Shape *z = SH(op->out[0]);
+    Geom c;
+    bool forward;
+    dnnl_geom(g, op, &c, &forward);
+    if (!dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap)) return false;
     if (op->n_in == 3) {
         int64_t hw = z->d[2] * z->d[3];
         for (int64_t n = 0; n < z->d[0]; n++)
@@ -416,14 +245,23 @@ REF_KERNEL(cpu_conv_transpose2d) {
 
 /* conv2d_dgrad(dy, w) -> dx shaped a.shape */
 REF_KERNEL(cpu_conv2d_dgrad) {
-    Geom c = geom(&op->a.shape, SH(op->in[1]), SH(op->in[0]), &op->a);
-    return conv_dgrad(&c, T(0), T(1), O(0), err, errcap);
+    Geom c;
+    bool forward;
+    dnnl_geom(g, op, &c, &forward);
+    return dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap);
 }
 
 /* conv2d_wgrad(dy, x) -> dw shaped a.shape */
 REF_KERNEL(cpu_conv2d_wgrad) {
     Geom c = geom(SH(op->in[1]), &op->a.shape, SH(op->in[0]), &op->a);
-    return conv_wgrad(&c, T(0), T(1), O(0), err, errcap);
+    Job j = {.c = &c, .a = T(0), .b = T(1), .out = O(0)};
+    if (is_depthwise(&c)) {
+        j.tile = dw_wgrad_tile;
+        return job_run(&j, c.co, 0, err, errcap);
+    }
+    int64_t col = job_blocks(&j);
+    j.tile = wgrad_tile;
+    return job_run(&j, c.groups * j.blocks, col, err, errcap);
 }
 
 REF_KERNEL(cpu_bias_grad) {

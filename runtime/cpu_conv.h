@@ -17,15 +17,26 @@ float *cpu_thread_scratch(int64_t floats, bool *ok);
 /* The most im2col scratch one thread takes for a convolution (bytes). */
 int64_t cpu_conv_scratch_max_bytes(void);
 
-/* im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1 unpadded convs),
- * direct loops for depthwise; arbitrary kernel, stride, padding, dilation,
- * groups. Tiles run on the OpenMP threads, each with a single-threaded
- * sgemm and one bounded malloc of scratch; out of memory is an error. */
+/* Forward, dgrad and transposed convs through oneDNN (its primitives made
+ * once per shape; the bits do not depend on the thread count); weight
+ * gradients as im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1
+ * unpadded convs), direct loops for depthwise, in tiles on the OpenMP
+ * threads, each with a single-threaded sgemm and one bounded malloc of
+ * scratch. Arbitrary kernel, stride, padding, dilation, groups; out of
+ * memory is an error. */
 bool cpu_conv2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv_transpose2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv2d_dgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv2d_wgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_bias_grad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+/* Makes the oneDNN primitives of g's convolutions now (set-up, before step
+ * 0), so that a shape it cannot run fails first and its scratch is known. */
+bool cpu_conv_prepare(const Graph *g, char *err, int errcap);
+/* The bytes of layout scratch the convolutions prepared or run so far hold
+ * (kept for the process; one buffer per role, as large as the largest need). */
+int64_t cpu_conv_layout_scratch_bytes(void);
+/* How many oneDNN primitives this process has made (one per shape, direction and thread count). */
+int cpu_conv_primitives(void);
 
 /* cpu_pointwise.c. The sums are in double like the oracle's, in lanes. */
 double cpu_row_sum(const float *p, int64_t n);

@@ -2,7 +2,8 @@
 # scripts/install-deps.sh — installs the Debian packages yolocc builds and
 # tests with, skipping what is already there. Needs root (or sudo) only when
 # something is missing. Open MPI (openmpi-bin, libopenmpi-dev) builds and tests
-# the CPU target's data parallelism; libssl-dev (libcrypto) hashes kernel-cache
+# the CPU target's data parallelism; libdnnl-dev (oneDNN) runs the CPU
+# convolutions; libssl-dev (libcrypto) hashes kernel-cache
 # keys; protobuf-c writes the ONNX files of yolort export; g++ builds the CUDA kernels' source for the host in the cuda_emul
 # tests; FFmpeg's libraries (libavformat, libavcodec, libswscale; headers to
 # build, opened at run time only for videos) read and write videos for
@@ -26,6 +27,7 @@ declare -A NEED=(
   [/usr/bin/protoc-c]=protobuf-c-compiler
   [/usr/include/openssl/evp.h]=libssl-dev
   [/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h]=libopenblas-dev
+  [/usr/include/oneapi/dnnl/dnnl.h]=libdnnl-dev
   [/usr/include/criterion/criterion.h]=libcriterion-dev
   [/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h]=libopenmpi-dev
   [/usr/bin/mpirun]=openmpi-bin

@@ -254,6 +254,43 @@ Test(cpu_conv, results_do_not_depend_on_the_thread_count, .timeout = 600) {
     }
 }
 
+/* Set-up makes every oneDNN primitive a graph's convolutions need
+ * (cpu_conv_prepare, before a training run's memory line): running the
+ * graph then makes none, so the layout scratch set-up counted is all it
+ * holds. The graph: a conv's forward (with bias), dgrad and wgrad, and a
+ * transposed conv (a dgrad of another shape). */
+Test(cpu_conv, set_up_makes_every_primitive_a_run_uses) {
+    Bench b;
+    bench_init(&b, 77);
+    int x = tensor(&b, TK_INPUT, shape4(2, 32, 40, 36)), w = tensor(&b, TK_PARAM, shape4(24, 32, 3, 3)), bias = tensor(&b, TK_PARAM, shape1(24));
+    OpAttrs a = {.kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}, .groups = 1}, ad = a, aw = a;
+    int y = op1(&b, OP_CONV2D, (int[]){x, w, bias}, 3, &a);
+    int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape);
+    ad.shape = b.g.tensors[x].shape;
+    aw.shape = b.g.tensors[w].shape;
+    op1(&b, OP_CONV2D_DGRAD, (int[]){dy, w}, 2, &ad);
+    op1(&b, OP_CONV2D_WGRAD, (int[]){dy, x}, 2, &aw);
+    OpAttrs at = {.kernel = {2, 2}, .stride = {2, 2}, .dilation = {1, 1}, .groups = 1};
+    op1(&b, OP_CONV_TRANSPOSE2D, (int[]){tensor(&b, TK_INPUT, shape4(2, 16, 9, 11)), tensor(&b, TK_PARAM, shape4(16, 8, 2, 2))}, 2, &at);
+    cr_assert(interp_init(&b.it, &b.g));
+    for (int t = 0; t < b.g.n_tensors; t++)
+        if (b.g.tensors[t].producer < 0) fill(&b, t, -1, 1);
+    char err[256];
+    cr_assert_eq(cpu_conv_primitives(), 0, "no convolution has run in this test's process yet");
+    cr_assert(cpu_conv_prepare(&b.g, err, sizeof err), "%s", err);
+    cr_expect_eq(cpu_conv_primitives(), 3, "forward, dgrad, the transposed conv's dgrad");
+    const int64_t made = cpu_conv_layout_scratch_bytes();
+    cr_log_info("layout scratch after set-up: %lld bytes", (long long)made);
+    b.it.fast = true;
+    cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s", err);
+    cr_expect_eq(cpu_conv_primitives(), 3, "running the graph made primitives set-up had not");
+    cr_expect_eq(cpu_conv_layout_scratch_bytes(), made);
+    /* a second set-up finds them all made */
+    cr_assert(cpu_conv_prepare(&b.g, err, sizeof err), "%s", err);
+    cr_expect_eq(cpu_conv_primitives(), 3);
+    bench_free(&b);
+}
+
 Test(cpu_conv, transposed_conv_matches_reference) {
     static const int shapes[][6] = {/* ci, co/g, k, stride, pad, groups */ {4, 3, 2, 2, 0, 1}, {4, 2, 3, 2, 1, 2}, {6, 1, 3, 1, 1, 6}, {4, 5, 1, 1, 0, 1}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -533,6 +533,10 @@ Test(trainer, host_memory_is_known_before_step_0, .timeout = 900) {
     double cache_gb = 0;
     cr_expect(cache && sscanf(cache, "RAM cache %lf", &cache_gb) == 1 && fabs(cache_gb - 40 * 160 * 160 * 3 / 1e9) < 1e-3, "%.400s", line);
     cr_expect(strstr(line, "training step ") && strstr(line, "validation ") && strstr(line, "batch buffers ") && strstr(line, " available ("), "%.400s", line);
+    /* the convolutions' oneDNN layouts are made and counted before step 0 */
+    const char *layouts = strstr(line, " of kernel scratch (");
+    double layouts_gb = 0;
+    cr_expect(layouts && strstr(layouts, " of it oneDNN's layouts)") && sscanf(strstr(layouts, "(") + 1, "%lf", &layouts_gb) == 1 && layouts_gb > 0, "%.600s", line);
     /* an upper bound up to the allocator's own slack, and a tight one */
     cr_expect(peak <= 1.10 * planned && peak >= 0.75 * planned, "peak %.3f GB against %.3f GB known before step 0", peak, planned);
     cr_log_info("host memory: peak %.3f GB, %.3f GB known before step 0", peak, planned);

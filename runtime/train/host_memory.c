@@ -1,10 +1,12 @@
 /* runtime/train/host_memory.c — the host memory a CPU training run holds
  * before step 0 (set-up allocates every step, validation and loader buffer
  * up front), printed and checked against what this process may still take.
- * Reads the trainer's parts; must not allocate, train or write files. */
+ * Reads the trainer's parts and makes its convolutions' oneDNN primitives
+ * (to count their scratch); must not otherwise allocate, train or write files. */
 #include <omp.h>
 #include <stdio.h>
 
+#include "../cpu_conv.h"
 #include "../mem_fit.h"
 #include "trainer.h"
 
@@ -30,8 +32,20 @@ bool trainer_cache_fits(Trainer *t, const DataSplit *split, const char *prefix, 
     return true;
 }
 
+/* Every graph the run's fast kernels will run: the step, validation at the
+ * plan's shape and at each other rect shape (index -2, -1, 0.. n-1). */
+static const Interp *run_graph(const Trainer *t, int i) { return i == -2 ? &t->ts.it : i == -1 ? &t->evg.ev : &t->evshapes.g[i]->ev; }
+
 bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
     const Graph *g = &t->plan.g;
+    /* the convolutions' primitives now, so that their layout scratch is
+     * known and a shape oneDNN cannot run fails before step 0 */
+    for (int i = -2; i < t->evshapes.n; i++) {
+        char why[400];
+        if (run_graph(t, i)->fast && !cpu_conv_prepare(run_graph(t, i)->g, why, sizeof why))
+            return snprintf(err, (size_t)errcap, "%s graph: %s", i == -2 ? "training" : "validation", why), false;
+    }
+    const int64_t layouts = cpu_conv_layout_scratch_bytes();
     int64_t ema = 0;
     for (int i = 0; t->ema && i < g->n_state; i++) ema += interp_tensor_bytes(&g->tensors[g->state[i]]);
     const int64_t step = train_step_host_bytes(&t->ts), val = interp_host_bytes(&t->evg.ev), shapes = eval_shapes_host_bytes(&t->evshapes),
@@ -39,23 +53,24 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
     /* what runs take on top and give back: the step's or a validation graph's
      * scratch (one runs at a time), and the loader threads' sample images */
     const int threads = omp_get_max_threads();
-    int64_t scratch = interp_transient_bytes(&t->ts.it, threads);
-    for (int i = -1; i < t->evshapes.n; i++) {
-        const Interp *it = i < 0 ? &t->evg.ev : &t->evshapes.g[i]->ev;
-        const int64_t b = interp_transient_bytes(it, threads);
+    int64_t scratch = 0;
+    for (int i = -2; i < t->evshapes.n; i++) {
+        const int64_t b = interp_transient_bytes(run_graph(t, i), threads);
         if (b > scratch) scratch = b;
     }
+    scratch += layouts;
     const int64_t workers = (t->train_loader ? loader_worker_bytes(t->train_loader) : 0) + (t->val_loader ? loader_worker_bytes(t->val_loader) : 0);
     const int64_t total = t->rss0 + step + ema + val + shapes + loaders + t->cache_bytes + scratch + workers, now = process_rss_bytes();
     /* what does not grow with the batch: the program, the parameters with
-     * their gradients and optimizer state, the EMA, the threads' scratch */
-    const int64_t fixed = t->rss0 + step - step_batch_bytes(&t->ts) + ema + t->cache_bytes + scratch + workers;
+     * their gradients and optimizer state, the EMA, the threads' scratch
+     * (not the layout copies of activations) */
+    const int64_t fixed = t->rss0 + step - step_batch_bytes(&t->ts) + ema + t->cache_bytes + scratch - layouts + workers;
     char parts[600];
     snprintf(parts, sizeof parts,
              "training step %.3f, EMA %.3f, validation %.3f + %.3f for %d other shape%s, batch buffers %.3f, RAM cache %.3f, the program %.3f; at most %.3f of kernel "
-             "scratch and %.3f of loader images while they run",
+             "scratch (%.3f of it oneDNN's layouts) and %.3f of loader images while they run",
              (double)step / 1e9, (double)ema / 1e9, (double)val / 1e9, (double)shapes / 1e9, t->evshapes.n, t->evshapes.n == 1 ? "" : "s", (double)loaders / 1e9,
-             (double)t->cache_bytes / 1e9, (double)t->rss0 / 1e9, (double)scratch / 1e9, (double)workers / 1e9);
+             (double)t->cache_bytes / 1e9, (double)t->rss0 / 1e9, (double)scratch / 1e9, (double)layouts / 1e9, (double)workers / 1e9);
     uint64_t avail;
     char source[1200];
     if (!host_memory_available(&avail, source, sizeof source)) return snprintf(err, (size_t)errcap, "cannot read /proc/meminfo: the host memory a run may take is unknown"), false;

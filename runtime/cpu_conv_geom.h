@@ -1,0 +1,32 @@
+/* runtime/cpu_conv_geom.h — the geometry of one fp32 convolution as the CPU
+ * kernels read it (cpu_conv.c's tiles, cpu_conv_dnnl.c's oneDNN primitives).
+ * Internal to those two files; op semantics stay ref_conv.c's. */
+#ifndef YOLOCC_CPU_CONV_GEOM_H
+#define YOLOCC_CPU_CONV_GEOM_H
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct Geom {
+    int64_t n, ci, h, w;        /* input */
+    int64_t co, ho, wo;         /* output */
+    int kh, kw, sh, sw, pt, pl, dh, dw, groups;
+    int64_t cig, cog, k;        /* per group: input and output channels, im2col rows */
+} Geom;
+
+/* oneDNN's direct convolutions (cpu_conv_dnnl.c): y = conv(x, w) (+ b), and
+ * dx = the adjoint of that conv applied to dy. Tensors are the plan's NCHW
+ * (weights OIHW); oneDNN's blocked layouts live only inside the call. Every
+ * output element is summed by one thread in an order fixed by the shape,
+ * so the bits do not depend on the thread count. */
+bool dnnl_conv_forward(const Geom *c, const float *x, const float *w, const float *b, float *y, char *err, int errcap);
+bool dnnl_conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, char *err, int errcap);
+/* Makes the primitive of a forward (or dgrad) conv now, as the first call
+ * would, so that a shape oneDNN cannot run fails at set-up and the scratch
+ * is known before step 0. */
+bool dnnl_conv_prepare(const Geom *c, bool forward, bool bias, char *err, int errcap);
+/* The scratch the convolutions made so far hold at most (one buffer per
+ * role, each as large as the largest need; it grows as shapes are made). */
+int64_t dnnl_conv_scratch_bytes(void);
+int dnnl_conv_primitives(void);
+
+#endif
