@@ -15,8 +15,8 @@
  * all queries for dk and dv, so its tiles are whole (image, head, area)
  * triples. Tiling depends on the shape alone, so the bits do not depend on
  * the thread count. Attention under PARALLEL_MIN_MACS stays on the calling
- * thread (see cpu_conv.c). */
-enum { ROW_BLOCK = 64, PARALLEL_MIN_MACS = 1 << 22 };
+ * thread (cpu_conv.h). */
+enum { ROW_BLOCK = 64 };
 
 /* qkv [N, C, tokens] holds, per head, channels [q: kd | k: kd | v: hd];
  * tokens are row-major pixels cut into `area` contiguous runs of L. */

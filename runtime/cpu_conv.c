@@ -18,11 +18,9 @@
  * and every output element is summed inside one tile, so results are the
  * same bits whatever the thread count (oneDNN's weight gradients split
  * their sums by the thread count; its forward and dgrad do not).
- * COL_CAP bounds a tile's im2col scratch (floats: 8 MiB). A conv of fewer
- * than PARALLEL_MIN_MACS multiply-adds (~0.1 ms on one core) runs its tiles
- * on the calling thread: waking the team would cost more, and on a loaded
- * machine a sleeping worker stalls the whole conv. */
-enum { COL_CAP = 1 << 21, CHAN_BLOCKS = 8, PARALLEL_MIN_MACS = 1 << 22 };
+ * COL_CAP bounds a tile's im2col scratch (floats: 8 MiB); small convs run
+ * on the calling thread (PARALLEL_MIN_MACS). */
+enum { COL_CAP = 1 << 21, CHAN_BLOCKS = 8 };
 
 static Geom geom(const Shape *x, const Shape *w, const Shape *y, const OpAttrs *a) {
     Geom c = {x->d[0], x->d[1], x->d[2], x->d[3], y->d[1], y->d[2], y->d[3], (int)w->d[2], (int)w->d[3], a->stride[0], a->stride[1],
@@ -104,7 +102,7 @@ float *cpu_thread_scratch(int64_t floats, bool *ok) {
 static bool job_run(const Job *j, int64_t tiles, int64_t col_floats, char *err, int errcap) {
     pthread_once(&blas_once, blas_single_threaded);
     bool ok = true;
-#pragma omp parallel if (tiles > 1 && j->c->n * j->c->co * j->c->ho * j->c->wo * j->c->k >= PARALLEL_MIN_MACS)
+#pragma omp parallel if (tiles > 1 && geom_macs(j->c) >= PARALLEL_MIN_MACS)
     {
         float *col = cpu_thread_scratch(col_floats, &ok);
 #pragma omp for schedule(dynamic, 1)

@@ -7,6 +7,11 @@
 #define YOLOCC_CPU_CONV_H
 #include "ref_kernels.h"
 
+/* A kernel of fewer than PARALLEL_MIN_MACS multiply-adds (~0.1 ms on one
+ * core) runs on the calling thread alone: waking the team would cost more,
+ * and on a loaded machine a sleeping worker stalls the whole op. */
+enum { PARALLEL_MIN_MACS = 1 << 22 };
+
 /* The fast kernel for an op, or NULL when only the reference one exists. */
 RefKernel cpu_kernel(OpKind k);
 

@@ -166,10 +166,13 @@ static bool prim_make(Prim *p, char *err, int errcap) {
     return ok;
 }
 
+/* The threads a conv runs on: one for a small conv, else the team's. */
+static int conv_threads(const Geom *c) { return geom_macs(c) < PARALLEL_MIN_MACS ? 1 : omp_get_max_threads(); }
+
 /* oneDNN cuts a primitive's work for the threads it will have when it is
- * made, so a primitive is made again for another thread count. */
-static Prim *prim_find(const Geom *c, int dir, bool bias, char *err, int errcap) {
-    const int threads = omp_get_max_threads();
+ * made (omp_get_max_threads then), so a primitive is made again for another
+ * thread count, and made and run with conv_threads. */
+static Prim *prim_find(const Geom *c, int dir, bool bias, int threads, char *err, int errcap) {
     for (int i = 0; i < n_prims; i++)
         if (prims[i].dir == dir && prims[i].bias == bias && prims[i].threads == threads && same_geom(&prims[i].c, c)) return &prims[i];
     if (!engine_ready(err, errcap)) return NULL;
@@ -222,8 +225,10 @@ enum { M_USER = 0, M_INNER = N_ARGS, M_BIAS = 2 * N_ARGS, M_PAD, N_MEM };
 
 static bool conv_run(const Geom *c, int dir, const float *a, const float *b, const float *bias, float *out, char *err, int errcap) {
     pthread_mutex_lock(&lock);
+    const int team = omp_get_max_threads(), threads = conv_threads(c);
+    if (threads != team) omp_set_num_threads(threads);
     dnnl_memory_t m[N_MEM] = {0};
-    Prim *p = prim_find(c, dir, bias != NULL, err, errcap);
+    Prim *p = prim_find(c, dir, bias != NULL, threads, err, errcap);
     const void *user[N_ARGS] = {a, b, out};
     bool ok = p != NULL;
     for (int k = 0; ok && k < N_ARGS; k++) {
@@ -253,6 +258,7 @@ static bool conv_run(const Geom *c, int dir, const float *a, const float *b, con
     }
     for (int k = 0; k < N_MEM; k++)
         if (m[k]) dnnl_memory_destroy(m[k]);
+    if (threads != team) omp_set_num_threads(team);
     pthread_mutex_unlock(&lock);
     return ok;
 }
@@ -267,7 +273,10 @@ bool dnnl_conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, 
 
 bool dnnl_conv_prepare(const Geom *c, bool forward, bool bias, char *err, int errcap) {
     pthread_mutex_lock(&lock);
-    bool ok = prim_find(c, forward ? DIR_FORWARD : DIR_DGRAD, bias, err, errcap) != NULL;
+    const int team = omp_get_max_threads(), threads = conv_threads(c);
+    if (threads != team) omp_set_num_threads(threads);
+    bool ok = prim_find(c, forward ? DIR_FORWARD : DIR_DGRAD, bias, threads, err, errcap) != NULL;
+    if (threads != team) omp_set_num_threads(team);
     pthread_mutex_unlock(&lock);
     return ok;
 }

@@ -6,12 +6,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu_conv.h"
+
 typedef struct Geom {
     int64_t n, ci, h, w;        /* input */
     int64_t co, ho, wo;         /* output */
     int kh, kw, sh, sw, pt, pl, dh, dw, groups;
     int64_t cig, cog, k;        /* per group: input and output channels, im2col rows */
 } Geom;
+
+static inline int64_t geom_macs(const Geom *c) { return c->n * c->co * c->ho * c->wo * c->k; }
 
 /* oneDNN's direct convolutions (cpu_conv_dnnl.c): y = conv(x, w) (+ b), and
  * dx = the adjoint of that conv applied to dy. Tensors are the plan's NCHW
