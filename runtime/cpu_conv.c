@@ -195,8 +195,7 @@ static void wgrad_tile(const Job *j, int64_t t, float *col) {
 /* The geometry of a conv op's oneDNN primitive: true for the forward
  * convolution and dgrads (a transposed conv is the dgrad of the conv from
  * its output to its input); false for other ops. */
-static bool dnnl_geom(const Graph *g, const Op *op, Geom *c, bool *forward) {
-    *forward = op->kind == OP_CONV2D;
+static bool dnnl_geom(const Graph *g, const Op *op, Geom *c) {
     if (op->kind == OP_CONV2D) *c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);
     else if (op->kind == OP_CONV_TRANSPOSE2D) *c = geom(SH(op->out[0]), SH(op->in[1]), SH(op->in[0]), &op->a);
     else if (op->kind == OP_CONV2D_DGRAD) *c = geom(&op->a.shape, SH(op->in[1]), SH(op->in[0]), &op->a);
@@ -206,20 +205,17 @@ static bool dnnl_geom(const Graph *g, const Op *op, Geom *c, bool *forward) {
 
 bool cpu_conv_prepare(const Graph *g, char *err, int errcap) {
     for (int o = 0; o < g->n_ops; o++) {
+        const Op *op = &g->ops[o];
+        const bool forward = op->kind == OP_CONV2D;
         Geom c;
-        bool forward;
-        if (dnnl_geom(g, &g->ops[o], &c, &forward) && !dnnl_conv_prepare(&c, forward, forward && g->ops[o].n_in == 3, err, errcap)) return false;
+        if (dnnl_geom(g, op, &c) && !dnnl_conv_prepare(&c, forward, forward && op->n_in == 3, err, errcap)) return false;
     }
     return true;
 }
 
-int64_t cpu_conv_layout_scratch_bytes(void) { return dnnl_conv_scratch_bytes(); }
-int cpu_conv_primitives(void) { return dnnl_conv_primitives(); }
-
 REF_KERNEL(cpu_conv2d) {
     Geom c;
-    bool forward;
-    dnnl_geom(g, op, &c, &forward);
+    dnnl_geom(g, op, &c);
     return dnnl_conv_forward(&c, T(0), T(1), op->n_in == 3 ? T(2) : NULL, O(0), err, errcap);
 }
 
@@ -227,8 +223,7 @@ REF_KERNEL(cpu_conv2d) {
 REF_KERNEL(cpu_conv_transpose2d) {
     const Shape *z = SH(op->out[0]);
     Geom c;
-    bool forward;
-    dnnl_geom(g, op, &c, &forward);
+    dnnl_geom(g, op, &c);
     if (!dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap)) return false;
     if (op->n_in == 3) {
         int64_t hw = z->d[2] * z->d[3];
@@ -244,8 +239,7 @@ REF_KERNEL(cpu_conv_transpose2d) {
 /* conv2d_dgrad(dy, w) -> dx shaped a.shape */
 REF_KERNEL(cpu_conv2d_dgrad) {
     Geom c;
-    bool forward;
-    dnnl_geom(g, op, &c, &forward);
+    dnnl_geom(g, op, &c);
     return dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap);
 }
 

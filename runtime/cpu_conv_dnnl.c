@@ -198,11 +198,14 @@ static Prim *prim_find(const Geom *c, int dir, bool bias, int threads, char *err
     return p;
 }
 
+/* Scratch buffers are 64-byte aligned and sized in whole 64-byte lines. */
+static size_t lines64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 /* Scratch k of at least `bytes`, kept for the next call. */
 static void *scratch_get(int k, size_t bytes, char *err, int errcap) {
     if (scratch_bytes[k] >= bytes) return scratch[k];
     free(scratch[k]);
-    size_t round = (bytes + 63) / 64 * 64;
+    size_t round = lines64(bytes);
     scratch[k] = aligned_alloc(64, round);
     scratch_bytes[k] = scratch[k] ? round : 0;
     if (!scratch[k]) snprintf(err, (size_t)errcap, "out of memory for %zu bytes of oneDNN convolution scratch", round);
@@ -223,12 +226,25 @@ static bool mem(const dnnl_memory_desc_t *md, const void *data, dnnl_memory_t *m
 /* m: the user's arguments, their inner copies, the bias, the scratchpad */
 enum { M_USER = 0, M_INNER = N_ARGS, M_BIAS = 2 * N_ARGS, M_PAD, N_MEM };
 
-static bool conv_run(const Geom *c, int dir, const float *a, const float *b, const float *bias, float *out, char *err, int errcap) {
+/* Takes the lock and c's thread count (*team: the count to restore) and
+ * finds or makes its primitive; leave() undoes the first two. */
+static Prim *enter(const Geom *c, int dir, bool bias, int *team, char *err, int errcap) {
     pthread_mutex_lock(&lock);
-    const int team = omp_get_max_threads(), threads = conv_threads(c);
-    if (threads != team) omp_set_num_threads(threads);
+    const int threads = conv_threads(c);
+    *team = omp_get_max_threads();
+    if (threads != *team) omp_set_num_threads(threads);
+    return prim_find(c, dir, bias, threads, err, errcap);
+}
+
+static void leave(int team) {
+    if (omp_get_max_threads() != team) omp_set_num_threads(team);
+    pthread_mutex_unlock(&lock);
+}
+
+static bool conv_run(const Geom *c, int dir, const float *a, const float *b, const float *bias, float *out, char *err, int errcap) {
+    int team;
+    Prim *p = enter(c, dir, bias != NULL, &team, err, errcap);
     dnnl_memory_t m[N_MEM] = {0};
-    Prim *p = prim_find(c, dir, bias != NULL, threads, err, errcap);
     const void *user[N_ARGS] = {a, b, out};
     bool ok = p != NULL;
     for (int k = 0; ok && k < N_ARGS; k++) {
@@ -258,8 +274,7 @@ static bool conv_run(const Geom *c, int dir, const float *a, const float *b, con
     }
     for (int k = 0; k < N_MEM; k++)
         if (m[k]) dnnl_memory_destroy(m[k]);
-    if (threads != team) omp_set_num_threads(team);
-    pthread_mutex_unlock(&lock);
+    leave(team);
     return ok;
 }
 
@@ -272,27 +287,24 @@ bool dnnl_conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, 
 }
 
 bool dnnl_conv_prepare(const Geom *c, bool forward, bool bias, char *err, int errcap) {
-    pthread_mutex_lock(&lock);
-    const int team = omp_get_max_threads(), threads = conv_threads(c);
-    if (threads != team) omp_set_num_threads(threads);
-    bool ok = prim_find(c, forward ? DIR_FORWARD : DIR_DGRAD, bias, threads, err, errcap) != NULL;
-    if (threads != team) omp_set_num_threads(team);
-    pthread_mutex_unlock(&lock);
+    int team;
+    const bool ok = enter(c, forward ? DIR_FORWARD : DIR_DGRAD, bias, &team, err, errcap) != NULL;
+    leave(team);
     return ok;
 }
 
-int64_t dnnl_conv_scratch_bytes(void) {
+int64_t cpu_conv_layout_scratch_bytes(void) {
     pthread_mutex_lock(&lock);
     size_t most[N_SCRATCH] = {0}, total = 0;
     for (int i = 0; i < n_prims; i++)
         for (int k = 0; k < N_SCRATCH; k++)
             if (prims[i].need[k] > most[k]) most[k] = prims[i].need[k];
-    for (int k = 0; k < N_SCRATCH; k++) total += (most[k] + 63) / 64 * 64;
+    for (int k = 0; k < N_SCRATCH; k++) total += lines64(most[k]);
     pthread_mutex_unlock(&lock);
     return (int64_t)total;
 }
 
-int dnnl_conv_primitives(void) {
+int cpu_conv_primitives(void) {
     pthread_mutex_lock(&lock);
     int n = n_prims;
     pthread_mutex_unlock(&lock);

@@ -28,9 +28,7 @@ bool dnnl_conv_dgrad(const Geom *c, const float *dy, const float *w, float *dx, 
  * would, so that a shape oneDNN cannot run fails at set-up and the scratch
  * is known before step 0. */
 bool dnnl_conv_prepare(const Geom *c, bool forward, bool bias, char *err, int errcap);
-/* The scratch the convolutions made so far hold at most (one buffer per
- * role, each as large as the largest need; it grows as shapes are made). */
-int64_t dnnl_conv_scratch_bytes(void);
-int dnnl_conv_primitives(void);
+/* cpu_conv.h's cpu_conv_layout_scratch_bytes and cpu_conv_primitives are
+ * defined in cpu_conv_dnnl.c too. */
 
 #endif
