@@ -5,8 +5,9 @@
 # images, the same batch, each side's own per-image milliseconds
 # (preprocess, inference, postprocess) as its Speed line reports them.
 # yolocc runs the training plan's validation graph (its batch is twice the
-# plan's) with the CPU target's generated kernels and OpenBLAS convolutions;
-# PyTorch runs its eager CPU model with BN fused, on as many threads.
+# plan's) with the CPU target's generated kernels and oneDNN convolutions,
+# BN folded into them (runtime/cpu_fold.c); PyTorch runs its eager CPU model
+# with BN fused, on as many threads.
 # Needs the Ultralytics venv (ULTRA_PY).
 # Usage: bench/predict.sh [--append] [--model yolov8|yolo11|yolo12|yolov10n ...] [--scale n] [--imgsz 640] [--images 32]
 append="" model=yolov8 scale=n imgsz=640 images=32

@@ -11,8 +11,9 @@
 # and boxes ~1e-4 of the image apart flip an IoU-0.7 decision now and then
 # (SHOW=1 prints the unmatched lines). Each file at its
 # default scale on both sides. Needs the Ultralytics venv (ULTRA_PY).
-# Ultralytics' side keeps BN apart from the convolutions (--no-fuse), as
-# yolocc computes it.
+# Both sides fold each BN into its conv, as Ultralytics' predictor does for a
+# .pt model (AutoBackend's fuse; yolocc's runtime/cpu_fold.c); until
+# 2026-12-01 yolocc did not, and Ultralytics' side ran --no-fuse to match.
 # --cls-gain (0.25): the class convolutions' factor; the fixtures' 4 (and
 # for the large YOLOv10s even 1) saturates scores to 1.0, whose ties
 # torch.topk and NMS then break differently on the two sides.
@@ -50,7 +51,7 @@ for f in "${files[@]}"; do
     continue
   fi
   echo "$name: Ultralytics, yolocc" >&2
-  "$ULTRA_PY" tools/ultralytics_predict_run.py --cfg "$f" --scale "" --imgsz "$imgsz" --batch 2 --threads "$(nproc)" --detecting --cls-gain "$gain" --no-fuse \
+  "$ULTRA_PY" tools/ultralytics_predict_run.py --cfg "$f" --scale "" --imgsz "$imgsz" --batch 2 --threads "$(nproc)" --detecting --cls-gain "$gain" \
     --source "$tmp/images" --weights-out "$tmp/$name.safetensors" --labels-out "$tmp/$name.u" >/dev/null
   if [ -n "$onnx" ]; then
     # dynamic batch: the predictor batches 2 images

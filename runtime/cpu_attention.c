@@ -73,12 +73,17 @@ static bool out_of_memory(char *err, int errcap, int64_t floats) {
     return false;
 }
 
+int64_t cpu_attention_scratch_floats(const Graph *g, const Op *op) {
+    const Attn a = attn_of(SH(op->in[op->kind == OP_ATTENTION ? 0 : 2]), &op->a);
+    return op->kind == OP_ATTENTION ? (int64_t)ROW_BLOCK * a.L : 2 * a.L * a.L;
+}
+
 /* attention(qkv) -> o, v: o[d][i] = sum_j v[d][j] P[i][j] (O = V P^T), and v copied out. */
 REF_KERNEL(cpu_attention) {
     const Attn a = attn_of(SH(op->in[0]), &op->a);
     const float *qkv = T(0);
     float *o = O(0), *vout = O(1);
-    const int64_t blocks = (a.L + ROW_BLOCK - 1) / ROW_BLOCK, tiles = a.n * a.heads * a.area * blocks, scratch = (int64_t)ROW_BLOCK * a.L;
+    const int64_t blocks = (a.L + ROW_BLOCK - 1) / ROW_BLOCK, tiles = a.n * a.heads * a.area * blocks, scratch = cpu_attention_scratch_floats(g, op);
     bool ok = true;
 #pragma omp parallel if (ATTN_MACS(a) >= PARALLEL_MIN_MACS)
     {
@@ -105,7 +110,7 @@ REF_KERNEL(cpu_attention_bwd) {
     const Attn a = attn_of(SH(op->in[2]), &op->a);
     const float *dO = T(0), *dV = T(1), *qkv = T(2);
     float *dqkv = O(0);
-    const int64_t triples = a.n * a.heads * a.area, scratch = 2 * a.L * a.L;
+    const int64_t triples = a.n * a.heads * a.area, scratch = cpu_attention_scratch_floats(g, op);
     const int tok = (int)a.tokens, L = (int)a.L;
     bool ok = true;
 #pragma omp parallel if (3 * ATTN_MACS(a) >= PARALLEL_MIN_MACS)

@@ -19,26 +19,38 @@ RefKernel cpu_kernel(OpKind k);
  * floats (NULL for none); on allocation failure NULL, and *ok (shared by
  * the team) set false. */
 float *cpu_thread_scratch(int64_t floats, bool *ok);
-/* The most im2col scratch one thread takes for a convolution (bytes). */
-int64_t cpu_conv_scratch_max_bytes(void);
-
-/* Forward, dgrad and transposed convs through oneDNN (its primitives made
- * once per shape; the bits do not depend on the thread count); weight
- * gradients as im2col + OpenBLAS sgemm (direct GEMM for 1x1 stride-1
- * unpadded convs), direct loops for depthwise, in tiles on the OpenMP
- * threads, each with a single-threaded sgemm and one bounded malloc of
- * scratch. Arbitrary kernel, stride, padding, dilation, groups; out of
- * memory is an error. */
+/* The floats of cpu_thread_scratch each thread takes while op's fast
+ * kernel runs (0 for none; convolutions count theirs in
+ * cpu_conv_layout_scratch_bytes). */
+int64_t cpu_op_thread_scratch_floats(const Graph *g, const Op *op);
+int64_t cpu_attention_scratch_floats(const Graph *g, const Op *op);
+int64_t cpu_maxpool_scratch_floats(const Graph *g, const Op *op);
+/* Forward, dgrad, wgrad and transposed convs through oneDNN (its
+ * primitives made once per shape; the bits do not depend on the thread
+ * count: a weight gradient runs as tiles fixed by its shape, each a
+ * single-threaded primitive on one of the OpenMP threads). Arbitrary
+ * kernel, stride, padding, dilation, groups; out of memory is an error. */
 bool cpu_conv2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv_transpose2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv2d_dgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_conv2d_wgrad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_bias_grad(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+/* y = act(conv(x, w) + b) for conv (an OP_CONV2D of g) with weights w and
+ * bias b of its shapes (a BN folded in), into tensor out (conv's output
+ * shape): x and out where buf puts them, each packed or a channel slice
+ * of a wider NCHW tensor (a view of v); act an activation op kind
+ * (OP_SILU, OP_RELU, OP_LEAKY_RELU with slope alpha, OP_HARDSWISH,
+ * OP_GELU, OP_SIGMOID) or -1 for none, run as oneDNN's post-op. */
+struct Views;
+bool cpu_conv_forward_act(const Graph *g, const struct Views *v, const Op *conv, const float *w, const float *b, int act, float alpha, int out, void **buf,
+                          char *err, int errcap);
 /* Makes the oneDNN primitives of g's convolutions now (set-up, before step
  * 0), so that a shape it cannot run fails first and its scratch is known. */
 bool cpu_conv_prepare(const Graph *g, char *err, int errcap);
 /* The bytes of layout scratch the convolutions prepared or run so far hold
- * (kept for the process; one buffer per role, as large as the largest need). */
+ * (kept for the process; one buffer per role, as large as the largest need,
+ * and the same again for each thread that runs weight-gradient tiles, plus
+ * their partial sums). */
 int64_t cpu_conv_layout_scratch_bytes(void);
 /* How many oneDNN primitives this process has made (one per shape, direction and thread count). */
 int cpu_conv_primitives(void);

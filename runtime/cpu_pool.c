@@ -31,6 +31,8 @@ static inline float window_max(const float *line, int64_t step, int64_t len, int
  * window: the first maximal element of the first row holding the maximum,
  * or the last NaN of the last row holding one. Same bits, zero signs and
  * NaN payloads included, at kh + kw compares an output instead of kh x kw. */
+int64_t cpu_maxpool_scratch_floats(const Graph *g, const Op *op) { return SH(op->in[0])->d[2] * SH(op->out[0])->d[3]; }
+
 REF_KERNEL(cpu_maxpool2d) {
     const Shape *xs = SH(op->in[0]), *ys = SH(op->out[0]);
     const OpAttrs *a = &op->a;
@@ -40,7 +42,7 @@ REF_KERNEL(cpu_maxpool2d) {
     bool ok = true;
 #pragma omp parallel if (nc * oh * ow >= PARALLEL_MIN_ELEMS)
     {
-        float *rowmax = cpu_thread_scratch(h * ow, &ok); /* [h][ow]: each input row pooled along x */
+        float *rowmax = cpu_thread_scratch(cpu_maxpool_scratch_floats(g, op), &ok); /* [h][ow]: each input row pooled along x */
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < nc; p++) {
             if (!rowmax) continue;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_conv.h"
+#include "cpu_fold.h"
 #include "gen_cpu.h"
 #include "../passes/views.h"
 
@@ -148,12 +149,11 @@ static bool needs_packing(const Interp *it, int t) {
 
 int64_t interp_transient_bytes(const Interp *it, int threads) {
     const Graph *g = it->g;
-    int64_t pack = 0;
-    bool conv = false;
+    int64_t pack = 0, per_thread = 0;
     for (int o = 0; g && o < g->n_ops; o++) {
         const Op *op = &g->ops[o];
-        OpKind k = op->kind;
-        conv |= k == OP_CONV2D || k == OP_CONV2D_DGRAD || k == OP_CONV2D_WGRAD || k == OP_CONV_TRANSPOSE2D;
+        const int64_t floats = it->fast ? cpu_op_thread_scratch_floats(g, op) : 0;
+        if (floats > per_thread) per_thread = floats;
         int64_t b = 0;
         for (int i = 0; i < op->n_in + op->n_out; i++) {
             int t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
@@ -161,7 +161,7 @@ int64_t interp_transient_bytes(const Interp *it, int threads) {
         }
         if (b > pack) pack = b;
     }
-    return pack + (conv && it->fast ? threads * cpu_conv_scratch_max_bytes() : 0);
+    return pack + threads * per_thread * (int64_t)sizeof(float);
 }
 
 /* Between a tensor as stored and a packed NCHW copy of it (fp32): a view
@@ -258,14 +258,27 @@ static bool bind_launch(Interp *it, const KLaunch *ln, KRows rows, char *err, in
     return true;
 }
 
+/* Op o when it heads a folded group: the group's one convolution, true in
+ * *ran; false in *ran for any other op. */
+static bool run_folded(Interp *it, int o, bool *ran, char *err, int errcap) {
+    *ran = it->fold && it->fold->head[o] >= 0;
+    if (!*ran) return true;
+    const FoldedConv *fc = &it->fold->fc[it->fold->head[o]];
+    char why[200];
+    if (!interp_tensor(it, fc->out)) return snprintf(err, (size_t)errcap, "out of memory"), false;
+    if (cpu_fold_run(it->fold, it->g, it->views, o, it->buf, why, sizeof why)) return true;
+    const Op *op = &it->g->ops[o];
+    return snprintf(err, (size_t)errcap, "op %d (%s folded with its batch norm, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
+}
+
 static bool visit_launch(void *ctx, int l, int group, KRows rows, char *err, int errcap) {
     (void)group;
     Interp *it = ctx;
     const KLaunch *ln = &it->gen->kp.launches[l];
-    bool skipped = it->skip != NULL;
+    bool skipped = it->skip != NULL, folded;
     for (int o = ln->op_lo; skipped && o <= ln->op_hi; o++) skipped = it->skip[o];
-    if (skipped) return true;
-    if (ln->kernel < 0) return run_op(it, ln->op_lo, err, errcap);
+    if (skipped || (it->fold && cpu_fold_covers(it->fold, ln->op_lo, ln->op_hi))) return true;
+    if (ln->kernel < 0) return run_folded(it, ln->op_lo, &folded, err, errcap) && (folded || run_op(it, ln->op_lo, err, errcap));
     if (!bind_launch(it, ln, rows, err, errcap)) return false;
     gen_cpu_launch(it->gen, ln, rows, it->buf);
     return true;
@@ -278,7 +291,9 @@ static void group_done(void *ctx, int lo, int hi) {
 bool interp_run(Interp *it, int first, int last, char *err, int errcap) {
     if (it->gen) return kernel_run_range(&it->gen->kp, it->gen->fusion, first, last, visit_launch, group_done, it, err, errcap);
     for (int o = first; o < last; o++) {
-        if (!(it->skip && it->skip[o]) && !run_op(it, o, err, errcap)) return false;
+        bool folded, skipped = (it->skip && it->skip[o]) || (it->fold && it->fold->gone[o]);
+        if (!skipped && !run_folded(it, o, &folded, err, errcap)) return false;
+        if (!skipped && !folded && !run_op(it, o, err, errcap)) return false;
         after_op(it, o);
     }
     return true;

@@ -24,14 +24,18 @@ typedef struct Interp {
      * the caller having made sure nothing that runs reads their outputs;
      * NULL: every op runs */
     const bool *skip;
+    /* conv-BN(-activation) groups run as one folded convolution
+     * (cpu_fold.h; predict and standalone validation), or NULL */
+    const struct CpuFold *fold;
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);
 /* Allocates (zeroed) storage for tensor t if it has none; returns it. */
 void *interp_tensor(Interp *it, int t);
 /* The most a run takes on top of what it holds (fast kernels): one op's
- * packed copies of strided or channels-last tensors, and threads x the
- * im2col scratch of a convolution when the graph has one. */
+ * packed copies of strided or channels-last tensors, and threads x the most
+ * scratch a thread takes in one op (attention, pooling; the convolutions'
+ * is cpu_conv_layout_scratch_bytes). */
 int64_t interp_transient_bytes(const Interp *it, int threads);
 /* The bytes of x as the host stores it (fp32, or 8-byte integers). */
 int64_t interp_tensor_bytes(const Tensor *x);

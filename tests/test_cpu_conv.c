@@ -7,6 +7,7 @@
 
 #include "../compiler/train_compile.h"
 #include "../runtime/cpu_conv.h"
+#include "../runtime/cpu_fold.h"
 #include "../runtime/interp.h"
 #include "../runtime/synthetic.h"
 #include "../runtime/train_step.h"
@@ -187,7 +188,7 @@ Test(cpu_conv, grid_matches_reference, .timeout = 600) {
     cr_expect_gt(cases, 500);
 }
 
-/* big enough that im2col runs in several row chunks; odd sizes and stride 2 */
+/* big enough for several weight-gradient tiles; odd sizes and stride 2 */
 Test(cpu_conv, chunked_and_wide, .timeout = 600) {
     ConvCase cases[] = {
         {1, 32, 16, 96, 96, 3, 1, 1, 1, {1, 1, 1, 1}, true},
@@ -230,16 +231,20 @@ static void same_bits_for_1_and_3_threads(Bench *b, const int *outs, int n_outs,
     omp_set_num_threads(saved);
 }
 
-/* The tiles are cut from the shape alone and each output element is summed
- * inside one tile, so 1 and 3 threads must give the same bits (forward,
- * dgrad, wgrad; im2col, 1x1 and depthwise (multiplier 2) paths, several
- * tiles each, every conv above the size that runs in parallel). */
+/* oneDNN's forward and dgrad sum each output element in one thread, and a
+ * weight gradient's tiles (output-channel blocks x image chunks, partial
+ * sums added in chunk order) are cut from the shape alone, so 1 and 3
+ * threads must give the same bits (forward, dgrad, wgrad; 3x3, 1x1,
+ * depthwise with multiplier 2, 5x5 dilated; one to three channel blocks,
+ * uneven last blocks and chunks; every conv above the size that runs in
+ * parallel). */
 Test(cpu_conv, results_do_not_depend_on_the_thread_count, .timeout = 600) {
     ConvCase cases[] = {
         {2, 32, 16, 64, 48, 3, 1, 1, 1, {1, 1, 1, 1}, true},
         {2, 64, 64, 50, 50, 1, 1, 1, 1, {0, 0, 0, 0}, false},
         {2, 64, 128, 64, 64, 3, 1, 1, 64, {1, 1, 1, 1}, true},
         {3, 16, 8, 33, 35, 5, 1, 2, 2, {4, 4, 4, 4}, false},
+        {5, 16, 100, 24, 20, 3, 1, 1, 1, {1, 1, 1, 1}, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const ConvCase *cc = &cases[i];
@@ -278,16 +283,17 @@ Test(cpu_conv, set_up_makes_every_primitive_a_run_uses) {
     char err[256];
     cr_assert_eq(cpu_conv_primitives(), 0, "no convolution has run in this test's process yet");
     cr_assert(cpu_conv_prepare(&b.g, err, sizeof err), "%s", err);
-    cr_expect_eq(cpu_conv_primitives(), 3, "forward, dgrad, the transposed conv's dgrad");
+    /* the wgrad's two image chunks of one image each share one tile primitive */
+    cr_expect_eq(cpu_conv_primitives(), 4, "forward, dgrad, the wgrad's tile, the transposed conv's dgrad");
     const int64_t made = cpu_conv_layout_scratch_bytes();
     cr_log_info("layout scratch after set-up: %lld bytes", (long long)made);
     b.it.fast = true;
     cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s", err);
-    cr_expect_eq(cpu_conv_primitives(), 3, "running the graph made primitives set-up had not");
+    cr_expect_eq(cpu_conv_primitives(), 4, "running the graph made primitives set-up had not");
     cr_expect_eq(cpu_conv_layout_scratch_bytes(), made);
     /* a second set-up finds them all made */
     cr_assert(cpu_conv_prepare(&b.g, err, sizeof err), "%s", err);
-    cr_expect_eq(cpu_conv_primitives(), 3);
+    cr_expect_eq(cpu_conv_primitives(), 4);
     bench_free(&b);
 }
 
@@ -421,6 +427,68 @@ Test(cpu_conv, activations_match_reference) {
         fill(&b, dy, -1, 1);
         double r = fast_vs_ref(&b, 1e-5, op_def(kinds[i])->name);
         cr_log_info("%s: worst relative difference %.3g", op_def(kinds[i])->name, r);
+        bench_free(&b);
+    }
+}
+
+/* A conv-BN(-activation) group of an eval graph folded into one oneDNN
+ * convolution (cpu_fold.c: BN in the weights and bias, the activation as a
+ * post-op) against the oracle running its ops one by one: every activation
+ * oneDNN takes as a post-op, and a conv with a bias of its own and no
+ * activation; random BN statistics and affine parameters. Within 1e-5 of
+ * the largest |output| (the folded weights are rounded to fp32, and oneDNN's
+ * exp and erf are its own); the conv's and the BN's outputs are poisoned
+ * first, so the group's output cannot come from them. */
+Test(cpu_conv, folded_conv_bn_activation_matches_reference) {
+    static const int kinds[] = {OP_SILU, OP_RELU, OP_LEAKY_RELU, OP_HARDSWISH, OP_GELU, OP_SIGMOID, -1};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        Bench b;
+        bench_init(&b, 40 + (unsigned)i);
+        const bool bias = kinds[i] < 0;
+        int x = tensor(&b, TK_INPUT, shape4(2, 6, 13, 11)), w = tensor(&b, TK_PARAM, shape4(10, 6, 3, 3)), cb = bias ? tensor(&b, TK_PARAM, shape1(10)) : -1;
+        OpAttrs ca = {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1, 1, 1}, .dilation = {1, 1}, .groups = 1};
+        int y = op1(&b, OP_CONV2D, (int[]){x, w, cb}, bias ? 3 : 2, &ca);
+        int bn[6] = {y, tensor(&b, TK_PARAM, shape1(10)), tensor(&b, TK_PARAM, shape1(10)), tensor(&b, TK_BUFFER, shape1(10)),
+                     tensor(&b, TK_BUFFER, shape1(10)), graph_add_state(&b.g, TK_BUFFER, "nbt", (Shape){0, {0}}, DT_I64)};
+        OpAttrs ba = {.eps = 1e-3, .momentum = 0.03};
+        const int z = op1(&b, OP_BATCHNORM, bn, 6, &ba);
+        OpAttrs aa = {.alpha = 0.1, .act_op = kinds[i]};
+        const int out = bias ? z : op1(&b, (OpKind)kinds[i], &z, 1, &aa);
+        cr_assert(interp_init(&b.it, &b.g));
+        fill(&b, x, -1, 1);
+        fill(&b, w, -0.3, 0.3);
+        if (bias) fill(&b, cb, -1, 1);
+        fill(&b, bn[1], 0.5, 1.5);
+        fill(&b, bn[2], -1, 1);
+        fill(&b, bn[3], -0.5, 0.5);
+        fill(&b, bn[4], 0.5, 2);
+        *(int64_t *)interp_tensor(&b.it, bn[5]) = 4;
+        char err[256];
+        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s", err);
+        const int64_t n = shape_numel(&b.g.tensors[out].shape);
+        float *ref = malloc(bytes(&b.g, out));
+        memcpy(ref, b.it.buf[out], bytes(&b.g, out));
+        Fusion fu;
+        cr_assert(fuse_build(&b.g, FUSE_FULL, &b.arena, &fu, err, sizeof err), "%s", err);
+        CpuFold f;
+        cr_assert(cpu_fold_build(&f, &b.g, &fu, NULL, NULL, b.it.buf, err, sizeof err), "%s", err);
+        cr_expect_eq(f.n, 1, "case %zu: the group did not fold", i);
+        memset(b.it.buf[y], 0xFF, bytes(&b.g, y));
+        memset(b.it.buf[z], 0xFF, bytes(&b.g, z));
+        if (out != z) memset(b.it.buf[out], 0xFF, bytes(&b.g, out));
+        b.it.fast = true;
+        b.it.fold = &f;
+        cr_assert(interp_run(&b.it, 0, b.g.n_ops, err, sizeof err), "%s", err);
+        double dmax = 0, rmax = 0;
+        for (int64_t k = 0; k < n; k++) {
+            dmax = fmax(dmax, fabs((double)((float *)b.it.buf[out])[k] - ref[k]));
+            rmax = fmax(rmax, fabs((double)ref[k]));
+        }
+        const char *name = bias ? "none (conv bias)" : op_def((OpKind)kinds[i])->name;
+        cr_expect(dmax <= 1e-5 * rmax, "%s: max |folded - ref| %.3g > 1e-5 x %.3g", name, dmax, rmax);
+        cr_log_info("folded conv-BN-%s: max |folded - ref| / max |ref| = %.3g", name, dmax / rmax);
+        cpu_fold_free(&f);
+        free(ref);
         bench_free(&b);
     }
 }

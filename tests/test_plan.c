@@ -2,6 +2,7 @@
  * and trains identically; every truncation and every flipped byte of a plan
  * is rejected with an error naming an offset; the CLI round trip. */
 #include <cjson/cJSON.h>
+#include <math.h>
 
 #include "../compiler/plan_write.h"
 #include "../compiler/train_compile.h"
@@ -311,7 +312,7 @@ Test(plan, other_shapes_come_from_the_model_yaml_and_bad_ones_are_refused) {
 static float *predictions_of(const Plan *p, bool loss, bool reference, int *skipped, int64_t *n) {
     char err[1024];
     EvalGraph eg = {0};
-    cr_assert(eval_graph_open(&eg, p->eval, NULL, reference, err, sizeof err), "%s", err);
+    cr_assert(eval_graph_open(&eg, p->eval, NULL, reference, false, err, sizeof err), "%s", err);
     cr_assert(weights_init(&p->eval->g, eg.ev.buf, 20251130, err, sizeof err), "%s", err);
     const EvalIO *io = &eg.io;
     float *im = eg.ev.buf[io->images];
@@ -329,6 +330,25 @@ static float *predictions_of(const Plan *p, bool loss, bool reference, int *skip
     return out;
 }
 
+/* tests/parity's `model` compiled at 64 px and `batch` into a new folder
+ * dir (a mkdtemp template), read back into *p. */
+static void parity_plan(const char *model, int batch, char *dir, Plan *p) {
+    char args[512], err[1024];
+    cr_assert(mkdtemp(dir));
+    snprintf(args, sizeof args, "tests/parity/%s.yaml --imgsz 64 --batch %d -o %s/m.plan", model, batch, dir);
+    CliResult r = tu_run_bin(tu_env_bin("YOLOCC_FAST_BIN", tu_bin()), args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    tu_free(&r);
+    snprintf(args, sizeof args, "%s/m.plan", dir);
+    cr_assert(plan_read(args, p, err, sizeof err), "%s", err);
+}
+
+static void remove_dir(const char *dir) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
 /* A run without labels (predict) leaves out what the predictions do not
  * need: YOLOv10's one-to-many head, nothing of a YOLOv8 head; its
  * predictions equal those of a graph that ran every op, bit for bit, on
@@ -337,15 +357,9 @@ static float *predictions_of(const Plan *p, bool loss, bool reference, int *skip
 Test(plan, predictions_alone_leave_out_what_they_do_not_need, .timeout = 300) {
     static const char *const models[] = {"v10tiny", "v8tiny"};
     for (int m = 0; m < 2; m++) {
-        char dir[] = "/tmp/yolocc-plan-XXXXXX", args[512], err[1024];
-        cr_assert(mkdtemp(dir));
-        snprintf(args, sizeof args, "tests/parity/%s.yaml --imgsz 64 --batch 1 -o %s/m.plan", models[m], dir);
-        CliResult r = tu_run_bin(tu_env_bin("YOLOCC_FAST_BIN", tu_bin()), args);
-        cr_assert_eq(r.status, 0, "%s", r.err);
-        tu_free(&r);
-        snprintf(args, sizeof args, "%s/m.plan", dir);
+        char dir[] = "/tmp/yolocc-plan-XXXXXX";
         Plan p;
-        cr_assert(plan_read(args, &p, err, sizeof err), "%s", err);
+        parity_plan(models[m], 1, dir, &p);
         for (int reference = 0; reference < 2; reference++) {
             int skipped, full_skipped;
             int64_t n, n2;
@@ -360,7 +374,76 @@ Test(plan, predictions_alone_leave_out_what_they_do_not_need, .timeout = 300) {
             free(alone), free(full);
         }
         plan_free(&p);
-        snprintf(args, sizeof args, "rm -rf %s", dir);
-        cr_expect_eq(system(args), 0);
+        remove_dir(dir);
+    }
+}
+
+/* Opens p's validation graph, unfolded (the weights weights_init makes, the
+ * BN statistics and affine parameters then drawn at random) or, with
+ * `from` (the unfolded graph), folded on that graph's state; the images
+ * a fixed pattern, no labels. */
+static void open_for_folding(EvalGraph *eg, const Plan *p, const EvalGraph *from) {
+    char err[1024];
+    const Graph *g = &p->eval->g;
+    void **state = NULL;
+    if (from) {
+        state = malloc(sizeof *state * (size_t)g->n_state);
+        for (int i = 0; i < g->n_state; i++) state[i] = from->ev.buf[g->state[i]];
+    }
+    memset(eg, 0, sizeof *eg);
+    cr_assert(eval_graph_open(eg, p->eval, state, false, from != NULL, err, sizeof err), "%s", err);
+    free(state);
+    if (!from) {
+        cr_assert(weights_init(g, eg->ev.buf, 20251201, err, sizeof err), "%s", err);
+        unsigned r = 7;
+        for (int o = 0; o < g->n_ops; o++) {
+            const Op *op = &g->ops[o];
+            if (op->kind != OP_BATCHNORM) continue;
+            /* gamma, beta, mean in [0.5, 1.5), [-0.5, 0.5), [-0.5, 0.5); var in [0.5, 2.5) */
+            for (int k = 1; k <= 4; k++) {
+                float *v = eg->ev.buf[op->in[k]];
+                for (int64_t i = 0; i < shape_numel(&g->tensors[op->in[k]].shape); i++) {
+                    r = r * 1664525u + 1013904223u;
+                    const float u = (float)((r >> 8) & 0xFFFF) / 65536.0f;
+                    v[i] = k == 1 ? 0.5f + u : k == 4 ? 0.5f + 2 * u : u - 0.5f;
+                }
+            }
+        }
+    }
+    float *im = eg->ev.buf[eg->io.images];
+    for (int64_t i = 0; i < shape_numel(&g->tensors[eg->io.images].shape); i++) im[i] = (float)((i * 2654435761u) % 256) / 255.0f;
+}
+
+/* yolort predict and val run each conv-BN(-activation) group as one folded
+ * convolution, as Ultralytics' predictor fuses a .pt model: on v8tiny and
+ * v10tiny at 64 px (their own generated kernels; random BN statistics)
+ * every conv_bn_act group without a residual add folds, and the folded
+ * graph's predictions equal the unfolded graph's within 1e-4 of 1 + |value|
+ * (boxes in pixels of the 64 px input, scores in (0, 1)). */
+Test(plan, predict_folds_conv_bn_groups_and_predicts_the_same, .timeout = 300) {
+    static const char *const models[] = {"v8tiny", "v10tiny"};
+    for (int m = 0; m < 2; m++) {
+        char dir[] = "/tmp/yolocc-plan-XXXXXX", err[1024];
+        Plan p;
+        parity_plan(models[m], 2, dir, &p);
+        EvalGraph plain, folded;
+        open_for_folding(&plain, &p, NULL);
+        open_for_folding(&folded, &p, &plain);
+        int groups = 0;
+        for (int i = 0; i < p.eval->fusion.n_groups; i++)
+            groups += p.eval->fusion.groups[i].pattern == PATTERN_CONV_BN_ACT && p.eval->fusion.groups[i].n <= 3;
+        cr_expect_eq(plain.fold.n, 0);
+        cr_expect(folded.fold.n == groups && groups > 5, "%s: %d groups folded of %d", models[m], folded.fold.n, groups);
+        cr_assert(eval_graph_run(&plain, false, err, sizeof err), "%s", err);
+        cr_assert(eval_graph_run(&folded, false, err, sizeof err), "%s", err);
+        const float *a = plain.ev.buf[plain.io.pred], *b = folded.ev.buf[folded.io.pred];
+        double worst = 0;
+        for (int64_t i = 0; i < shape_numel(&p.eval->g.tensors[plain.io.pred].shape); i++) worst = fmax(worst, fabs((double)a[i] - b[i]) / (1 + fabs((double)a[i])));
+        cr_expect(worst <= 1e-4, "%s: folded predictions differ by %.3g of 1 + |value|", models[m], worst);
+        cr_log_info("%s: %d conv-BN groups folded, predictions within %.3g of 1 + |value|", models[m], folded.fold.n, worst);
+        eval_graph_close(&folded);
+        eval_graph_close(&plain);
+        plan_free(&p);
+        remove_dir(dir);
     }
 }

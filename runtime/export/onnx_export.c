@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../../ir/diag.h"
+#include "../cpu_fold.h"
 
 typedef struct Ex {
     OnnxBuilder *b;
@@ -114,8 +115,7 @@ static void spatial_attrs(Ex *x, YoloccOnnx__NodeProto *n, const OpAttrs *a, con
     if (dilations) onnx_attr_ints(x->b, n, "dilations", dl, 2);
 }
 
-/* Conv weights and bias with the BN after it folded in (Ultralytics' fuse_conv_and_bn):
- * s = gamma / sqrt(var + eps), w' = w s, b' = (b - mean) s + beta. */
+/* Conv weights and bias with the BN after it folded in (Ultralytics' fuse_conv_and_bn, bn_fold). */
 static bool folded_conv_weights(Ex *x, const Op *conv, const Op *bn, const char **w_name, const char **b_name) {
     const Graph *g = x->g;
     int w = state_of(g, conv->in[1]), cb = conv->n_in > 2 ? state_of(g, conv->in[2]) : -1;
@@ -128,12 +128,7 @@ static bool folded_conv_weights(Ex *x, const Op *conv, const Op *bn, const char 
         free(bf);
         return oom(x);
     }
-    const float *wsrc = x->buf[w], *bsrc = cb >= 0 ? x->buf[cb] : NULL;
-    for (int64_t c = 0; c < co; c++) {
-        double s = (double)gamma[c] / sqrt((double)var[c] + bn->a.eps);
-        for (int64_t k = 0; k < per; k++) wf[c * per + k] = (float)(wsrc[c * per + k] * s);
-        bf[c] = (float)(((bsrc ? bsrc[c] : 0.0) - mean[c]) * s + beta[c]);
-    }
+    bn_fold(x->buf[w], cb >= 0 ? x->buf[cb] : NULL, co, per, gamma, beta, mean, var, bn->a.eps, wf, bf);
     const char *scope = conv->scope ? conv->scope : "conv";
     char *bname = arena_printf(x->b->a, "%s.bias", scope);
     *w_name = onnx_const_f32(x->b, g->tensors[w].name, ws->d, ws->nd, wf);

@@ -113,6 +113,8 @@ bool eval_model_open(EvalModel *m, const char *plan, const char *weights, bool r
     if (ok && !cuda && m->plan.precision != PREC_FP32)
         ok = errf(err, errcap, "%s: a %s plan needs the CUDA target; the CPU runs fp32 plans (compile with --precision fp32)", plan, precision_name(m->plan.precision));
     m->reference = m->shapes.reference = reference;
+    /* as Ultralytics' predictor and validator fuse a .pt model's conv-BN pairs */
+    m->shapes.fold = !reference;
     m->active = &m->own;
     if (ok && cuda) ok = open_cuda(m, err, errcap);
     if (!ok) eval_model_close(m);
@@ -157,7 +159,7 @@ bool eval_model_run(EvalModel *m, const uint8_t *px, const float *labels, const 
     if (m->cuda) return run_cuda(m, px, labels, label_counts, err, errcap);
     EvalGraph *eg = m->active;
     if (eg == &m->own && !m->own_open) {
-        if (!eval_graph_open(&m->own, m->plan.eval, m->state, m->reference, err, errcap)) return eval_graph_close(&m->own), false;
+        if (!eval_graph_open(&m->own, m->plan.eval, m->state, m->reference, true, err, errcap)) return eval_graph_close(&m->own), false;
         m->own_open = true;
     }
     void *const *buf = eg->ev.buf;

@@ -119,7 +119,7 @@ static bool *ops_for(const Graph *g, const KProgram *kp, int t) {
     return need;
 }
 
-bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap) {
+bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, bool fold, char *err, int errcap) {
     Plan *own = eg->own;
     *eg = (EvalGraph){.plan = ep, .own = own};
     const Graph *g = &ep->g;
@@ -135,6 +135,10 @@ bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool ref
         if (!gen_cpu_open(&eg->gen, ep, why, sizeof why)) return errf(err, errcap, "validation kernels: %s", why);
         eg->has_gen = true;
         interp_use_generated(&eg->ev, &eg->gen);
+    }
+    if (fold && !reference) {
+        if (!cpu_fold_build(&eg->fold, g, &ep->fusion, eg->ev.views, eg->has_gen ? &eg->gen.kp : NULL, eg->ev.buf, err, errcap)) return false;
+        eg->ev.fold = &eg->fold;
     }
     /* a run without labels stops after the fusion group that makes the
      * predictions: the validation loss after it has no labels to score */
@@ -157,6 +161,7 @@ bool eval_graph_run(EvalGraph *eg, bool loss, char *err, int errcap) {
 
 void eval_graph_close(EvalGraph *eg) {
     free(eg->skip_pred);
+    cpu_fold_free(&eg->fold);
     if (eg->has_gen) gen_cpu_close(&eg->gen);
     if (eg->ev.g) interp_free(&eg->ev);
     if (eg->own) plan_free(eg->own);
@@ -171,7 +176,7 @@ static bool open_shape(const EvalShapes *s, EvalGraph *eg, int batch, int h, int
     if (!eval_plan_at_shape(s->train, batch, h, w, eg->own, err, errcap)) return false;
     if (graph_state_differs(&eg->own->g, &s->train->eval->g) >= 0) return errf(err, errcap, "the validation graph at %dx%d has other parameters than the plan's own", h, w);
     char why[600];
-    if (!eval_graph_open(eg, eg->own, s->state, s->reference, why, sizeof why)) return errf(err, errcap, "the validation graph at %dx%d: %s", h, w, why);
+    if (!eval_graph_open(eg, eg->own, s->state, s->reference, s->fold, why, sizeof why)) return errf(err, errcap, "the validation graph at %dx%d: %s", h, w, why);
     if (eg->io.batch != batch || eg->io.h != h || eg->io.w != w) return errf(err, errcap, "the validation graph at %dx%d has unexpected inputs", h, w);
     return true;
 }

@@ -5,6 +5,7 @@
  * (eval_model.c) and the trainer's validation. Must not read images or files. */
 #ifndef YOLOCC_EVAL_SHAPE_H
 #define YOLOCC_EVAL_SHAPE_H
+#include "../cpu_fold.h"
 #include "../gen_cpu.h"
 #include "../interp.h"
 #include "../plan_read.h"
@@ -30,13 +31,16 @@ typedef struct EvalGraph {
     EvalIO io;
     int pred_end;           /* a run without labels: the ops up to the fusion group that makes the predictions */
     bool *skip_pred;        /* per op: what a run without labels leaves out (another head's branch: YOLOv10's one-to-many) */
+    CpuFold fold;           /* its folded conv-BN(-activation) groups (fold.n 0: none) */
 } EvalGraph;
 
 /* Opens ep on the interpreter: its state tensors read state[i] (ep's state
  * order; NULL: zeroed storage of its own), inputs get buffers of their own,
  * activations the memory plan's arena, and fusion groups the generated
- * kernels unless reference. */
-bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, char *err, int errcap);
+ * kernels unless reference. fold (not with reference): its conv-BN groups
+ * run folded (cpu_fold.h), from the state as it is now, which must then not
+ * change (yolort predict and val; the trainer's validation runs unfolded). */
+bool eval_graph_open(EvalGraph *eg, const Plan *ep, void *const *state, bool reference, bool fold, char *err, int errcap);
 /* Runs the graph on what eg->ev.buf holds at its inputs: every op with
  * loss, else only what the predictions need (the ops they depend on, and
  * the generated launches those share with others). */
@@ -49,7 +53,7 @@ void eval_graph_close(EvalGraph *eg);
 typedef struct EvalShapes {
     const Plan *train;
     void *const *state;
-    bool reference;
+    bool reference, fold;   /* as eval_graph_open takes them */
     EvalGraph **g;
     int n;
     EvalGraph *last;        /* the one whose arena is held */

@@ -78,7 +78,7 @@ static bool bench_cpu(Plan *plan, const BenchOptions *o, BenchResult *r, double 
     bool ok = train_step_init(&ts, plan, err, errcap);
     r->setup_s = now_s() - t_open;
     if (ok) {
-        train_step_set_fast(&ts, true); /* as `yolort train` runs: generated kernels and OpenBLAS convolutions */
+        train_step_set_fast(&ts, true); /* as `yolort train` runs: generated kernels and oneDNN convolutions */
         ok = weights_init(&plan->g, ts.it.buf, o->seed, err, errcap);
     }
     if (ok) {

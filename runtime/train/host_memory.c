@@ -40,11 +40,14 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
     const Graph *g = &t->plan.g;
     /* the convolutions' primitives now, so that their layout scratch is
      * known and a shape oneDNN cannot run fails before step 0 */
+    const int64_t before = process_rss_bytes();
     for (int i = -2; i < t->evshapes.n; i++) {
         char why[400];
         if (run_graph(t, i)->fast && !cpu_conv_prepare(run_graph(t, i)->g, why, sizeof why))
             return snprintf(err, (size_t)errcap, "%s graph: %s", i == -2 ? "training" : "validation", why), false;
     }
+    /* their JIT code and descriptors: what making them added to the resident set */
+    const int64_t prims = process_rss_bytes() - before > 0 ? process_rss_bytes() - before : 0;
     const int64_t layouts = cpu_conv_layout_scratch_bytes();
     int64_t ema = 0;
     for (int i = 0; t->ema && i < g->n_state; i++) ema += interp_tensor_bytes(&g->tensors[g->state[i]]);
@@ -60,17 +63,18 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
     }
     scratch += layouts;
     const int64_t workers = (t->train_loader ? loader_worker_bytes(t->train_loader) : 0) + (t->val_loader ? loader_worker_bytes(t->val_loader) : 0);
-    const int64_t total = t->rss0 + step + ema + val + shapes + loaders + t->cache_bytes + scratch + workers, now = process_rss_bytes();
+    const int64_t total = t->rss0 + prims + step + ema + val + shapes + loaders + t->cache_bytes + scratch + workers, now = process_rss_bytes();
     /* what does not grow with the batch: the program, the parameters with
      * their gradients and optimizer state, the EMA, the threads' scratch
      * (not the layout copies of activations) */
-    const int64_t fixed = t->rss0 + step - step_batch_bytes(&t->ts) + ema + t->cache_bytes + scratch - layouts + workers;
+    const int64_t fixed = t->rss0 + prims + step - step_batch_bytes(&t->ts) + ema + t->cache_bytes + scratch - layouts + workers;
     char parts[600];
     snprintf(parts, sizeof parts,
-             "training step %.3f, EMA %.3f, validation %.3f + %.3f for %d other shape%s, batch buffers %.3f, RAM cache %.3f, the program %.3f; at most %.3f of kernel "
+             "training step %.3f, EMA %.3f, validation %.3f + %.3f for %d other shape%s, batch buffers %.3f, RAM cache %.3f, the program %.3f, oneDNN's "
+             "primitives %.3f; at most %.3f of kernel "
              "scratch (%.3f of it oneDNN's layouts) and %.3f of loader images while they run",
              (double)step / 1e9, (double)ema / 1e9, (double)val / 1e9, (double)shapes / 1e9, t->evshapes.n, t->evshapes.n == 1 ? "" : "s", (double)loaders / 1e9,
-             (double)t->cache_bytes / 1e9, (double)t->rss0 / 1e9, (double)scratch / 1e9, (double)layouts / 1e9, (double)workers / 1e9);
+             (double)t->cache_bytes / 1e9, (double)t->rss0 / 1e9, (double)prims / 1e9, (double)scratch / 1e9, (double)layouts / 1e9, (double)workers / 1e9);
     uint64_t avail;
     char source[1200];
     if (!host_memory_available(&avail, source, sizeof source)) return snprintf(err, (size_t)errcap, "cannot read /proc/meminfo: the host memory a run may take is unknown"), false;

@@ -469,7 +469,7 @@ static bool setup(Trainer *t, char *err, int errcap) {
     /* the CPU: a batch's other shape runs the model built again at that
      * shape (eval_shape.h), reading the same EMA */
     char why[600];
-    if (!eval_graph_open(&t->evg, ep, t->evstate, a->reference, why, sizeof why)) return snprintf(err, (size_t)errcap, "%s: %s", a->plan, why), false;
+    if (!eval_graph_open(&t->evg, ep, t->evstate, a->reference, false, why, sizeof why)) return snprintf(err, (size_t)errcap, "%s: %s", a->plan, why), false;
     t->evshapes = (EvalShapes){.train = &t->plan, .state = t->evstate, .reference = a->reference};
     if (!open_val_loader(t, val, err, errcap)) return false;
     /* rank 0 builds every rect batch's graph now, so a shape the plan's
