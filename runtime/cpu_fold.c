@@ -15,10 +15,14 @@
 
 void bn_fold(const float *w, const float *b, int64_t co, int64_t per, const float *gamma, const float *beta, const float *mean, const float *var, double eps,
              float *wf, float *bf) {
+    /* in fp32, one rounding per operation in Ultralytics' order, so that the
+     * folded weights are the bits its fused model holds */
+    const float e = (float)eps;
     for (int64_t c = 0; c < co; c++) {
-        const double s = (double)gamma[c] / sqrt((double)var[c] + eps);
-        for (int64_t k = 0; k < per; k++) wf[c * per + k] = (float)(w[c * per + k] * s);
-        bf[c] = (float)(((b ? b[c] : 0.0) - mean[c]) * s + beta[c]);
+        const float root = sqrtf(var[c] + e), s = gamma[c] / root;
+        for (int64_t k = 0; k < per; k++) wf[c * per + k] = s * w[c * per + k];
+        const float shift = beta[c] - gamma[c] * mean[c] / root;
+        bf[c] = b ? s * b[c] + shift : shift;
     }
 }
 

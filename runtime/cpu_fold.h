@@ -27,8 +27,9 @@ typedef struct CpuFold {
     int64_t floats;
 } CpuFold;
 
-/* s = gamma / sqrt(var + eps), w' = w s, b' = (b - mean) s + beta per output
- * channel of co, `per` weights each (b NULL: no bias). */
+/* Per output channel of co, `per` weights each (b NULL: no bias), in fp32
+ * as fuse_conv_and_bn computes it: r = sqrt(var + eps), s = gamma / r,
+ * w' = s w, b' = s b + (beta - gamma mean / r). */
 void bn_fold(const float *w, const float *b, int64_t co, int64_t per, const float *gamma, const float *beta, const float *mean, const float *var, double eps,
              float *wf, float *bf);
 
