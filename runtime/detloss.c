@@ -223,79 +223,112 @@ void detloss_loss_assigned(const DetLossConfig *cfg, const float *const *levels,
     detloss_loss_assigned_ex(cfg, levels, as, NULL, NULL, out, grads);
 }
 
+/* What every anchor's terms share: the inputs, the gradients' scales, and
+ * whether the loss' value is wanted (not by a gradient-only call). */
+typedef struct LossCtx {
+    const DetLossConfig *cfg;
+    DetHead head;
+    const float *const *levels;
+    const DetAssignment *as;
+    const double *alpha_in;
+    double *alpha_out;
+    float *const *grads;
+    double k_cls, k_box, k_dfl;
+    bool value;
+} LossCtx;
+
+/* Anchor ba's terms added to sum[0..2] (cls, box, dfl: unnormalised, each
+ * class's BCE on its own, in class order) and, with grads, its gradients. */
+static void anchor_loss(const LossCtx *L, size_t ba, double sum[3]) {
+    const DetLossConfig *cfg = L->cfg;
+    const int nc = cfg->nc, reg_max = cfg->reg_max, cls0 = 4 * reg_max; /* cls0: first class channel */
+    const DetAnchorRef ref = detloss_anchor(&L->head, (int)(ba / (size_t)L->as->anchors), (int)(ba % (size_t)L->as->anchors));
+    const float *z = L->levels[ref.level] + ref.base;
+    float *gz = L->grads ? L->grads[ref.level] + ref.base : NULL;
+    const bool fg = L->as->fg[ba];
+    const double t = L->as->score[ba];
+
+    /* classification: every anchor and class; only the assigned class has a target */
+    for (int c = 0; c < nc; c++) {
+        double x = z[(size_t)(cls0 + c) * ref.step];
+        double target = fg && c == L->as->label[ba] ? t : 0.0;
+        if (L->value) sum[0] += bce_with_logits(x, target);
+        if (gz) gz[(size_t)(cls0 + c) * ref.step] = (float)(L->k_cls * (sigmoid(x) - target));
+    }
+    if (!fg) return;
+
+    /* box: CIoU in grid units between the decoded box and the target */
+    double prob[4][DETLOSS_MAX_REG_MAX], dist[4];
+    for (int k = 0; k < 4; k++) dist[k] = detloss_side_distance(z + (size_t)k * reg_max * ref.step, ref.step, reg_max, prob[k]);
+    double pred[4] = {ref.x - dist[0], ref.y - dist[1], ref.x + dist[2], ref.y + dist[3]};
+    double target_box[4];
+    for (int k = 0; k < 4; k++) target_box[k] = L->as->box[ba * 4 + k] / ref.stride;
+    double dciou[4];
+    double ciou = detloss_ciou_alpha(pred, target_box, L->alpha_in ? &L->alpha_in[ba] : NULL, L->alpha_out ? &L->alpha_out[ba] : NULL, dciou);
+    sum[1] += (1.0 - ciou) * t;
+    /* x1 = px - d_l, y1 = py - d_t, x2 = px + d_r, y2 = py + d_b */
+    double d_dist[4] = {L->k_box * t * dciou[0], L->k_box * t * dciou[1], -L->k_box * t * dciou[2], -L->k_box * t * dciou[3]};
+
+    if (reg_max == 1) {
+        if (gz)
+            for (int k = 0; k < 4; k++) gz[(size_t)k * ref.step] = (float)d_dist[k];
+        return;
+    }
+
+    /* DFL: distances from the anchor to the target's sides, split over two bins */
+    double target_dist[4] = {ref.x - target_box[0], ref.y - target_box[1], target_box[2] - ref.x, target_box[3] - ref.y};
+    double anchor_dfl = 0;
+    for (int k = 0; k < 4; k++) {
+        const float *zk = z + (size_t)k * reg_max * ref.step;
+        DflSplit sp = detloss_dfl_split(target_dist[k], reg_max);
+        if (L->value) anchor_dfl += sp.w_lo * cross_entropy(zk, ref.step, reg_max, sp.lo) + sp.w_hi * cross_entropy(zk, ref.step, reg_max, sp.lo + 1);
+        if (!gz) continue;
+        /* expectation: d d_k / d z_j = P_j (j - d_k); cross-entropy: d CE(z, i) / d z_j = P_j - [i == j] */
+        double k_side = L->k_dfl * t / 4;
+        for (int j = 0; j < reg_max; j++) {
+            double p = prob[k][j];
+            double g = d_dist[k] * p * (j - dist[k]);
+            g += k_side * ((sp.w_lo + sp.w_hi) * p - (j == sp.lo ? sp.w_lo : 0) - (j == sp.lo + 1 ? sp.w_hi : 0));
+            gz[(size_t)(k * reg_max + j) * ref.step] = (float)g;
+        }
+    }
+    sum[2] += anchor_dfl / 4 * t;
+}
+
+/* The anchors of the batch run in LOSS_CHUNKS fixed chunks, each summed in
+ * anchor order by whichever thread takes it, the chunks' sums then added in
+ * chunk order: the same bits for any thread count. */
+enum { LOSS_CHUNKS = 256 };
+
 void detloss_loss_assigned_ex(const DetLossConfig *cfg, const float *const *levels, const DetAssignment *as, const double *alpha_in,
                               double *alpha_out, DetLossResult *out, float *const *grads) {
-    DetHead head;
-    detloss_head_init(&head, cfg);
-    const int batch = as->batch, anchors = as->anchors, nc = cfg->nc, reg_max = cfg->reg_max;
-    const int cls0 = 4 * reg_max; /* first class channel */
+    const int batch = as->batch;
     const double norm = fmax(as->score_sum, 1.0);
     /* d total / d (unnormalised sum) of each term: total = batch * gain * sum / norm */
-    const double k_cls = batch * (double)cfg->gain_cls / norm;
-    const double k_box = batch * (double)cfg->gain_box / norm;
-    const double k_dfl = batch * (double)cfg->gain_dfl / norm;
+    LossCtx L = {.cfg = cfg,
+                 .levels = levels,
+                 .as = as,
+                 .alpha_in = alpha_in,
+                 .alpha_out = alpha_out,
+                 .grads = grads,
+                 .k_cls = batch * (double)cfg->gain_cls / norm,
+                 .k_box = batch * (double)cfg->gain_box / norm,
+                 .k_dfl = batch * (double)cfg->gain_dfl / norm,
+                 .value = out != NULL};
+    detloss_head_init(&L.head, cfg);
 
     if (grads)
         for (int i = 0; i < cfg->nl; i++)
-            memset(grads[i], 0, sizeof(float) * (size_t)batch * head.channels * cfg->level_h[i] * cfg->level_w[i]);
+            memset(grads[i], 0, sizeof(float) * (size_t)batch * L.head.channels * cfg->level_h[i] * cfg->level_w[i]);
 
+    const size_t n = (size_t)batch * (size_t)as->anchors, per = (n + LOSS_CHUNKS - 1) / LOSS_CHUNKS;
+    double part[LOSS_CHUNKS][3] = {{0}};
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int ch = 0; ch < LOSS_CHUNKS; ch++)
+        for (size_t ba = (size_t)ch * per; ba < n && ba < (size_t)(ch + 1) * per; ba++) anchor_loss(&L, ba, part[ch]);
+    if (!out) return;
     double cls_sum = 0, box_sum = 0, dfl_sum = 0;
-    for (int b = 0; b < batch; b++) {
-        for (int a = 0; a < anchors; a++) {
-            const size_t ba = (size_t)b * anchors + a;
-            const DetAnchorRef ref = detloss_anchor(&head, b, a);
-            const float *z = levels[ref.level] + ref.base;
-            float *gz = grads ? grads[ref.level] + ref.base : NULL;
-            const bool fg = as->fg[ba];
-            const double t = as->score[ba];
-
-            /* classification: every anchor and class; only the assigned class has a target */
-            for (int c = 0; c < nc; c++) {
-                double x = z[(size_t)(cls0 + c) * ref.step];
-                double target = fg && c == as->label[ba] ? t : 0.0;
-                cls_sum += bce_with_logits(x, target);
-                if (gz) gz[(size_t)(cls0 + c) * ref.step] = (float)(k_cls * (sigmoid(x) - target));
-            }
-            if (!fg) continue;
-
-            /* box: CIoU in grid units between the decoded box and the target */
-            double prob[4][DETLOSS_MAX_REG_MAX], dist[4];
-            for (int k = 0; k < 4; k++) dist[k] = detloss_side_distance(z + (size_t)k * reg_max * ref.step, ref.step, reg_max, prob[k]);
-            double pred[4] = {ref.x - dist[0], ref.y - dist[1], ref.x + dist[2], ref.y + dist[3]};
-            double target_box[4];
-            for (int k = 0; k < 4; k++) target_box[k] = as->box[ba * 4 + k] / ref.stride;
-            double dciou[4];
-            double ciou = detloss_ciou_alpha(pred, target_box, alpha_in ? &alpha_in[ba] : NULL, alpha_out ? &alpha_out[ba] : NULL, dciou);
-            box_sum += (1.0 - ciou) * t;
-            /* x1 = px - d_l, y1 = py - d_t, x2 = px + d_r, y2 = py + d_b */
-            double d_dist[4] = {k_box * t * dciou[0], k_box * t * dciou[1], -k_box * t * dciou[2], -k_box * t * dciou[3]};
-
-            if (reg_max == 1) {
-                if (gz)
-                    for (int k = 0; k < 4; k++) gz[(size_t)k * ref.step] = (float)d_dist[k];
-                continue;
-            }
-
-            /* DFL: distances from the anchor to the target's sides, split over two bins */
-            double target_dist[4] = {ref.x - target_box[0], ref.y - target_box[1], target_box[2] - ref.x, target_box[3] - ref.y};
-            double anchor_dfl = 0;
-            for (int k = 0; k < 4; k++) {
-                const float *zk = z + (size_t)k * reg_max * ref.step;
-                DflSplit s = detloss_dfl_split(target_dist[k], reg_max);
-                anchor_dfl += s.w_lo * cross_entropy(zk, ref.step, reg_max, s.lo) + s.w_hi * cross_entropy(zk, ref.step, reg_max, s.lo + 1);
-                if (!gz) continue;
-                /* expectation: d d_k / d z_j = P_j (j - d_k); cross-entropy: d CE(z, i) / d z_j = P_j - [i == j] */
-                double k_side = k_dfl * t / 4;
-                for (int j = 0; j < reg_max; j++) {
-                    double p = prob[k][j];
-                    double g = d_dist[k] * p * (j - dist[k]);
-                    g += k_side * ((s.w_lo + s.w_hi) * p - (j == s.lo ? s.w_lo : 0) - (j == s.lo + 1 ? s.w_hi : 0));
-                    gz[(size_t)(k * reg_max + j) * ref.step] = (float)g;
-                }
-            }
-            dfl_sum += anchor_dfl / 4 * t;
-        }
-    }
+    for (int ch = 0; ch < LOSS_CHUNKS; ch++) cls_sum += part[ch][0], box_sum += part[ch][1], dfl_sum += part[ch][2];
     out->box = cfg->gain_box * (box_sum / norm);
     out->cls = cfg->gain_cls * (cls_sum / norm);
     out->dfl = cfg->gain_dfl * (dfl_sum / norm);

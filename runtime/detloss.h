@@ -39,8 +39,10 @@ void detloss_config_default(DetLossConfig *cfg, int nc, int nl, const int *level
 
 /* levels[i]: head output of level i, NCHW float [batch][4*reg_max + nc][H_i][W_i]
  * (the PyTorch training-mode Detect output). grads (optional, same layout, may
- * be NULL): d total / d levels, overwritten. Returns false with err on a bad
- * config or bad targets (e.g. a class id out of range). */
+ * be NULL): d total / d levels, overwritten. out may be NULL when grads are
+ * wanted alone (the values' logarithms are then skipped). Returns false with
+ * err on a bad config or bad targets (e.g. a class id out of range). Runs on
+ * the OpenMP team; its bits do not depend on the thread count. */
 bool detloss_forward_backward(const DetLossConfig *cfg, const float *const *levels, const DetTargets *t, DetLossResult *out,
                               float *const *grads, char *err, int errcap);
 

@@ -69,6 +69,10 @@ static void assign_image(const DetLossConfig *cfg, const DetHead *head, const fl
     const double img_h = cfg->level_h[0] * (double)cfg->stride[0], img_w = cfg->level_w[0] * (double)cfg->stride[0];
     const float *rows = t->boxes ? t->boxes + (size_t)b * t->max_boxes * 5 : NULL;
 
+    /* every anchor's own work runs on the team; what crosses anchors (top-k,
+     * the maxima, the normaliser's sum) stays serial, so the bits are those
+     * of one thread */
+#pragma omp parallel for schedule(static)
     for (int a = 0; a < A; a++) {
         DetAnchorRef ref = detloss_anchor(head, b, a);
         const float *z = levels[ref.level] + ref.base;
@@ -92,6 +96,7 @@ static void assign_image(const DetLossConfig *cfg, const DetHead *head, const fl
         gt_pixels(row, img_w, img_h, gt);
         const bool valid = gt[0] + gt[1] + gt[2] + gt[3] > 0; /* mask_gt: padding rows sum to 0 */
         const int cls = (int)row[0];
+#pragma omp parallel for schedule(static)
         for (int a = 0; a < A; a++) {
             DetAnchorRef ref = detloss_anchor(head, b, a);
             double ax = ref.x * ref.stride, ay = ref.y * ref.stride;
@@ -112,6 +117,7 @@ static void assign_image(const DetLossConfig *cfg, const DetHead *head, const fl
 
     /* An anchor claimed by several GTs goes to the row of largest IoU over all
      * rows (first wins), even a row whose top-k did not pick it. */
+#pragma omp parallel for schedule(static)
     for (int a = 0; a < A; a++) {
         int claims = 0;
         for (int g = 0; g < n_gt; g++) claims += s->pos[(size_t)g * A + a];
@@ -135,6 +141,7 @@ static void assign_image(const DetLossConfig *cfg, const DetHead *head, const fl
         max_metric[g] = mm;
         max_overlap[g] = mo;
     }
+#pragma omp parallel for schedule(static)
     for (int a = 0; a < A; a++) {
         size_t ba = (size_t)b * A + a;
         int gt_index = 0;
@@ -148,12 +155,13 @@ static void assign_image(const DetLossConfig *cfg, const DetHead *head, const fl
             as->label[ba] = (int)row[0];
             gt_pixels(row, img_w, img_h, as->box + ba * 4);
         }
-        if (fg) {
-            size_t ga = (size_t)gt_index * A + a;
-            as->score[ba] = s->metric[ga] * max_overlap[gt_index] / (max_metric[gt_index] + ASSIGN_EPS);
-            as->score_sum += as->score[ba];
-            as->n_fg++;
-        }
+        as->score[ba] = fg ? s->metric[(size_t)gt_index * A + a] * max_overlap[gt_index] / (max_metric[gt_index] + ASSIGN_EPS) : 0.0;
+    }
+    for (int a = 0; a < A; a++) {
+        const size_t ba = (size_t)b * A + a;
+        if (!as->fg[ba]) continue;
+        as->score_sum += as->score[ba];
+        as->n_fg++;
     }
 }
 

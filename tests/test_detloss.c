@@ -4,6 +4,7 @@
  * Reads only its own fixtures; tests nothing outside runtime/detloss*. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <omp.h>
 #include <time.h>
 
 #include "../runtime/detloss.h"
@@ -27,6 +28,16 @@ static double rng_uniform(Rng *r) {
 static double rng_normal(Rng *r) {
     double u = rng_uniform(r), v = rng_uniform(r);
     return sqrt(-2 * log(u)) * cos(2 * 3.14159265358979323846 * v);
+}
+
+/* A target row (cls, cx, cy, w, h) inside the image: a class below nc, sides in [lo, lo + span). */
+static void random_box(Rng *r, int nc, double lo, double span, float row[5]) {
+    float w = (float)(lo + span * rng_uniform(r)), h = (float)(lo + span * rng_uniform(r));
+    row[0] = (float)(int)(nc * rng_uniform(r));
+    row[1] = (float)(w / 2 + (1 - w) * rng_uniform(r));
+    row[2] = (float)(h / 2 + (1 - h) * rng_uniform(r));
+    row[3] = w;
+    row[4] = h;
 }
 
 /* Head outputs shaped like the fixtures': box logits tilted to small bins so
@@ -501,14 +512,7 @@ Test(detloss, runs_at_640_in_well_under_a_second) {
     int counts[2] = {25, 25};
     Rng r = {99};
     for (int b = 0; b < 2; b++)
-        for (int g = 0; g < 25; g++) {
-            float w = (float)(0.02 + 0.4 * rng_uniform(&r)), hh = (float)(0.02 + 0.4 * rng_uniform(&r));
-            boxes[b][g][0] = (float)(int)(80 * rng_uniform(&r));
-            boxes[b][g][1] = (float)(w / 2 + (1 - w) * rng_uniform(&r));
-            boxes[b][g][2] = (float)(hh / 2 + (1 - hh) * rng_uniform(&r));
-            boxes[b][g][3] = w;
-            boxes[b][g][4] = hh;
-        }
+        for (int g = 0; g < 25; g++) random_box(&r, 80, 0.02, 0.4, boxes[b][g]);
     DetTargets t = {2, 25, counts, &boxes[0][0][0]};
     DetLossResult res;
     char err[256];
@@ -521,5 +525,47 @@ Test(detloss, runs_at_640_in_well_under_a_second) {
     /* this runner is built -O1 with ASan/UBSan, several times slower than -O2 */
     cr_expect(secs < 5.0, "640 forward+backward took %.3f s", secs);
     cr_log_info("detloss at 640 (8400 anchors, nc 80, batch 2, 50 boxes): %.3f s, n_fg %d", secs, res.n_fg);
+    head_free(&h);
+}
+
+/* The oracle runs on the OpenMP team: its loss and gradient bits must not
+ * follow the thread count, and a gradient-only call (no result) must give
+ * the gradient of a full one. */
+Test(detloss, same_bits_for_any_thread_count_and_gradient_only) {
+    DetLossConfig cfg;
+    int hs[3] = {40, 20, 10}, ws[3] = {40, 20, 10};
+    float st[3] = {8, 16, 32};
+    detloss_config_default(&cfg, 5, 3, hs, ws, st);
+    enum { B = 3, M = 6 };
+    Head h;
+    head_make(&h, &cfg, B, 21);
+    float boxes[B][M][5];
+    int counts[B] = {6, 0, 4};
+    Rng r = {7};
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < M; g++) random_box(&r, 5, 0.05, 0.5, boxes[b][g]);
+    DetTargets t = {B, M, counts, &boxes[0][0][0]};
+    float *first[DETLOSS_MAX_LEVELS];
+    DetLossResult res[3];
+    char err[256];
+    const int threads_before = omp_get_max_threads(), threads[3] = {1, 3, 2};
+    for (int run = 0; run < 3; run++) {
+        omp_set_num_threads(threads[run]);
+        cr_assert(detloss_forward_backward(&cfg, head_levels(&h), &t, run == 2 ? NULL : &res[run], h.grad, err, sizeof err), "%s", err);
+        for (int i = 0; i < cfg.nl; i++) {
+            if (run == 0) {
+                first[i] = malloc(h.len[i] * sizeof(float));
+                cr_assert(first[i]);
+                memcpy(first[i], h.grad[i], h.len[i] * sizeof(float));
+            } else
+                cr_expect(!memcmp(first[i], h.grad[i], h.len[i] * sizeof(float)), "run %d (%d threads): level %d's gradient differs", run, threads[run], i);
+        }
+    }
+    omp_set_num_threads(threads_before);
+    cr_expect(res[0].n_fg > 20, "n_fg %d", res[0].n_fg);
+    cr_expect(res[0].total == res[1].total && res[0].box == res[1].box && res[0].cls == res[1].cls && res[0].dfl == res[1].dfl &&
+                  res[0].score_sum == res[1].score_sum && res[0].n_fg == res[1].n_fg,
+              "1 thread: total %.17g, 3 threads: %.17g", res[0].total, res[1].total);
+    for (int i = 0; i < cfg.nl; i++) free(first[i]);
     head_free(&h);
 }
