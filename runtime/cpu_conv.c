@@ -139,6 +139,8 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
     [OP_ACTIVATION_BWD] = cpu_activation_bwd,
     [OP_MAXPOOL2D] = cpu_maxpool2d,
     [OP_RESIZE_NEAREST] = cpu_resize_nearest,
+    [OP_MAXPOOL2D_BWD] = cpu_maxpool2d_bwd,
+    [OP_RESIZE_NEAREST_BWD] = cpu_resize_nearest_bwd,
     [OP_ATTENTION] = cpu_attention,
     [OP_ATTENTION_BWD] = cpu_attention_bwd,
 };
@@ -146,7 +148,7 @@ static const RefKernel CPU_KERNELS[OP_COUNT] = {
 int64_t cpu_op_thread_scratch_floats(const Graph *g, const Op *op) {
     switch (op->kind) {
     case OP_ATTENTION: case OP_ATTENTION_BWD: return cpu_attention_scratch_floats(g, op);
-    case OP_MAXPOOL2D: return cpu_maxpool_scratch_floats(g, op);
+    case OP_MAXPOOL2D: case OP_MAXPOOL2D_BWD: return cpu_maxpool_scratch_floats(g, op);
     default: return 0;
     }
 }

@@ -66,6 +66,8 @@ bool cpu_activation_bwd(const Graph *g, const Op *op, void **buf, char *err, int
 /* cpu_pool.c: the same bits as the oracle's, planes on the OpenMP threads. */
 bool cpu_maxpool2d(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 bool cpu_resize_nearest(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_maxpool2d_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
+bool cpu_resize_nearest_bwd(const Graph *g, const Op *op, void **buf, char *err, int errcap);
 
 /* cpu_attention.c: sgemm tiles on the OpenMP threads, fp32 softmax. */
 bool cpu_attention(const Graph *g, const Op *op, void **buf, char *err, int errcap);

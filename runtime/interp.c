@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_conv.h"
 #include "cpu_fold.h"
 #include "gen_cpu.h"
+#include "step_profile.h"
 #include "../passes/views.h"
 
 size_t dtype_size(DType dt) { return dt == DT_I64 ? 8 : dt == DT_F32 ? 4 : 2; }
@@ -271,17 +273,37 @@ static bool run_folded(Interp *it, int o, bool *ran, char *err, int errcap) {
     return snprintf(err, (size_t)errcap, "op %d (%s folded with its batch norm, %s): %s", o, op_def(op->kind)->name, op->scope ? op->scope : "", why), false;
 }
 
+/* The routes of a CPU step's profile */
+enum { CPU_ROUTE_KERNELS, CPU_ROUTE_LIBRARY, CPU_ROUTE_FOLDED };
+
+void interp_profile_start(Interp *it, StepProfile *p) {
+    memset(p, 0, sizeof *p);
+    p->how = "one more step, the host clock around each launch";
+    p->route_name[CPU_ROUTE_KERNELS] = "generated kernels";
+    p->route_name[CPU_ROUTE_LIBRARY] = "library routines";
+    p->route_name[CPU_ROUTE_FOLDED] = "folded convs";
+    it->prof = p;
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 static bool visit_launch(void *ctx, int l, int group, KRows rows, char *err, int errcap) {
-    (void)group;
     Interp *it = ctx;
     const KLaunch *ln = &it->gen->kp.launches[l];
-    bool skipped = it->skip != NULL, folded;
+    bool skipped = it->skip != NULL, folded = false, ok;
     for (int o = ln->op_lo; skipped && o <= ln->op_hi; o++) skipped = it->skip[o];
     if (skipped || (it->fold && cpu_fold_covers(it->fold, ln->op_lo, ln->op_hi))) return true;
-    if (ln->kernel < 0) return run_folded(it, ln->op_lo, &folded, err, errcap) && (folded || run_op(it, ln->op_lo, err, errcap));
-    if (!bind_launch(it, ln, rows, err, errcap)) return false;
-    gen_cpu_launch(it->gen, ln, rows, it->buf);
-    return true;
+    const double t0 = it->prof ? now_ms() : 0;
+    if (ln->kernel < 0) ok = run_folded(it, ln->op_lo, &folded, err, errcap) && (folded || run_op(it, ln->op_lo, err, errcap));
+    else if ((ok = bind_launch(it, ln, rows, err, errcap))) gen_cpu_launch(it->gen, ln, rows, it->buf);
+    const int route = ln->kernel >= 0 ? CPU_ROUTE_KERNELS : folded ? CPU_ROUTE_FOLDED : CPU_ROUTE_LIBRARY;
+    if (ok && it->prof && !step_profile_launch(it->prof, route, it->g, it->gen->fusion, &it->gen->kp, l, group, now_ms() - t0))
+        return snprintf(err, (size_t)errcap, "out of memory"), false;
+    return ok;
 }
 
 static void group_done(void *ctx, int lo, int hi) {

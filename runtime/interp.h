@@ -27,6 +27,9 @@ typedef struct Interp {
     /* conv-BN(-activation) groups run as one folded convolution
      * (cpu_fold.h; predict and standalone validation), or NULL */
     const struct CpuFold *fold;
+    /* when set, every launch of the generated code is timed into it
+     * (interp_profile_start), else NULL */
+    struct StepProfile *prof;
 } Interp;
 
 bool interp_init(Interp *it, const Graph *g);
@@ -63,6 +66,10 @@ bool interp_use_groups(Interp *it, const Fusion *f);
  * kernels, and the library routines of the ops that have no kernel. Ranges
  * passed to interp_run must then not cut a launch in two. */
 void interp_use_generated(Interp *it, const struct GenCpu *gen);
+/* Times every launch of the following runs (generated code only) into p,
+ * emptied here (step_profile.h; routes: generated kernels, library
+ * routines, folded convs), until it->prof is set back to NULL. */
+void interp_profile_start(Interp *it, struct StepProfile *p);
 /* Runs ops [first, last); false with err naming the op on failure. */
 bool interp_run(Interp *it, int first, int last, char *err, int errcap);
 void interp_free(Interp *it);

@@ -69,12 +69,17 @@ static cJSON *check_json(const CliResult *r, const char *plan, int steps, int wa
     return j;
 }
 
-Test(bench_step, cpu_plan_json_reports_images_per_second) {
-    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+/* A fresh DIR (a mkdtemp pattern) holding the tiny CPU plan DIR/t.plan. */
+static void tiny_cpu_plan(char *dir, char *plan, size_t cap) {
     cr_assert(mkdtemp(dir));
-    CliResult c = compile_tiny(dir, "t.plan", "", plan, sizeof plan);
+    CliResult c = compile_tiny(dir, "t.plan", "", plan, cap);
     cr_assert_eq(c.status, 0, "%s", c.err);
     tu_free(&c);
+}
+
+Test(bench_step, cpu_plan_json_reports_images_per_second) {
+    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+    tiny_cpu_plan(dir, plan, sizeof plan);
     snprintf(args, sizeof args, "bench %s --steps 2 --warmup 1 --json", plan);
     CliResult r = yolort(args);
     cJSON *j = check_json(&r, plan, 2, 1);
@@ -232,16 +237,48 @@ Test(bench_step, cuda_plan_with_the_device_option) {
     rmdir(dir);
 }
 
+/* `--profile` on a CPU plan: one more step with each launch timed by the
+ * host clock; its rows (all of them asked for) add up to the launches'
+ * total, which is most of the step and no more than it. */
+Test(bench_step, cpu_plan_profile_times_every_launch) {
+    char dir[] = "/tmp/yolocc-bench-XXXXXX", plan[512], args[1024];
+    tiny_cpu_plan(dir, plan, sizeof plan);
+    snprintf(args, sizeof args, "bench %s --steps 1 --warmup 1 --profile 1000", plan);
+    CliResult r = yolort(args);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    double launches = 0, wall = 0, rows = 0;
+    const char *head = strstr(r.err, "profile (one more step, the host clock around each launch): ");
+    cr_assert(head && sscanf(strchr(head, ':') + 1, "%lf ms in launches, %lf ms on the host clock", &launches, &wall) == 2, "%s", r.err);
+    cr_expect(launches > 0 && launches <= wall && launches > 0.5 * wall, "launches %.3f ms within the step's %.3f ms", launches, wall);
+    cr_expect(strstr(r.err, "  generated kernels ") && strstr(r.err, "  library routines ") && !strstr(r.err, "folded convs"), "%s", r.err);
+    cr_expect(strstr(r.err, "library routines: conv2d_wgrad") && strstr(r.err, "library routines: detect_loss_bwd") &&
+                  strstr(r.err, "generated kernels: bn_act_bwd (batchnorm_bwd ...)"),
+              "%s", r.err);
+    int n = 0;
+    const char *at = strstr(r.err, "  by op:\n"), *end = strstr(r.err, "  heaviest launches:");
+    cr_assert(at && end, "%s", r.err);
+    for (at = strchr(at, '\n') + 1; at < end; at = strchr(at, '\n') + 1) {
+        double ms;
+        cr_assert_eq(sscanf(at, "%lf ms", &ms), 1, "a row: %.60s", at);
+        rows += ms, n++;
+    }
+    cr_expect(n > 5 && fabs(rows - launches) <= 0.001 * n + 1e-6, "%d rows add up to %.3f ms, the launches %.3f ms", n, rows, launches);
+    tu_free(&r);
+    unlink(plan);
+    rmdir(dir);
+}
+
 /* `--profile`'s text (pure): routes with launches only, rows heaviest first up
  * to the asked number, and a buffer too small cut without writing past it. */
 Test(bench_step, profile_text_keeps_its_rows_and_its_buffer) {
-    CudaProfileRow rows[3] = {{"cuDNN: conv2d", 4, 3.0, 6e9}, {"generated kernels: conv_bn_act (batchnorm ...)", 9, 2.0, 0}, {"library kernels: maxpool2d", 1, 1.0, 1e9}};
-    CudaProfile p = {.rows = rows, .n_rows = 3, .launch_ms = 6.0, .wall_ms = 6.5, .launch_bytes = 7e9};
+    ProfileRow rows[3] = {{"cuDNN: conv2d", 4, 3.0, 6e9}, {"generated kernels: conv_bn_act (batchnorm ...)", 9, 2.0, 0}, {"library kernels: maxpool2d", 1, 1.0, 1e9}};
+    StepProfile p = {.how = "one eager step, events around each launch", .rows = rows, .n_rows = 3, .launch_ms = 6.0, .wall_ms = 6.5, .launch_bytes = 7e9};
+    for (int r = 0; r < CUDA_ROUTE_COUNT; r++) p.route_name[r] = cuda_route_name((CudaRoute)r);
     p.route_ms[CUDA_ROUTE_CUDNN] = 3.0, p.route_launches[CUDA_ROUTE_CUDNN] = 4;
     p.route_ms[CUDA_ROUTE_KERNEL] = 3.0, p.route_launches[CUDA_ROUTE_KERNEL] = 10;
-    p.top[0] = (CudaProfileRow){"launch 7, ops 7-7 model.0.bn", 1, 1.5, 0}, p.n_top = 1;
+    p.top[0] = (ProfileRow){"launch 7, ops 7-7 model.0.bn", 1, 1.5, 0}, p.n_top = 1;
     char text[2048];
-    cuda_profile_format(&p, 2, text, sizeof text);
+    step_profile_format(&p, 2, text, sizeof text);
     cr_expect(strstr(text, "6.000 ms in launches, 6.500 ms on the host clock; 7.000 GB moved,  1167 GB/s"), "%s", text);
     /* bytes over time where both are known, a blank where the bytes were not counted */
     cr_expect(strstr(text, "4 x  2000 GB/s  cuDNN: conv2d"), "%s", text);
@@ -256,7 +293,7 @@ Test(bench_step, profile_text_keeps_its_rows_and_its_buffer) {
     cr_expect(strstr(text, "model.0.bn"), "%s", text);
     char small[40 + 8];
     memset(small, 'x', sizeof small);
-    cuda_profile_format(&p, 3, small, 40);
+    step_profile_format(&p, 3, small, 40);
     cr_expect_eq(strlen(small), 39, "cut at the buffer: '%s'", small);
     for (size_t i = 40; i < sizeof small; i++) cr_expect_eq(small[i], 'x', "byte %zu past the buffer kept", i);
 }

@@ -348,7 +348,7 @@ static void fill_ties(Bench *b, int t) {
     }
 }
 
-Test(cpu_conv, maxpool_and_resize_equal_the_reference_bits) {
+Test(cpu_conv, maxpool_and_resize_and_their_gradients_equal_the_reference_bits) {
     /* kernel, stride, pad, dilation: SPPF's 5/1/2, the 2/2 downsample, a padded strided 3, a dilated 3 */
     static const int pools[][4] = {{5, 1, 2, 1}, {2, 2, 0, 1}, {3, 2, 1, 1}, {3, 1, 2, 2}};
     for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
@@ -359,11 +359,17 @@ Test(cpu_conv, maxpool_and_resize_equal_the_reference_bits) {
             const int *q = pools[i];
             OpAttrs a = {.kernel = {q[0], q[0]}, .stride = {q[1], q[1]}, .pad = {q[2], q[2], q[2], q[2]}, .dilation = {q[3], q[3]}};
             int y = op1(&b, OP_MAXPOOL2D, &x, 1, &a);
+            /* the backward: each window's gradient to its winner, added in the oracle's order */
+            int bwd_in[2] = {tensor(&b, TK_INPUT, b.g.tensors[y].shape), x};
+            int dx = op1(&b, OP_MAXPOOL2D_BWD, bwd_in, 2, &a);
             cr_assert(interp_init(&b.it, &b.g));
             fill_ties(&b, x);
+            fill(&b, bwd_in[0], -1, 1);
             char what[96];
             snprintf(what, sizeof what, "maxpool k%d s%d p%d d%d %s", q[0], q[1], q[2], q[3], big ? "big" : "small");
             fast_equals_ref_bits(&b, y, what);
+            snprintf(what, sizeof what, "maxpool2d_bwd k%d s%d p%d d%d %s", q[0], q[1], q[2], q[3], big ? "big" : "small");
+            fast_equals_ref_bits(&b, dx, what);
             bench_free(&b);
         }
     /* 2x (the upsample), 3x, and non-integer ratios both ways */
@@ -375,11 +381,17 @@ Test(cpu_conv, maxpool_and_resize_equal_the_reference_bits) {
         int x = tensor(&b, TK_INPUT, shape4(2, 48, z[0], z[1]));
         OpAttrs a = {.out_hw = {z[2], z[3]}};
         int y = op1(&b, OP_RESIZE_NEAREST, &x, 1, &a);
+        /* the backward sums several outputs into one input: in the oracle's order */
+        OpAttrs back = {.out_hw = {z[0], z[1]}};
+        int dy = tensor(&b, TK_INPUT, b.g.tensors[y].shape), dx = op1(&b, OP_RESIZE_NEAREST_BWD, &dy, 1, &back);
         cr_assert(interp_init(&b.it, &b.g));
         fill_ties(&b, x);
+        fill(&b, dy, -1, 1);
         char what[96];
         snprintf(what, sizeof what, "resize %dx%d -> %dx%d", z[0], z[1], z[2], z[3]);
         fast_equals_ref_bits(&b, y, what);
+        snprintf(what, sizeof what, "resize_nearest_bwd %dx%d -> %dx%d", z[2], z[3], z[0], z[1]);
+        fast_equals_ref_bits(&b, dx, what);
         bench_free(&b);
     }
 }

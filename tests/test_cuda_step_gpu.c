@@ -344,10 +344,10 @@ Test(cuda_step, profile_times_every_launch_and_the_loss_phases) {
     Start s;
     CudaStep cs;
     tiny_step_open(&probe, "bf16", &p, &s, &cs);
-    CudaProfile prof;
+    StepProfile prof;
     cr_assert(cuda_step_profile(&cs, &prof, err, sizeof err), "%s", err);
     char text[8192];
-    cuda_profile_format(&prof, 64, text, sizeof text);
+    step_profile_format(&prof, 64, text, sizeof text);
     cr_log_info("%s", text);
     cr_expect_gt(prof.launch_ms, 0);
     cr_expect_eq(prof.route_launches[CUDA_ROUTE_DETLOSS], 2, "the loss and its gradient");
@@ -358,7 +358,7 @@ Test(cuda_step, profile_times_every_launch_and_the_loss_phases) {
     cr_expect_eq(phases, CUDA_DETLOSS_PHASES, "a row per phase kernel (the gradient's only in the backward)");
     cr_expect(phase_ms > 0 && phase_ms <= prof.route_ms[CUDA_ROUTE_DETLOSS] * 1.01 + 0.01, "phases %.4f ms within the loss launches' %.4f ms", phase_ms,
               prof.route_ms[CUDA_ROUTE_DETLOSS]);
-    cuda_profile_free(&prof);
+    step_profile_free(&prof);
     cuda_step_close(&cs);
     start_free(&p, &s);
     plan_free(&p);

@@ -12,6 +12,7 @@
 #include "cuda_kernels.h"
 #include "cudnn_conv.h"
 #include "loss_scale.h"
+#include "../step_profile.h"
 
 /* Where a launch of the plan runs: its generated kernel, a library kernel
  * (compiler/lib_kernels.h), cuDNN, the detection loss's phase kernels
@@ -311,30 +312,10 @@ void cuda_step_census(CudaStep *cs, const Graph *g, const KProgram *kp);
 void cuda_step_describe(const CudaStep *cs, char *buf, int cap);
 
 /* Where one step's device time goes: the step run once more, eagerly, with
- * events around every launch (cuda_profile.c). Rows by route and op (or
- * fusion pattern), heaviest first; the step's state moves as a step moves it. */
-typedef struct CudaProfileRow {
-    char what[112];
-    int launches;
-    double ms;
-    double bytes;               /* device memory its launches move (KLaunch.bytes); 0: not counted */
-} CudaProfileRow;
-typedef struct CudaProfile {
-    CudaProfileRow *rows;       /* heaviest first */
-    int n_rows;
-    CudaProfileRow top[8];      /* the heaviest single launches */
-    int n_top;
-    double launch_ms;           /* the sum over launches */
-    double launch_bytes;        /* the bytes they move (KLaunch.bytes) */
-    double wall_ms;             /* the eager step on the host clock, its waits included */
-    double route_ms[CUDA_ROUTE_COUNT];
-    double route_bytes[CUDA_ROUTE_COUNT];
-    int route_launches[CUDA_ROUTE_COUNT];
-} CudaProfile;
-bool cuda_step_profile(CudaStep *cs, CudaProfile *p, char *err, int errcap);
-/* The profile as text lines (at most `rows` of the by-op table) into buf. */
-void cuda_profile_format(const CudaProfile *p, int rows, char *buf, int cap);
-void cuda_profile_free(CudaProfile *p);
+ * events around every launch (cuda_profile.c), into p (step_profile.h: rows
+ * by route and op or fusion pattern, heaviest first; the loss' phases as
+ * rows of their own); the step's state moves as a step moves it. */
+bool cuda_step_profile(CudaStep *cs, StepProfile *p, char *err, int errcap);
 
 /* ---- attention through cuBLASLt (cuda_step_attention.c) ---- */
 

@@ -13,6 +13,7 @@
 #include "../cuda/cuda_step.h"
 #include "../dist/ranks.h"
 #include "../mem_fit.h"
+#include "../step_profile.h"
 #include "../synthetic.h"
 #include "../train_step.h"
 #include "../weights.h"
@@ -94,6 +95,18 @@ static bool bench_cpu(Plan *plan, const BenchOptions *o, BenchResult *r, double 
         r->loss = sr.box + sr.cls + sr.dfl;
         more = another_step(o, secs, s, r);
     }
+    if (ok && o->profile > 0) {
+        StepProfile prof;
+        StepResult sr;
+        interp_profile_start(&ts.it, &prof);
+        const double t0 = now_s();
+        ok = train_step_run(&ts, lr, o->momentum, &sr, err, errcap);
+        prof.wall_ms = 1e3 * (now_s() - t0);
+        ts.it.prof = NULL;
+        step_profile_sort(&prof);
+        if (ok) step_profile_format(&prof, o->profile, r->profile, (int)sizeof r->profile);
+        step_profile_free(&prof);
+    }
     if (ok) {
         r->peak_bytes = process_peak_rss_bytes();
         r->peak_kind = "process peak resident set (getrusage ru_maxrss)";
@@ -153,10 +166,10 @@ static bool bench_cuda(Plan *plan, const BenchOptions *o, BenchResult *r, double
     float items[3];
     if (ok && (ok = cuda_step_download(cs, ts.items, items, err, errcap))) r->loss = (double)items[0] + items[1] + items[2];
     if (ok && o->profile > 0) {
-        CudaProfile prof;
+        StepProfile prof;
         ok = cuda_step_profile(cs, &prof, err, errcap);
-        if (ok) cuda_profile_format(&prof, o->profile, r->profile, (int)sizeof r->profile);
-        cuda_profile_free(&prof);
+        if (ok) step_profile_format(&prof, o->profile, r->profile, (int)sizeof r->profile);
+        step_profile_free(&prof);
     }
     if (ok) {
         r->peak_bytes = free_min < free0 ? (int64_t)(free0 - free_min) : 0; /* another process freeing memory meanwhile could make it negative */

@@ -14,8 +14,9 @@ typedef struct BenchOptions {
     double lr, momentum;/* SGD hyper-parameters, as `yolort train --synthetic` (0.01, 0.937) */
     double max_seconds; /* < 0 (-1): time all `steps`; else stop timing once the timed steps took this
                          * long (after at least one), so slow plans fit a fixed budget */
-    int profile;        /* CUDA plans: > 0 runs one more step with every launch timed and keeps the
-                         * heaviest `profile` rows of it in BenchResult.profile (0) */
+    int profile;        /* > 0 runs one more step with every launch timed (CUDA: events; CPU: the
+                         * host clock) and keeps the heaviest `profile` rows of it in
+                         * BenchResult.profile (0) */
 } BenchOptions;
 
 typedef struct BenchResult {
@@ -32,7 +33,7 @@ typedef struct BenchResult {
     int host_ops;           /* CUDA: library ops run on the host each step; -1 for CPU plans */
     char host_line[1536];   /* CUDA: cuda_step_describe's line; "" for CPU plans */
     double loss;            /* box + cls + dfl of the last step: a NaN here means the numbers are of a broken step */
-    char profile[16384];    /* CUDA with BenchOptions.profile: cuda_profile_format's lines; else "" */
+    char profile[16384];    /* with BenchOptions.profile: step_profile_format's lines; else "" */
     double setup_s;         /* opening the step before step 0 (CUDA: kernels loaded, cuDNN plans built, engines timed, memory allocated) */
 } BenchResult;
 
