@@ -68,6 +68,16 @@ static void attn_probs_rows(const Attn *a, const float *qkv, Slot s, int64_t i0,
  * (a build without OpenMP would warn of an unused function). */
 #define ATTN_MACS(a) ((a).n * (a).heads * (a).area * (a).L * (a).L * (int64_t)((a).kd + (a).hd))
 
+/* Every sgemm here is one tile on one thread of our OpenMP team. OpenBLAS's
+ * own threads (its pthread build is Debian's default, and does not see the
+ * team) would oversubscribe the cores, YOLO12n's attention backward took
+ * 1.19 s instead of 0.05 s a step on 2 cores, and would split a product's
+ * sums by their count, so the bits would follow the machine. Checked at
+ * every op: anything in the process may have set it since. */
+static void blas_on_one_thread(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
 static bool out_of_memory(char *err, int errcap, int64_t floats) {
     snprintf(err, (size_t)errcap, "out of memory for %lld bytes of attention scratch", (long long)(floats * (int64_t)sizeof(float)));
     return false;
@@ -80,6 +90,7 @@ int64_t cpu_attention_scratch_floats(const Graph *g, const Op *op) {
 
 /* attention(qkv) -> o, v: o[d][i] = sum_j v[d][j] P[i][j] (O = V P^T), and v copied out. */
 REF_KERNEL(cpu_attention) {
+    blas_on_one_thread();
     const Attn a = attn_of(SH(op->in[0]), &op->a);
     const float *qkv = T(0);
     float *o = O(0), *vout = O(1);
@@ -107,6 +118,7 @@ REF_KERNEL(cpu_attention) {
  *   dV = dO P + d_v;  dP = dO^T V;  dS = P * (dP - rowsum(P * dP));
  *   dQ = scale K dS^T;  dK = scale Q dS */
 REF_KERNEL(cpu_attention_bwd) {
+    blas_on_one_thread();
     const Attn a = attn_of(SH(op->in[2]), &op->a);
     const float *dO = T(0), *dV = T(1), *qkv = T(2);
     float *dqkv = O(0);
