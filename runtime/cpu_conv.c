@@ -30,11 +30,10 @@ float *cpu_thread_scratch(int64_t floats, bool *ok) {
 
 /* ---- the four conv ops ---- */
 
-/* The geometry of a conv op's oneDNN primitive and its direction: the
- * forward convolution, dgrads (a transposed conv is the dgrad of the conv
- * from its output to its input) and wgrads; false for other ops. */
-static bool dnnl_geom(const Graph *g, const Op *op, Geom *c, ConvDir *dir) {
-    *dir = op->kind == OP_CONV2D ? CONV_FORWARD : op->kind == OP_CONV2D_WGRAD ? CONV_WGRAD : CONV_DGRAD;
+/* The geometry of a conv op's oneDNN primitive: the forward convolution,
+ * dgrads (a transposed conv is the dgrad of the conv from its output to its
+ * input) and wgrads; false for other ops. */
+static bool dnnl_geom(const Graph *g, const Op *op, Geom *c) {
     if (op->kind == OP_CONV2D) *c = geom(SH(op->in[0]), SH(op->in[1]), SH(op->out[0]), &op->a);
     else if (op->kind == OP_CONV_TRANSPOSE2D) *c = geom(SH(op->out[0]), SH(op->in[1]), SH(op->in[0]), &op->a);
     else if (op->kind == OP_CONV2D_DGRAD) *c = geom(&op->a.shape, SH(op->in[1]), SH(op->in[0]), &op->a);
@@ -46,17 +45,16 @@ static bool dnnl_geom(const Graph *g, const Op *op, Geom *c, ConvDir *dir) {
 bool cpu_conv_prepare(const Graph *g, char *err, int errcap) {
     for (int o = 0; o < g->n_ops; o++) {
         const Op *op = &g->ops[o];
+        const ConvDir dir = op->kind == OP_CONV2D ? CONV_FORWARD : op->kind == OP_CONV2D_WGRAD ? CONV_WGRAD : CONV_DGRAD;
         Geom c;
-        ConvDir dir;
-        if (dnnl_geom(g, op, &c, &dir) && !dnnl_conv_prepare(&c, dir, dir == CONV_FORWARD && op->n_in == 3, err, errcap)) return false;
+        if (dnnl_geom(g, op, &c) && !dnnl_conv_prepare(&c, dir, dir == CONV_FORWARD && op->n_in == 3, err, errcap)) return false;
     }
     return true;
 }
 
 REF_KERNEL(cpu_conv2d) {
     Geom c;
-    ConvDir dir;
-    dnnl_geom(g, op, &c, &dir);
+    dnnl_geom(g, op, &c);
     return dnnl_conv_forward(&c, NULL, T(0), T(1), op->n_in == 3 ? T(2) : NULL, O(0), err, errcap);
 }
 
@@ -68,8 +66,7 @@ static int64_t image_stride(const Graph *g, const Views *v, int t) {
 bool cpu_conv_forward_act(const Graph *g, const Views *v, const Op *conv, const float *w, const float *b, int act, float alpha, int out, void **buf, char *err,
                           int errcap) {
     Geom c;
-    ConvDir dir;
-    dnnl_geom(g, conv, &c, &dir);
+    dnnl_geom(g, conv, &c);
     const ConvLayout lay = {image_stride(g, v, conv->in[0]), image_stride(g, v, out), act, alpha};
     return dnnl_conv_forward(&c, &lay, buf[conv->in[0]], w, b, buf[out], err, errcap);
 }
@@ -78,8 +75,7 @@ bool cpu_conv_forward_act(const Graph *g, const Views *v, const Op *conv, const 
 REF_KERNEL(cpu_conv_transpose2d) {
     const Shape *z = SH(op->out[0]);
     Geom c;
-    ConvDir dir;
-    dnnl_geom(g, op, &c, &dir);
+    dnnl_geom(g, op, &c);
     if (!dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap)) return false;
     if (op->n_in == 3) {
         int64_t hw = z->d[2] * z->d[3];
@@ -95,16 +91,14 @@ REF_KERNEL(cpu_conv_transpose2d) {
 /* conv2d_dgrad(dy, w) -> dx shaped a.shape */
 REF_KERNEL(cpu_conv2d_dgrad) {
     Geom c;
-    ConvDir dir;
-    dnnl_geom(g, op, &c, &dir);
+    dnnl_geom(g, op, &c);
     return dnnl_conv_dgrad(&c, T(0), T(1), O(0), err, errcap);
 }
 
 /* conv2d_wgrad(dy, x) -> dw shaped a.shape */
 REF_KERNEL(cpu_conv2d_wgrad) {
     Geom c;
-    ConvDir dir;
-    dnnl_geom(g, op, &c, &dir);
+    dnnl_geom(g, op, &c);
     return dnnl_conv_wgrad(&c, T(0), T(1), O(0), err, errcap);
 }
 

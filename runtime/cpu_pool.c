@@ -66,7 +66,7 @@ REF_KERNEL(cpu_maxpool2d) {
         }
         free(rowmax);
     }
-    if (!ok) snprintf(err, (size_t)errcap, "out of memory for a %lld-byte pooling row buffer", (long long)(h * ow * (int64_t)sizeof(float)));
+    if (!ok) snprintf(err, (size_t)errcap, "out of memory for a %lld-byte pooling row buffer", (long long)(cpu_maxpool_scratch_floats(g, op) * (int64_t)sizeof(float)));
     return ok;
 }
 
@@ -105,7 +105,7 @@ REF_KERNEL(cpu_maxpool2d_bwd) {
         }
         free(rowmax);
     }
-    if (!ok) snprintf(err, (size_t)errcap, "out of memory for a %lld-byte pooling row buffer", (long long)(2 * h * ow * (int64_t)sizeof(float)));
+    if (!ok) snprintf(err, (size_t)errcap, "out of memory for a %lld-byte pooling row buffer", (long long)(cpu_maxpool_scratch_floats(g, op) * (int64_t)sizeof(float)));
     return ok;
 }
 

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cpu_conv.h"
 #include "cpu_fold.h"
@@ -285,23 +284,17 @@ void interp_profile_start(Interp *it, StepProfile *p) {
     it->prof = p;
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
 static bool visit_launch(void *ctx, int l, int group, KRows rows, char *err, int errcap) {
     Interp *it = ctx;
     const KLaunch *ln = &it->gen->kp.launches[l];
     bool skipped = it->skip != NULL, folded = false, ok;
     for (int o = ln->op_lo; skipped && o <= ln->op_hi; o++) skipped = it->skip[o];
     if (skipped || (it->fold && cpu_fold_covers(it->fold, ln->op_lo, ln->op_hi))) return true;
-    const double t0 = it->prof ? now_ms() : 0;
+    const double t0 = it->prof ? step_profile_clock_ms() : 0;
     if (ln->kernel < 0) ok = run_folded(it, ln->op_lo, &folded, err, errcap) && (folded || run_op(it, ln->op_lo, err, errcap));
     else if ((ok = bind_launch(it, ln, rows, err, errcap))) gen_cpu_launch(it->gen, ln, rows, it->buf);
     const int route = ln->kernel >= 0 ? CPU_ROUTE_KERNELS : folded ? CPU_ROUTE_FOLDED : CPU_ROUTE_LIBRARY;
-    if (ok && it->prof && !step_profile_launch(it->prof, route, it->g, it->gen->fusion, &it->gen->kp, l, group, now_ms() - t0))
+    if (ok && it->prof && !step_profile_launch(it->prof, route, it->g, it->gen->fusion, &it->gen->kp, l, group, step_profile_clock_ms() - t0))
         return snprintf(err, (size_t)errcap, "out of memory"), false;
     return ok;
 }

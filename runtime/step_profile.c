@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int by_ms_desc(const void *a, const void *b) {
     double x = ((const ProfileRow *)a)->ms, y = ((const ProfileRow *)b)->ms;
@@ -90,4 +91,10 @@ void step_profile_format(const StepProfile *p, int rows, char *buf, int cap) {
 void step_profile_free(StepProfile *p) {
     free(p->rows);
     memset(p, 0, sizeof *p);
+}
+
+double step_profile_clock_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }

@@ -45,5 +45,7 @@ void step_profile_sort(StepProfile *p);
 /* The profile as text lines (at most `rows` of the by-op table) into buf. */
 void step_profile_format(const StepProfile *p, int rows, char *buf, int cap);
 void step_profile_free(StepProfile *p);
+/* The clock both timers read around their launches: monotonic milliseconds. */
+double step_profile_clock_ms(void);
 
 #endif

@@ -5,19 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../../ir/diag.h"
 #include "cuda_detloss.h"
 #include "cuda_step.h"
 
 _Static_assert((int)CUDA_ROUTE_COUNT <= (int)PROFILE_ROUTES, "every route has a column");
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 bool cuda_step_profile(CudaStep *cs, StepProfile *p, char *err, int errcap) {
     memset(p, 0, sizeof *p);
@@ -40,10 +33,10 @@ bool cuda_step_profile(CudaStep *cs, StepProfile *p, char *err, int errcap) {
     const bool graphs = cs->use_graphs;
     if (ok) {
         cs->use_graphs = false, cs->prof_ev = ev, cs->prof_group = group, cs->prof_loss = loss;
-        const double t0 = now_ms();
+        const double t0 = step_profile_clock_ms();
         char why[1536];
         ok = cuda_step_run(cs, 0, cs->plan->g.n_ops, why, sizeof why) || errf(err, errcap, "the profiled step: %s", why);
-        p->wall_ms = now_ms() - t0;
+        p->wall_ms = step_profile_clock_ms() - t0;
         cs->use_graphs = graphs, cs->prof_ev = NULL, cs->prof_group = NULL, cs->prof_loss = NULL;
     }
     for (int l = 0; ok && l < n; l++) {

@@ -47,7 +47,7 @@ bool trainer_host_memory_check(Trainer *t, char *err, int errcap) {
             return snprintf(err, (size_t)errcap, "%s graph: %s", i == -2 ? "training" : "validation", why), false;
     }
     /* their JIT code and descriptors: what making them added to the resident set */
-    const int64_t prims = process_rss_bytes() - before > 0 ? process_rss_bytes() - before : 0;
+    const int64_t grown = process_rss_bytes() - before, prims = grown > 0 ? grown : 0;
     const int64_t layouts = cpu_conv_layout_scratch_bytes();
     int64_t ema = 0;
     for (int i = 0; t->ema && i < g->n_state; i++) ema += interp_tensor_bytes(&g->tensors[g->state[i]]);
