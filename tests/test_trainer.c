@@ -455,16 +455,22 @@ Test(trainer, single_cls_fraction_and_val_splits, .timeout = 900) {
 
 /* SIGKILL the trainer at random moments, many times: whatever instant the
  * kill lands on (inside a checkpoint write included), the previous
- * checkpoint must load and pass its checksums. */
+ * checkpoint must load and pass its checksums. Each round starts from an
+ * empty run directory and waits for its own first checkpoint before the
+ * random delay, so a loaded machine's slow set-up cannot leave rounds with
+ * nothing to check. */
 Test(trainer, killed_runs_leave_loadable_checkpoints, .timeout = 900) {
     prepare();
-    char plan[300], data[300], proj[300];
+    char plan[300], data[300], proj[300], run[400], cmd[600];
     snprintf(plan, sizeof plan, "%s/tiny.plan", ROOT);
     snprintf(data, sizeof data, "%s/data/data.yaml", ROOT);
     snprintf(proj, sizeof proj, "%s/runs", ROOT);
+    snprintf(run, sizeof run, "%s/killed", proj);
     srand(12345);
     int kills = 0, loaded = 0;
     for (int round = 0; round < 12; round++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", run);
+        cr_assert_eq(system(cmd), 0);
         pid_t pid = fork();
         cr_assert(pid >= 0);
         if (pid == 0) {
@@ -473,32 +479,41 @@ Test(trainer, killed_runs_leave_loadable_checkpoints, .timeout = 900) {
                   "--workers", "1", (char *)NULL);
             _exit(127);
         }
-        /* 0.3 .. 2.3 s: past set-up and into the checkpoint writes of early epochs */
-        struct timespec ts = {0, 0};
-        long ms = 300 + rand() % 2000;
-        ts.tv_sec = ms / 1000;
-        ts.tv_nsec = (ms % 1000) * 1000000L;
-        nanosleep(&ts, NULL);
+        /* the weights are written after the state: both exist once this does */
+        char p[700], err[512];
+        snprintf(p, sizeof p, "%s/weights/last.safetensors", run);
+        struct stat sb;
+        int st, waited_ms = 0;
+        bool exited = false;
+        while (stat(p, &sb) != 0 && waited_ms < 300000) {
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                exited = true;
+                break;
+            }
+            nanosleep(&(struct timespec){0, 10000000L}, NULL);
+            waited_ms += 10;
+        }
+        cr_assert(!exited, "round %d: the trainer exited before its first checkpoint (status %d)", round, st);
+        cr_assert(waited_ms < 300000, "round %d: no checkpoint after 300 s", round);
+        /* 0 .. 2 s more: into the checkpoint writes of the next epochs */
+        long ms = rand() % 2000;
+        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
         kill(pid, SIGKILL);
-        int st;
         waitpid(pid, &st, 0);
         if (WIFSIGNALED(st)) kills++;
-        char p[700], err[512];
-        snprintf(p, sizeof p, "%s/killed/weights/last.state", proj);
-        struct stat sb;
-        if (stat(p, &sb) != 0) continue;
+        snprintf(p, sizeof p, "%s/weights/last.state", run);
         StFile f;
         cJSON *s;
         cr_assert(ckpt_read(p, &f, &s, err, sizeof err), "round %d: %s", round, err);
         st_free(&f);
         cJSON_Delete(s);
-        snprintf(p, sizeof p, "%s/killed/weights/last.safetensors", proj);
+        snprintf(p, sizeof p, "%s/weights/last.safetensors", run);
         cr_assert(st_read(p, &f, err, sizeof err), "round %d: %s", round, err);
         st_free(&f);
         loaded++;
     }
-    cr_expect(kills >= 10, "only %d of 12 runs were killed", kills);
-    cr_expect(loaded >= 6, "only %d rounds had a checkpoint to check", loaded);
+    cr_expect(kills == 12, "only %d of 12 runs were killed", kills);
+    cr_expect(loaded == 12, "only %d rounds had a checkpoint to check", loaded);
     /* and the survivor resumes */
     char args[1024];
     snprintf(args, sizeof args, "train %s --resume %s/killed --stop-after 1", plan, proj);
