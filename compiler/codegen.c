@@ -118,7 +118,7 @@ static void source_sha256(const char *src, char hex[65]) {
 }
 
 static bool build_cpu(const KProgram *kp, const CodegenOptions *o, cJSON *idx, Blobs *bl, CodegenResult *r, char *err, int errcap) {
-    char *src = kernel_render_c_unit(kp);
+    char *src = kernel_render_c_unit(kp, true);
     if (!src) return snprintf(err, (size_t)errcap, "rendering C kernels failed (a template is missing)"), false;
     char hex[65], tool[256] = "cc", opts[512] = "";
     source_sha256(src, hex);
@@ -301,7 +301,7 @@ bool codegen_parse_section(const unsigned char *buf, size_t len, cJSON **index, 
 }
 
 bool codegen_c_source_hash(const KProgram *kp, char hex[65], char *err, int errcap) {
-    char *src = kernel_render_c_unit(kp);
+    char *src = kernel_render_c_unit(kp, true);
     if (!src) return snprintf(err, (size_t)errcap, "rendering C kernels failed"), false;
     source_sha256(src, hex);
     free(src);

@@ -32,6 +32,11 @@ int kb_bin(KBuild *kb, KInstrOp op, int a, int b);
 int kb_sel(KBuild *kb, KInstrOp op, int a, int b, int c, int d);
 /* Drops instructions whose results nothing stores or sums, and unused slots; renumbers. */
 void kb_compact(KBuild *kb);
+/* The registers an instruction reads (into r, at most 4); how many. */
+int kb_reg_operands(const KInstr *in, int *r);
+/* One section of n instructions without its dead ones, renumbered, into
+ * out (room for n); the new count. */
+int kb_compact_section(const KInstr *code, int n, KInstr *out);
 /* Bytes that identify the kernel's code and storage types (for sharing and naming). */
 char *kb_signature(const Kernel *k, size_t *len);
 

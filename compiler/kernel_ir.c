@@ -99,8 +99,7 @@ int kb_un(KBuild *kb, KInstrOp op, int a) { return kb_emit(kb, (KInstr){.op = op
 int kb_bin(KBuild *kb, KInstrOp op, int a, int b) { return kb_emit(kb, (KInstr){.op = op, .a = a, .b = b}); }
 int kb_sel(KBuild *kb, KInstrOp op, int a, int b, int c, int d) { return kb_emit(kb, (KInstr){.op = op, .a = a, .b = b, .c = c, .d = d}); }
 
-/* operands that are registers, by instruction kind */
-static int reg_operands(const KInstr *in, int *r) {
+int kb_reg_operands(const KInstr *in, int *r) {
     switch (in->op) {
     case KI_STORE: case KI_SETVAR: case KI_ACCUM: case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: case KI_SIGMOID: r[0] = in->a; return 1;
     case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: r[0] = in->a, r[1] = in->b; return 2;
@@ -111,8 +110,7 @@ static int reg_operands(const KInstr *in, int *r) {
 
 static bool has_effect(KInstrOp op) { return op == KI_STORE || op == KI_SETVAR || op == KI_ACCUM || op == KI_INC_I64; }
 
-/* Removes dead instructions of one section into out; returns the new count. */
-static int compact_section(const KInstr *code, int n, KInstr *out) {
+int kb_compact_section(const KInstr *code, int n, KInstr *out) {
     bool *live = calloc((size_t)n + 1, sizeof(bool));
     int *renum = calloc((size_t)n + 1, sizeof(int));
     if (!live || !renum) {
@@ -124,14 +122,14 @@ static int compact_section(const KInstr *code, int n, KInstr *out) {
     for (int i = n - 1; i >= 0; i--) {
         if (has_effect(code[i].op)) live[i] = true;
         if (!live[i]) continue;
-        int r[4], k = reg_operands(&code[i], r);
+        int r[4], k = kb_reg_operands(&code[i], r);
         for (int j = 0; j < k; j++) live[r[j]] = true;
     }
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (!live[i]) continue;
         KInstr in = code[i];
-        int r[4], k = reg_operands(&in, r);
+        int r[4], k = kb_reg_operands(&in, r);
         int *dst[4] = {&in.a, &in.b, &in.c, &in.d};
         for (int j = 0; j < k; j++) *dst[j] = renum[r[j]];
         renum[i] = m;
@@ -153,7 +151,7 @@ void kb_compact(KBuild *kb) {
     for (int p = 0; p < k->n_phases; p++) secs[ns++] = &k->body[p];
     for (int p = 0; p < k->n_phases; p++) secs[ns++] = &k->finalize[p];
     for (int s = 0; s < ns; s++) {
-        int n = compact_section(k->code + secs[s]->first, secs[s]->n, out + m);
+        int n = kb_compact_section(k->code + secs[s]->first, secs[s]->n, out + m);
         secs[s]->first = m;
         secs[s]->n = n;
         m += n;

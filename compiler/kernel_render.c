@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_reuse.h"
 #include "templates.h"
 
 typedef struct Out {
@@ -373,14 +374,19 @@ static void emit_prelude(Out *o, KTarget tg) {
     free(abi_text);
 }
 
-static char *render(const KProgram *kp, const Kernel *one, KTarget tg) {
+static char *render(const KProgram *kp, const Kernel *one, KTarget tg, bool reuse) {
     char *buf = NULL;
     size_t len = 0;
     Out o = {open_memstream(&buf, &len), true};
     if (!o.f) return NULL;
     emit_prelude(&o, tg);
     if (one) emit_kernel(&o, one, tg);
-    for (int i = 0; kp && i < kp->n_kernels; i++) emit_kernel(&o, &kp->kernels[i], tg);
+    for (int i = 0; kp && i < kp->n_kernels; i++) {
+        Kernel r;
+        const bool rewritten = reuse && kernel_reuse_phase_value(&kp->kernels[i], &r);
+        emit_kernel(&o, rewritten ? &r : &kp->kernels[i], tg);
+        if (rewritten) kernel_reuse_free(&r);
+    }
     fclose(o.f);
     if (!o.ok) {
         free(buf);
@@ -389,6 +395,6 @@ static char *render(const KProgram *kp, const Kernel *one, KTarget tg) {
     return buf;
 }
 
-char *kernel_render_c_unit(const KProgram *kp) { return render(kp, NULL, KT_C); }
+char *kernel_render_c_unit(const KProgram *kp, bool reuse_phase_values) { return render(kp, NULL, KT_C, reuse_phase_values); }
 
-char *kernel_render_cuda(const Kernel *k) { return render(NULL, k, KT_CUDA); }
+char *kernel_render_cuda(const Kernel *k) { return render(NULL, k, KT_CUDA, false); }

@@ -8,8 +8,11 @@
 
 typedef enum { KT_C, KT_CUDA } KTarget;
 
-/* malloc'd NUL-terminated source, or NULL (a missing template, out of memory) */
-char *kernel_render_c_unit(const KProgram *kp);
+/* malloc'd NUL-terminated source, or NULL (a missing template, out of memory).
+ * reuse_phase_values: two-phase reductions compute their costliest element
+ * value once (kernel_reuse.h); plans are built with it, the tests compare
+ * the two. */
+char *kernel_render_c_unit(const KProgram *kp, bool reuse_phase_values);
 char *kernel_render_cuda(const Kernel *k);
 
 #endif

@@ -179,7 +179,8 @@ static int distinct_kernels(const KProgram *kp, int group) {
  *    BN-apply + SiLU [+ residual add] map;
  *  - its backward: a bn_act_bwd group of ONE generated launch, a two-pass
  *    per-channel kernel (the BN-grad sums, then dX from the unrounded sums;
- *    each pass recomputes BN-apply and SiLU-grad in registers), then dgrad
+ *    each pass recomputes BN-apply and SiLU-grad in registers, but the C
+ *    target's second pass reads the first's back: kernel_reuse.h), then dgrad
  *    and wgrad as library calls of their own;
  *  - the optimizer: 1 norm launch + one multi-tensor update launch per
  *    parameter group (SGD with and without weight decay, and the learning

@@ -347,6 +347,7 @@ YK_CLONES void yk_channel_reduce_5812a37f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r19;
                         const yk_real r26 = r19 * r24;
                         lane_acc_[1][l_] += (double)r26;
+                        ((float *)a.t[8])[i] = (float)r19;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
@@ -372,6 +373,7 @@ YK_CLONES void yk_channel_reduce_5812a37f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r19;
                         const yk_real r26 = r19 * r24;
                         lane_acc_[1][l_] += (double)r26;
+                        ((float *)a.t[8])[i] = (float)r19;
                 }
             }
             for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -391,19 +393,13 @@ YK_CLONES void yk_channel_reduce_5812a37f(const YkArgs *ap) {
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r12 = (yk_real)1;
-            const yk_real r15 = (yk_real)1;
-            const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
-            const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r25 = (yk_real)count_;
-            const yk_real r26 = (yk_real)var_[0];
-            const yk_real r27 = r26 / r25;
-            const yk_real r28 = (yk_real)var_[1];
-            const yk_real r29 = r28 / r25;
-            const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r34 = r33 * r20;
+            const yk_real r6 = (yk_real)count_;
+            const yk_real r7 = (yk_real)var_[0];
+            const yk_real r8 = r7 / r6;
+            const yk_real r9 = (yk_real)var_[1];
+            const yk_real r10 = r9 / r6;
+            const yk_real r14 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r15 = r14 * r1;
             for (long long n = 0; n < a.n; n++) {
                 long long k0 = 0;
                 for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
@@ -411,55 +407,29 @@ YK_CLONES void yk_channel_reduce_5812a37f(const YkArgs *ap) {
                     for (int l_ = 0; l_ < YK_LANES; l_++) {
                         const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                         (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r3 = r0 - r2;
-                        const yk_real r4 = r3 * r1;
-                        const yk_real r7 = r4 * r6;
-                        const yk_real r8 = r7 + r5;
-                        const yk_real r9 = (yk_real)(float)r8;
-                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
-                        const yk_real r11 = yk_sigmoid(r9);
-                        const yk_real r13 = r12 - r11;
-                        const yk_real r14 = r9 * r13;
-                        const yk_real r16 = r15 + r14;
-                        const yk_real r17 = r11 * r16;
-                        const yk_real r18 = r10 * r17;
-                        const yk_real r19 = (yk_real)(float)r18;
-                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r23 = r22 - r21;
-                        const yk_real r24 = r23 * r20;
-                        const yk_real r30 = r24 * r29;
-                        const yk_real r31 = r27 + r30;
-                        const yk_real r32 = r19 - r31;
-                        const yk_real r35 = r34 * r32;
-                        ((float *)a.t[8])[i] = (float)r35;
+                        const yk_real r0 = (yk_real)((const float *)a.t[8])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[8])[i] = (float)r16;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
                     const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                     (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r3 = r0 - r2;
-                        const yk_real r4 = r3 * r1;
-                        const yk_real r7 = r4 * r6;
-                        const yk_real r8 = r7 + r5;
-                        const yk_real r9 = (yk_real)(float)r8;
-                        const yk_real r10 = (yk_real)((const float *)a.t[5])[i];
-                        const yk_real r11 = yk_sigmoid(r9);
-                        const yk_real r13 = r12 - r11;
-                        const yk_real r14 = r9 * r13;
-                        const yk_real r16 = r15 + r14;
-                        const yk_real r17 = r11 * r16;
-                        const yk_real r18 = r10 * r17;
-                        const yk_real r19 = (yk_real)(float)r18;
-                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r23 = r22 - r21;
-                        const yk_real r24 = r23 * r20;
-                        const yk_real r30 = r24 * r29;
-                        const yk_real r31 = r27 + r30;
-                        const yk_real r32 = r19 - r31;
-                        const yk_real r35 = r34 * r32;
-                        ((float *)a.t[8])[i] = (float)r35;
+                        const yk_real r0 = (yk_real)((const float *)a.t[8])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[8])[i] = (float)r16;
                 }
             }
             for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -524,6 +494,7 @@ YK_CLONES void yk_channel_reduce_750ef01f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r22;
                         const yk_real r29 = r22 * r27;
                         lane_acc_[1][l_] += (double)r29;
+                        ((float *)a.t[9])[i] = (float)r22;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
@@ -552,6 +523,7 @@ YK_CLONES void yk_channel_reduce_750ef01f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r22;
                         const yk_real r29 = r22 * r27;
                         lane_acc_[1][l_] += (double)r29;
+                        ((float *)a.t[9])[i] = (float)r22;
                 }
             }
             for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -569,21 +541,15 @@ YK_CLONES void yk_channel_reduce_750ef01f(const YkArgs *ap) {
             double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
             (void)lane_acc_;
             (void)acc_;
-            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
-            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r15 = (yk_real)1;
-            const yk_real r18 = (yk_real)1;
-            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r28 = (yk_real)count_;
-            const yk_real r29 = (yk_real)var_[0];
-            const yk_real r30 = r29 / r28;
-            const yk_real r31 = (yk_real)var_[1];
-            const yk_real r32 = r31 / r28;
-            const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r37 = r36 * r23;
+            const yk_real r1 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r6 = (yk_real)count_;
+            const yk_real r7 = (yk_real)var_[0];
+            const yk_real r8 = r7 / r6;
+            const yk_real r9 = (yk_real)var_[1];
+            const yk_real r10 = r9 / r6;
+            const yk_real r14 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = r14 * r1;
             for (long long n = 0; n < a.n; n++) {
                 long long k0 = 0;
                 for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
@@ -591,61 +557,29 @@ YK_CLONES void yk_channel_reduce_750ef01f(const YkArgs *ap) {
                     for (int l_ = 0; l_ < YK_LANES; l_++) {
                         const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                         (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                        const yk_real r2 = r1 + r0;
-                        const yk_real r3 = (yk_real)(float)r2;
-                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r7 = r4 - r6;
-                        const yk_real r8 = r7 * r5;
-                        const yk_real r11 = r8 * r10;
-                        const yk_real r12 = r11 + r9;
-                        const yk_real r13 = (yk_real)(float)r12;
-                        const yk_real r14 = yk_sigmoid(r13);
-                        const yk_real r16 = r15 - r14;
-                        const yk_real r17 = r13 * r16;
-                        const yk_real r19 = r18 + r17;
-                        const yk_real r20 = r14 * r19;
-                        const yk_real r21 = r3 * r20;
-                        const yk_real r22 = (yk_real)(float)r21;
-                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r26 = r25 - r24;
-                        const yk_real r27 = r26 * r23;
-                        const yk_real r33 = r27 * r32;
-                        const yk_real r34 = r30 + r33;
-                        const yk_real r35 = r22 - r34;
-                        const yk_real r38 = r37 * r35;
-                        ((float *)a.t[9])[i] = (float)r38;
+                        const yk_real r0 = (yk_real)((const float *)a.t[9])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[9])[i] = (float)r16;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
                     const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                     (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r1 = (yk_real)((const float *)a.t[1])[i];
-                        const yk_real r2 = r1 + r0;
-                        const yk_real r3 = (yk_real)(float)r2;
-                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r7 = r4 - r6;
-                        const yk_real r8 = r7 * r5;
-                        const yk_real r11 = r8 * r10;
-                        const yk_real r12 = r11 + r9;
-                        const yk_real r13 = (yk_real)(float)r12;
-                        const yk_real r14 = yk_sigmoid(r13);
-                        const yk_real r16 = r15 - r14;
-                        const yk_real r17 = r13 * r16;
-                        const yk_real r19 = r18 + r17;
-                        const yk_real r20 = r14 * r19;
-                        const yk_real r21 = r3 * r20;
-                        const yk_real r22 = (yk_real)(float)r21;
-                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r26 = r25 - r24;
-                        const yk_real r27 = r26 * r23;
-                        const yk_real r33 = r27 * r32;
-                        const yk_real r34 = r30 + r33;
-                        const yk_real r35 = r22 - r34;
-                        const yk_real r38 = r37 * r35;
-                        ((float *)a.t[9])[i] = (float)r38;
+                        const yk_real r0 = (yk_real)((const float *)a.t[9])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[9])[i] = (float)r16;
                 }
             }
             for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -707,6 +641,7 @@ YK_CLONES void yk_channel_reduce_cccde98d(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r19;
                         const yk_real r26 = r19 * r24;
                         lane_acc_[1][l_] += (double)r26;
+                        ((float *)a.t[8])[i] = (float)r19;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
@@ -732,6 +667,7 @@ YK_CLONES void yk_channel_reduce_cccde98d(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r19;
                         const yk_real r26 = r19 * r24;
                         lane_acc_[1][l_] += (double)r26;
+                        ((float *)a.t[8])[i] = (float)r19;
                 }
             }
             for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -751,19 +687,13 @@ YK_CLONES void yk_channel_reduce_cccde98d(const YkArgs *ap) {
             (void)acc_;
             const yk_real r1 = (yk_real)((const float *)a.t[1])[c];
             const yk_real r2 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r12 = (yk_real)1;
-            const yk_real r15 = (yk_real)1;
-            const yk_real r20 = (yk_real)((const float *)a.t[1])[c];
-            const yk_real r21 = (yk_real)((const float *)a.t[2])[c];
-            const yk_real r25 = (yk_real)count_;
-            const yk_real r26 = (yk_real)var_[0];
-            const yk_real r27 = r26 / r25;
-            const yk_real r28 = (yk_real)var_[1];
-            const yk_real r29 = r28 / r25;
-            const yk_real r33 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r34 = r33 * r20;
+            const yk_real r6 = (yk_real)count_;
+            const yk_real r7 = (yk_real)var_[0];
+            const yk_real r8 = r7 / r6;
+            const yk_real r9 = (yk_real)var_[1];
+            const yk_real r10 = r9 / r6;
+            const yk_real r14 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r15 = r14 * r1;
             for (long long n = 0; n < a.n; n++) {
                 long long k0 = 0;
                 for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
@@ -771,55 +701,29 @@ YK_CLONES void yk_channel_reduce_cccde98d(const YkArgs *ap) {
                     for (int l_ = 0; l_ < YK_LANES; l_++) {
                         const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                         (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r3 = r0 - r2;
-                        const yk_real r4 = r3 * r1;
-                        const yk_real r7 = r4 * r6;
-                        const yk_real r8 = r7 + r5;
-                        const yk_real r9 = (yk_real)(float)r8;
-                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
-                        const yk_real r11 = yk_sigmoid(r9);
-                        const yk_real r13 = r12 - r11;
-                        const yk_real r14 = r9 * r13;
-                        const yk_real r16 = r15 + r14;
-                        const yk_real r17 = r11 * r16;
-                        const yk_real r18 = r10 * r17;
-                        const yk_real r19 = (yk_real)(float)r18;
-                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r23 = r22 - r21;
-                        const yk_real r24 = r23 * r20;
-                        const yk_real r30 = r24 * r29;
-                        const yk_real r31 = r27 + r30;
-                        const yk_real r32 = r19 - r31;
-                        const yk_real r35 = r34 * r32;
-                        ((float *)a.t[8])[i] = (float)r35;
+                        const yk_real r0 = (yk_real)((const float *)a.t[8])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[8])[i] = (float)r16;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
                     const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                     (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r3 = r0 - r2;
-                        const yk_real r4 = r3 * r1;
-                        const yk_real r7 = r4 * r6;
-                        const yk_real r8 = r7 + r5;
-                        const yk_real r9 = (yk_real)(float)r8;
-                        const yk_real r10 = (yk_real)((const float *)a.t[5])[n * a.bs[5] + c * inner_ + k];
-                        const yk_real r11 = yk_sigmoid(r9);
-                        const yk_real r13 = r12 - r11;
-                        const yk_real r14 = r9 * r13;
-                        const yk_real r16 = r15 + r14;
-                        const yk_real r17 = r11 * r16;
-                        const yk_real r18 = r10 * r17;
-                        const yk_real r19 = (yk_real)(float)r18;
-                        const yk_real r22 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r23 = r22 - r21;
-                        const yk_real r24 = r23 * r20;
-                        const yk_real r30 = r24 * r29;
-                        const yk_real r31 = r27 + r30;
-                        const yk_real r32 = r19 - r31;
-                        const yk_real r35 = r34 * r32;
-                        ((float *)a.t[8])[i] = (float)r35;
+                        const yk_real r0 = (yk_real)((const float *)a.t[8])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[0])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[8])[i] = (float)r16;
                 }
             }
             for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -935,6 +839,7 @@ YK_CLONES void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r22;
                         const yk_real r29 = r22 * r27;
                         lane_acc_[1][l_] += (double)r29;
+                        ((float *)a.t[9])[i] = (float)r22;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
@@ -963,6 +868,7 @@ YK_CLONES void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
                         lane_acc_[0][l_] += (double)r22;
                         const yk_real r29 = r22 * r27;
                         lane_acc_[1][l_] += (double)r29;
+                        ((float *)a.t[9])[i] = (float)r22;
                 }
             }
             for (int j_ = 0; j_ < 2; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
@@ -980,21 +886,15 @@ YK_CLONES void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
             double lane_acc_[1][YK_LANES] = {{0}}, acc_[1];
             (void)lane_acc_;
             (void)acc_;
-            const yk_real r5 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r6 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r9 = (yk_real)((const float *)a.t[5])[c];
-            const yk_real r10 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r15 = (yk_real)1;
-            const yk_real r18 = (yk_real)1;
-            const yk_real r23 = (yk_real)((const float *)a.t[3])[c];
-            const yk_real r24 = (yk_real)((const float *)a.t[4])[c];
-            const yk_real r28 = (yk_real)count_;
-            const yk_real r29 = (yk_real)var_[0];
-            const yk_real r30 = r29 / r28;
-            const yk_real r31 = (yk_real)var_[1];
-            const yk_real r32 = r31 / r28;
-            const yk_real r36 = (yk_real)((const float *)a.t[6])[c];
-            const yk_real r37 = r36 * r23;
+            const yk_real r1 = (yk_real)((const float *)a.t[3])[c];
+            const yk_real r2 = (yk_real)((const float *)a.t[4])[c];
+            const yk_real r6 = (yk_real)count_;
+            const yk_real r7 = (yk_real)var_[0];
+            const yk_real r8 = r7 / r6;
+            const yk_real r9 = (yk_real)var_[1];
+            const yk_real r10 = r9 / r6;
+            const yk_real r14 = (yk_real)((const float *)a.t[6])[c];
+            const yk_real r15 = r14 * r1;
             for (long long n = 0; n < a.n; n++) {
                 long long k0 = 0;
                 for (; k0 + YK_LANES <= inner_; k0 += YK_LANES) {
@@ -1002,61 +902,29 @@ YK_CLONES void yk_channel_reduce_b4e6287f(const YkArgs *ap) {
                     for (int l_ = 0; l_ < YK_LANES; l_++) {
                         const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                         (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
-                        const yk_real r2 = r1 + r0;
-                        const yk_real r3 = (yk_real)(float)r2;
-                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r7 = r4 - r6;
-                        const yk_real r8 = r7 * r5;
-                        const yk_real r11 = r8 * r10;
-                        const yk_real r12 = r11 + r9;
-                        const yk_real r13 = (yk_real)(float)r12;
-                        const yk_real r14 = yk_sigmoid(r13);
-                        const yk_real r16 = r15 - r14;
-                        const yk_real r17 = r13 * r16;
-                        const yk_real r19 = r18 + r17;
-                        const yk_real r20 = r14 * r19;
-                        const yk_real r21 = r3 * r20;
-                        const yk_real r22 = (yk_real)(float)r21;
-                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r26 = r25 - r24;
-                        const yk_real r27 = r26 * r23;
-                        const yk_real r33 = r27 * r32;
-                        const yk_real r34 = r30 + r33;
-                        const yk_real r35 = r22 - r34;
-                        const yk_real r38 = r37 * r35;
-                        ((float *)a.t[9])[i] = (float)r38;
+                        const yk_real r0 = (yk_real)((const float *)a.t[9])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[9])[i] = (float)r16;
                     }
                 }
                 for (int l_ = 0; k0 + l_ < inner_; l_++) {
                     const long long k = k0 + l_, i = (n * c_ + c) * inner_ + k;
                     (void)i;
-                        const yk_real r0 = (yk_real)((const float *)a.t[0])[i];
-                        const yk_real r1 = (yk_real)((const float *)a.t[1])[n * a.bs[1] + c * inner_ + k];
-                        const yk_real r2 = r1 + r0;
-                        const yk_real r3 = (yk_real)(float)r2;
-                        const yk_real r4 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r7 = r4 - r6;
-                        const yk_real r8 = r7 * r5;
-                        const yk_real r11 = r8 * r10;
-                        const yk_real r12 = r11 + r9;
-                        const yk_real r13 = (yk_real)(float)r12;
-                        const yk_real r14 = yk_sigmoid(r13);
-                        const yk_real r16 = r15 - r14;
-                        const yk_real r17 = r13 * r16;
-                        const yk_real r19 = r18 + r17;
-                        const yk_real r20 = r14 * r19;
-                        const yk_real r21 = r3 * r20;
-                        const yk_real r22 = (yk_real)(float)r21;
-                        const yk_real r25 = (yk_real)((const float *)a.t[2])[i];
-                        const yk_real r26 = r25 - r24;
-                        const yk_real r27 = r26 * r23;
-                        const yk_real r33 = r27 * r32;
-                        const yk_real r34 = r30 + r33;
-                        const yk_real r35 = r22 - r34;
-                        const yk_real r38 = r37 * r35;
-                        ((float *)a.t[9])[i] = (float)r38;
+                        const yk_real r0 = (yk_real)((const float *)a.t[9])[i];
+                        const yk_real r3 = (yk_real)((const float *)a.t[2])[i];
+                        const yk_real r4 = r3 - r2;
+                        const yk_real r5 = r4 * r1;
+                        const yk_real r11 = r5 * r10;
+                        const yk_real r12 = r8 + r11;
+                        const yk_real r13 = r0 - r12;
+                        const yk_real r16 = r15 * r13;
+                        ((float *)a.t[9])[i] = (float)r16;
                 }
             }
             for (int j_ = 0; j_ < 1; j_++) acc_[j_] = yk_fold_lanes(lane_acc_[j_]);
