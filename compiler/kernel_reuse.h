@@ -1,7 +1,8 @@
 /* compiler/kernel_reuse.h — the C target's two-phase channel reductions
  * compute their costliest per-element value once (kernel_reuse.c). A
- * rewrite of kernel IR for rendering only: must not change what a kernel
- * reads, sums or finally stores, nor the kernels the CUDA target renders. */
+ * rewrite of kernel IR for rendering only: must not change a kernel's
+ * results (its sums and its stores' bits), nor the kernels the CUDA target
+ * renders. */
 #ifndef YOLOCC_KERNEL_REUSE_H
 #define YOLOCC_KERNEL_REUSE_H
 #include "kernel_ir.h"
