@@ -39,6 +39,20 @@ int kernel_elem_vec(const Kernel *k) {
     return (k->skel == KS_CHANNEL_REDUCE ? 8 : 16) / widest;
 }
 
+void kernel_channel_invariant(const Kernel *k, KSection s, bool *inv) {
+    for (int r = 0; r < s.n; r++) {
+        const KInstr *in = &k->code[s.first + r];
+        switch (in->op) {
+        case KI_LOAD: inv[r] = in->at != KA_ELEM; break;
+        case KI_CONST: case KI_VAR: case KI_COUNT: inv[r] = true; break;
+        case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: case KI_SIGMOID: inv[r] = inv[in->a]; break;
+        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: inv[r] = inv[in->a] && inv[in->b]; break;
+        case KI_SEL_GT: case KI_SEL_GE: inv[r] = inv[in->a] && inv[in->b] && inv[in->c] && inv[in->d]; break;
+        default: inv[r] = false;
+        }
+    }
+}
+
 void kb_init(KBuild *kb, KSkel s) {
     memset(kb, 0, sizeof *kb);
     kb->k.skel = s;

@@ -124,6 +124,12 @@ bool kernel_op_generated(OpKind k);
 void kernel_count_launches(const KProgram *kp, int first_group, int last_group, int *library, int *generated);
 const char *kernel_skel_name(KSkel s);
 
+/* Per register of section s of k: whether it has the same value for every
+ * element of a channel (per-channel and fixed loads, constants, variables
+ * and what is computed from them only). The C skeletons hoist those out of
+ * the element loop; kernel_reuse.c parks only values that are not. */
+void kernel_channel_invariant(const Kernel *k, KSection s, bool *inv);
+
 /* Bytes of one element of a generated kernel's buffer stored as d (CUDA:
  * fp32 4, bf16 and fp16 2, int64 8). */
 int kernel_storage_bytes(DType d);

@@ -78,23 +78,6 @@ static void load_text(const Kernel *k, KTarget tg, const KInstr *in, bool arr, c
 static const char *const FN1[KI_COUNT_OPS] = {[KI_EXP] = "yk_exp", [KI_SQRT] = "yk_sqrt", [KI_ERF] = "yk_erf", [KI_SIGMOID] = "yk_sigmoid"};
 static const char *const OP2[KI_COUNT_OPS] = {[KI_ADD] = "+", [KI_SUB] = "-", [KI_MUL] = "*", [KI_DIV] = "/"};
 
-/* Which instructions of a body give the same value for every element of a
- * channel (per-channel and fixed loads, constants, variables and what is
- * computed from them only): the C skeletons hoist them out of the element loop. */
-static void channel_invariant(const Kernel *k, KSection s, bool *inv) {
-    for (int r = 0; r < s.n; r++) {
-        const KInstr *in = &k->code[s.first + r];
-        switch (in->op) {
-        case KI_LOAD: inv[r] = in->at != KA_ELEM; break;
-        case KI_CONST: case KI_VAR: case KI_COUNT: inv[r] = true; break;
-        case KI_NEG: case KI_EXP: case KI_SQRT: case KI_ERF: case KI_F32: case KI_SIGMOID: inv[r] = inv[in->a]; break;
-        case KI_ADD: case KI_SUB: case KI_MUL: case KI_DIV: case KI_POW: inv[r] = inv[in->a] && inv[in->b]; break;
-        case KI_SEL_GT: case KI_SEL_GE: inv[r] = inv[in->a] && inv[in->b] && inv[in->c] && inv[in->d]; break;
-        default: inv[r] = false;
-        }
-    }
-}
-
 /* Which part of a section to write: all of it, or the channel-invariant
  * part and the per-element part separately; the CUDA map assigns the
  * invariant part to registers declared before its loop (PART_DECLARE),
@@ -138,7 +121,7 @@ static void emit_section(Out *o, const Kernel *k, KTarget tg, KSection s, bool f
         o->ok = false;
         return;
     }
-    channel_invariant(k, s, inv);
+    kernel_channel_invariant(k, s, inv);
     bool channel = part == PART_CHANNEL || part == PART_DECLARE || part == PART_CHANNEL_ASSIGN, declared = false;
     const bool element = part == PART_ELEMENT || part == PART_ELEM_LOADS || part == PART_ELEM_AFTER_LOADS;
     for (int r = 0; r < s.n; r++) {

@@ -103,8 +103,8 @@ static bool slot_touched(const Kernel *k, int buf, int except) {
 }
 
 typedef struct Choice {
-    int r0, r1, saved, dropped; /* first-phase register, second-phase register, costly instructions and instructions spared */
-    KInstr *body;               /* the second phase with r1 read back, compacted */
+    int r0, saved, dropped; /* the first phase's register; costly instructions and instructions spared */
+    KInstr *body;           /* the second phase with its twin read back, compacted */
     int n;
 } Choice;
 
@@ -122,7 +122,6 @@ static bool try_reuse(const Kernel *k, int buf, int r1, Choice *c) {
     trial[r1] = (KInstr){.op = KI_LOAD, .buf = buf, .at = KA_ELEM};
     c->n = kb_compact_section(trial, s1.n, out);
     c->body = out;
-    c->r1 = r1;
     c->saved = costly_count(k->code + s1.first, s1.n) - costly_count(out, c->n);
     c->dropped = s1.n - c->n;
     free(trial);
@@ -146,17 +145,12 @@ bool kernel_reuse_phase_value(const Kernel *k, Kernel *out) {
         number_section(k, s0, &t, vn0);
         number_section(k, s1, &t, vn1);
         /* candidates: fp32 roundings before the store that the first phase
-         * also computes and that depend on an element load (elem; a
-         * per-channel value is computed once a channel already) */
-        bool *elem = calloc((size_t)s1.n + 1, sizeof(bool));
-        for (int r = 0; elem && r < s1.n; r++) {
-            const KInstr *in = &k->code[s1.first + r];
-            int ops[4], m = kb_reg_operands(in, ops);
-            elem[r] = in->op == KI_LOAD && in->at == KA_ELEM;
-            for (int j = 0; j < m; j++) elem[r] |= elem[ops[j]];
-        }
-        for (int r1 = 0; elem && r1 < st; r1++) {
-            if (k->code[s1.first + r1].op != KI_F32 || vn1[r1] < 0 || !elem[r1]) continue;
+         * also computes and that vary within a channel (a per-channel value
+         * is computed once a channel already) */
+        bool *inv = calloc((size_t)s1.n + 1, sizeof(bool));
+        if (inv) kernel_channel_invariant(k, s1, inv);
+        for (int r1 = 0; inv && r1 < st; r1++) {
+            if (k->code[s1.first + r1].op != KI_F32 || vn1[r1] < 0 || inv[r1]) continue;
             int r0 = -1;
             for (int r = 0; r < s0.n && r0 < 0; r++)
                 if (vn0[r] == vn1[r1]) r0 = r;
@@ -169,7 +163,7 @@ bool kernel_reuse_phase_value(const Kernel *k, Kernel *out) {
                 free(c.body);
             }
         }
-        free(elem);
+        free(inv);
     }
     free(t.key);
     free(vn0);
