@@ -118,7 +118,8 @@ ort-venv: $(ORT_STAMP)
 # tests/test_tcpstore.c): its launcher and its store's servers are the other
 # side of those tests. About 3 GB from PyPI (its Linux wheels carry CUDA), so
 # neither .ci/run nor `make test` makes it; without it those tests are skipped.
-TORCH_VERSION := 2.5.1
+# 2.11.0 is the GPU machine's version (the tests also passed with 2.5.1 and 2.15.0).
+TORCH_VERSION := 2.11.0
 TORCH_STAMP := $(BUILD)/torch/.installed-$(TORCH_VERSION)
 $(TORCH_STAMP):
 	rm -rf $(BUILD)/torch

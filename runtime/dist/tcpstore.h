@@ -3,7 +3,7 @@
  * (TORCHELASTIC_USE_AGENT_STORE=True), `yolort --ranks` serves on the
  * loopback and rank 0 serves itself when no launcher does (store_host.h). Owns its socket only; must not touch MPI, NCCL or CUDA.
  *
- * The wire format (checked against PyTorch 2.5.1's libuv and classic
+ * The wire format (checked against PyTorch 2.5.1, 2.11.0 and 2.15.0: libuv and classic
  * servers, tests/test_tcpstore.c): after connecting, VALIDATE (one byte 0,
  * u32 0x3C85F7CE) and PING (13, u32 nonce; the server echoes the nonce).
  * Every query is one type byte, then its arguments: a string or value is a
